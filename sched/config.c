@@ -1,0 +1,148 @@
+/*
+ * Configuration from the environment (the GOSHIM_ variables, listed once
+ * in config.def) and the default number of Ps.
+ *
+ * A malformed value is never fatal and never silently misread: we print
+ * which variable, what it held and what is accepted, and keep the default.
+ * Reading happens once, at start-up, on an ordinary thread.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched.h"
+#include "throw.h"
+#include "tls.h"
+
+bool config_parse_int(const char *s, long min, long max, long *out)
+{
+    char *end;
+    if (!s || !*s || isspace((unsigned char)*s))
+        return false;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+bool config_parse_size(const char *s, size_t *out)
+{
+    char *end;
+    if (!s || !isdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno)
+        return false;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    }
+    if (*end || v > (~0ULL >> 24) >> shift)
+        return false;
+    *out = (size_t)(v << shift);
+    return true;
+}
+
+bool config_parse_bool(const char *s, bool *out)
+{
+    if (s && (!strcmp(s, "1") || !strcmp(s, "0"))) {
+        *out = s[0] == '1';
+        return true;
+    }
+    return false;
+}
+
+/* CPUs in the affinity mask, capped by the cgroup v2 cpu.max quota of this
+ * cgroup and its ancestors (rounded up, at least 1). */
+int sched_usable_cpus(void)
+{
+    cpu_set_t set;
+    int n = 1;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        n = CPU_COUNT(&set);
+    if (n < 1)
+        n = 1;
+
+    char line[4096], path[4096 + 64];
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f)
+        return n;
+    char *rel = NULL;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "0::", 3)) {
+            rel = line + 3;
+            rel[strcspn(rel, "\n")] = 0;
+            break;
+        }
+    }
+    fclose(f);
+    if (!rel)
+        return n;
+    for (;;) {
+        snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.max", strcmp(rel, "/") ? rel : "");
+        FILE *q = fopen(path, "re");
+        if (q) {
+            char quota[32];
+            long period;
+            if (fscanf(q, "%31s %ld", quota, &period) == 2 && strcmp(quota, "max") && period > 0) {
+                long qv = atol(quota);
+                int lim = (int)((qv + period - 1) / period);
+                if (lim < 1)
+                    lim = 1;
+                if (lim < n)
+                    n = lim;
+            }
+            fclose(q);
+        }
+        char *slash = strrchr(rel, '/');
+        if (!slash || slash == rel)
+            break;
+        *slash = 0;
+    }
+    return n;
+}
+
+static void complain(const char *name, const char *val, const char *form)
+{
+    rt_print(2, "goshim: %s=%s is not valid: want %s; using the default\n", name, val, form);
+}
+
+/* One parser per kind; each returns whether the text was valid. */
+#define PARSE_INT(v, field, min, max) (config_parse_int((v), (min), (max), &iv) && ((field) = (int)iv, 1))
+#define PARSE_SIZE(v, field, min, max)                                                             \
+    (config_parse_size((v), &sv) && sv >= (size_t)(min) && sv <= (size_t)(max) && ((field) = sv, 1))
+#define PARSE_BOOL(v, field, min, max) (config_parse_bool((v), &bv) && ((field) = bv, 1))
+#define PARSE_TLSMODE(v, field, min, max)                                                          \
+    ((!strcmp((v), "full") || !strcmp((v), "errno")) &&                                            \
+     ((field) = strcmp((v), "full") ? TLS_MODE_ERRNO : TLS_MODE_FULL, 1))
+
+int sched_config_from_env(struct sched_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->maxthreads = 10000;
+    c->tls_mode = TLS_MODE_FULL;
+    int bad = 0;
+    const char *v;
+    long iv;
+    size_t sv;
+    bool bv;
+#define CONFIG_VAR(name, kind, field, min, max, form)                                              \
+    if ((v = getenv(#name)) != NULL && !PARSE_##kind(v, c->field, min, max)) {                    \
+        complain(#name, v, form);                                                                  \
+        bad++;                                                                                     \
+    }
+#include "config.def"
+#undef CONFIG_VAR
+    (void)iv;
+    (void)sv;
+    (void)bv;
+    return bad;
+}

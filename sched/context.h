@@ -1,0 +1,27 @@
+/*
+ * Context switching primitives (context_x86_64_sysv_elf.S, context.c).
+ */
+#ifndef GOSHIM_CONTEXT_H
+#define GOSHIM_CONTEXT_H
+
+#include <stdint.h>
+
+/* A suspended context: the stack pointer of its saved frame (see the .S). */
+struct gobuf {
+    uintptr_t sp;
+};
+
+/* Prepare buf so that resuming it calls fn(arg) on the stack below hi. */
+void ctx_init(struct gobuf *buf, void *hi, void (*fn)(void *), void *arg);
+
+void ctx_mcall(struct gobuf *save, void (*fn)(void *), void *arg, uintptr_t sp);
+__attribute__((noreturn)) void ctx_gogo(struct gobuf *buf);
+void ctx_setfs(void *tcb);
+void ctx_switch(struct gobuf *save, struct gobuf *to);
+void ctx_switch_fs(struct gobuf *save, struct gobuf *to, void *tcb);
+void ctx_switch_bare(struct gobuf *save, struct gobuf *to);
+void ctx_switch_bare_fs(struct gobuf *save, struct gobuf *to, void *tcb);
+/* Bare frames: like ctx_init, for contexts resumed by ctx_switch_bare*. */
+void ctx_init_bare(struct gobuf *buf, void *hi, void (*fn)(void *), void *arg);
+
+#endif

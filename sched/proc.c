@@ -1,0 +1,426 @@
+/*
+ * Gs: creation (newproc), exit, park/ready, yield, and the free lists.
+ *
+ * A G is a task with its own stack and its own glibc TCB (thread control
+ * block + static TLS, see tls.c), so errno and __thread variables belong
+ * to it wherever it runs. Dead Gs keep their stack and TCB and are reused
+ * through a per-P free list (no lock) and a global one (sched.gflock), as
+ * Go's gfput/gfget.
+ *
+ * Switching away from a G always goes through the M's scheduler stack
+ * (g0) with ctx_mcall, after the G recorded in m->rel what should become
+ * of it (park, Gosched, yield, exit). The FS base is *not* changed on the
+ * way to g0: g0 code uses no thread-local storage, so it can run under the
+ * FS base of the G it just left, and the common case (the next G is found
+ * at once) pays for one FS write instead of two — with arch_prctl on a
+ * kernel without FSGSBASE that is a system call each. The release is
+ * committed (release_commit) only after the FS base points elsewhere, so a
+ * G's TCB is never installed on two Ms at once: if another M could run the
+ * released G while this one still had its TCB as FS, a signal handler on
+ * either would write the same errno, and glibc's per-thread malloc words
+ * (which travel with the FS base, see tls_malloc_move) would be shared.
+ *
+ * Rejected: Go's way (g0 has its own FS) costs two FS writes per switch;
+ * switching G to G directly on the G's stack saves the stack switch but
+ * makes the idle path run on a user stack that may be tiny.
+ *
+ * A G that exits hands its TCB, already installed as FS, to the next G if
+ * that one has never run: a stream of short tasks then runs on one FS base
+ * and pays a TCB reset (~0.2 us) instead of an FS write per task.
+ */
+#include <asm/prctl.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+#include "sched.h"
+#include "throw.h"
+#include "tls.h"
+
+struct schedt sched;
+
+/* The current G: per G in full TLS mode (each G has its own TCB), per M in
+ * errno mode (the switch updates it). On g0 it may name a G this M just
+ * left; g0 code uses getm(). */
+__thread struct g *tls_g __attribute__((tls_model("initial-exec")));
+
+/* Read tls_g freshly: never let the compiler keep it (or its address)
+ * across a switch, after which the G may run on another M. */
+__attribute__((noinline)) static struct g *getg(void)
+{
+    struct g *gp = tls_g;
+    __asm__ volatile("" ::: "memory");
+    return gp;
+}
+
+struct g *sched_self(void)
+{
+    return sched.started ? getg() : NULL;
+}
+
+bool casgstatus(struct g *gp, uint32_t oldval, uint32_t newval)
+{
+    return __atomic_compare_exchange_n(&gp->atomicstatus, &oldval, newval, 0, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE);
+}
+
+static void castatus_or_throw(struct g *gp, uint32_t oldval, uint32_t newval, const char *who)
+{
+    if (!casgstatus(gp, oldval, newval)) {
+        rt_print(2, "goshim: %s: G%lu has status %u, want %u\n", who, (unsigned long)gp->goid,
+                 readgstatus(gp), oldval);
+        goshim_throw("casgstatus: bad incoming status");
+    }
+}
+
+/* ---- free lists -------------------------------------------------------- */
+
+/* Put a dead G on pp's free list (the global one if pp is NULL). */
+void gfput(struct p *pp, struct g *gp)
+{
+    if (gp->stack.kind == STACK_USER) {
+        memset(&gp->stack, 0, sizeof gp->stack); /* the program owns it */
+    } else if (gp->stack.lo && (size_t)(gp->stack.hi - gp->stack.lo) != stack_default_size()) {
+        stack_free(pp ? &pp->stackcache : NULL, &gp->stack);
+        memset(&gp->stack, 0, sizeof gp->stack);
+    }
+    if (pp) {
+        gp->schedlink = pp->gfree;
+        pp->gfree = gp;
+        if (++pp->gfreecnt < GFREE_LOCAL_MAX)
+            return;
+        /* Move half to the global list. */
+        runtime_lock(&sched.gflock);
+        while (pp->gfreecnt > GFREE_LOCAL_MAX / 2) {
+            struct g *x = pp->gfree;
+            pp->gfree = x->schedlink;
+            pp->gfreecnt--;
+            x->schedlink = sched.gfree;
+            sched.gfree = x;
+            sched.ngfree++;
+        }
+        runtime_unlock(&sched.gflock);
+        return;
+    }
+    runtime_lock(&sched.gflock);
+    gp->schedlink = sched.gfree;
+    sched.gfree = gp;
+    sched.ngfree++;
+    runtime_unlock(&sched.gflock);
+}
+
+/* Get a dead G from pp's free list (refilled from the global one), or NULL. */
+struct g *gfget(struct p *pp)
+{
+    if (pp && pp->gfree == NULL && __atomic_load_n(&sched.ngfree, __ATOMIC_RELAXED) > 0) {
+        runtime_lock(&sched.gflock);
+        while (pp->gfreecnt < GFREE_LOCAL_MAX / 2 && sched.gfree) {
+            struct g *x = sched.gfree;
+            sched.gfree = x->schedlink;
+            sched.ngfree--;
+            x->schedlink = pp->gfree;
+            pp->gfree = x;
+            pp->gfreecnt++;
+        }
+        runtime_unlock(&sched.gflock);
+    }
+    struct g *gp;
+    if (pp) {
+        gp = pp->gfree;
+        if (gp) {
+            pp->gfree = gp->schedlink;
+            pp->gfreecnt--;
+        }
+    } else {
+        runtime_lock(&sched.gflock);
+        gp = sched.gfree;
+        if (gp) {
+            sched.gfree = gp->schedlink;
+            sched.ngfree--;
+        }
+        runtime_unlock(&sched.gflock);
+    }
+    if (gp)
+        gp->schedlink = NULL;
+    return gp;
+}
+
+static struct g *malg(void)
+{
+    struct g *gp = calloc(1, sizeof *gp);
+    if (!gp)
+        return NULL;
+    gp->atomicstatus = Gdead;
+    runtime_lock(&sched.allglock);
+    gp->alllink = sched.allg;
+    sched.allg = gp;
+    sched.allglen++;
+    runtime_unlock(&sched.allglock);
+    return gp;
+}
+
+/* ---- entry and exit ---------------------------------------------------- */
+
+/* First code of every G, on its own stack and TCB. */
+static void gostart(void *arg)
+{
+    struct g *gp = arg;
+    if (sched.tls_full)
+        tls_thread_start();
+    else
+        errno = 0;
+    gp->fn(gp->arg);
+    goexit();
+}
+
+static void mcall_schedule(void *arg)
+{
+    (void)arg;
+    getm()->curg = NULL;
+    schedule();
+}
+
+/* Switch the current G out to g0, which commits mp->rel and schedules. */
+static void switch_out(struct m *mp, struct g *gp)
+{
+    if (!sched.tls_full)
+        gp->errno_save = errno;
+    ctx_mcall(&gp->sched, mcall_schedule, NULL, mp->g0_sp);
+    if (!sched.tls_full)
+        errno = gp->errno_save;
+}
+
+void goexit(void)
+{
+    struct g *gp = getg();
+    if (sched.tls_full)
+        tls_thread_exit();
+    struct m *mp = getm();
+    mp->rel = (struct release){REL_EXIT, gp, NULL, NULL};
+    ctx_mcall(&gp->sched, mcall_schedule, NULL, mp->g0_sp);
+    goshim_throw("goexit: dead G resumed");
+}
+
+struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err)
+{
+    struct g *self = sched_self();
+    struct p *pp = self ? getm()->p : NULL;
+    size_t size = a && a->stacksize ? a->stacksize : stack_default_size();
+    size_t guard = a && a->guardsize != (size_t)-1 ? a->guardsize : stack_default_guard();
+
+    struct g *gp = gfget(pp);
+    if (!gp && !(gp = malg())) {
+        *err = EAGAIN;
+        return NULL;
+    }
+    if (a && a->stackaddr) {
+        if (gp->stack.lo)
+            stack_free(pp ? &pp->stackcache : NULL, &gp->stack);
+        stack_user(a->stackaddr, size, &gp->stack);
+    } else if (!gp->stack.lo || (size_t)(gp->stack.hi - gp->stack.lo) != size ||
+               gp->stack.guard != guard) {
+        if (gp->stack.lo)
+            stack_free(pp ? &pp->stackcache : NULL, &gp->stack);
+        memset(&gp->stack, 0, sizeof gp->stack);
+        int rc = stack_alloc(pp ? &pp->stackcache : NULL, size, guard, &gp->stack);
+        if (rc != 0) {
+            gfput(pp, gp);
+            *err = EAGAIN;
+            return NULL;
+        }
+    }
+    gp->fn = fn;
+    gp->arg = arg;
+    gp->goid = __atomic_add_fetch(&sched.goidgen, 1, __ATOMIC_RELAXED);
+    gp->flags &= ~(uint32_t)G_STARTED;
+    gp->waitreason = waitReasonZero;
+    ctx_init(&gp->sched, gp->stack.hi, gostart, gp);
+    castatus_or_throw(gp, Gdead, Grunnable, "newproc");
+    __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);
+    if (pp) {
+        pp->nspawn++;
+        runqput(pp, gp, true);
+    } else {
+        runtime_lock(&sched.lock);
+        globrunqput(gp);
+        runtime_unlock(&sched.lock);
+    }
+    wakep();
+    return gp;
+}
+
+/* ---- park, ready, yield ------------------------------------------------ */
+
+void gopark(bool (*unlockf)(struct g *, void *), void *lock, int reason)
+{
+    struct m *mp = getm();
+    struct g *gp = mp->curg;
+    if (gp == NULL || gp != getg())
+        goshim_throw("gopark: not on a G");
+    gp->waitreason = reason;
+    mp->p->npark++;
+    mp->rel = (struct release){REL_PARK, gp, unlockf, lock};
+    switch_out(mp, gp);
+}
+
+bool park_unlock(struct g *gp, void *lock)
+{
+    (void)gp;
+    runtime_unlock(lock);
+    return true;
+}
+
+void goready(struct g *gp)
+{
+    castatus_or_throw(gp, Gwaiting, Grunnable, "goready");
+    struct g *self = sched_self();
+    if (self) {
+        struct p *pp = getm()->p;
+        pp->nready++;
+        runqput(pp, gp, true);
+    } else {
+        runtime_lock(&sched.lock);
+        globrunqput(gp);
+        runtime_unlock(&sched.lock);
+    }
+    wakep();
+}
+
+void sched_gosched(void)
+{
+    struct m *mp = getm();
+    struct g *gp = getg();
+    mp->p->ngosched++;
+    mp->rel = (struct release){REL_GOSCHED, gp, NULL, NULL};
+    switch_out(mp, gp);
+}
+
+void sched_goyield(void)
+{
+    struct m *mp = getm();
+    struct g *gp = getg();
+    mp->p->ngosched++;
+    mp->rel = (struct release){REL_YIELD, gp, NULL, NULL};
+    switch_out(mp, gp);
+}
+
+/*
+ * Commit m->rel: the G this M switched away from becomes waiting,
+ * runnable or dead. Runs on g0 once the FS base is no longer that G's.
+ */
+void release_commit(struct m *mp)
+{
+    struct release r = mp->rel;
+    mp->rel.kind = REL_NONE;
+    struct p *pp = mp->p;
+    switch (r.kind) {
+    case REL_NONE:
+        return;
+    case REL_PARK:
+        castatus_or_throw(r.gp, Grunning, Gwaiting, "park_m");
+        if (r.unlockf && !r.unlockf(r.gp, r.lock)) {
+            castatus_or_throw(r.gp, Gwaiting, Grunnable, "park_m");
+            runqput(pp, r.gp, true);
+        }
+        return;
+    case REL_GOSCHED:
+        castatus_or_throw(r.gp, Grunning, Grunnable, "gosched_m");
+        runtime_lock(&sched.lock);
+        globrunqput(r.gp);
+        runtime_unlock(&sched.lock);
+        wakep();
+        return;
+    case REL_YIELD:
+        castatus_or_throw(r.gp, Grunning, Grunnable, "goyield_m");
+        runqput(pp, r.gp, false);
+        return;
+    case REL_EXIT:
+        castatus_or_throw(r.gp, Grunning, Gdead, "goexit0");
+        r.gp->m = NULL;
+        gfput(pp, r.gp);
+        return;
+    }
+    goshim_throw("release_commit: bad kind");
+}
+
+/* ---- WaitGroup --------------------------------------------------------- */
+
+void sched_wg_init(struct sched_wg *wg)
+{
+    memset(wg, 0, sizeof *wg);
+}
+
+void sched_wg_add(struct sched_wg *wg, int64_t n)
+{
+    runtime_lock(&wg->lock);
+    wg->count += n;
+    if (wg->count < 0)
+        goshim_throw("sched_wg_add: negative counter");
+    runtime_unlock(&wg->lock);
+}
+
+void sched_wg_done(struct sched_wg *wg)
+{
+    runtime_lock(&wg->lock);
+    if (--wg->count > 0) {
+        runtime_unlock(&wg->lock);
+        return;
+    }
+    if (wg->count < 0)
+        goshim_throw("sched_wg_done: negative counter");
+    struct g *list = wg->waiters;
+    wg->waiters = NULL;
+    __atomic_add_fetch(&wg->gen, 1, __ATOMIC_RELEASE);
+    runtime_unlock(&wg->lock);
+    futexwakeup(&wg->gen, 1 << 30);
+    while (list) {
+        struct g *gp = list;
+        list = gp->schedlink;
+        gp->schedlink = NULL;
+        goready(gp);
+    }
+}
+
+void sched_wg_wait(struct sched_wg *wg)
+{
+    struct g *gp = sched_self();
+    for (;;) {
+        runtime_lock(&wg->lock);
+        if (wg->count == 0) {
+            runtime_unlock(&wg->lock);
+            return;
+        }
+        if (gp) {
+            gp->schedlink = wg->waiters;
+            wg->waiters = gp;
+            gopark(park_unlock, &wg->lock, waitReasonWaitGroup);
+            return;
+        }
+        uint32_t gen = wg->gen;
+        runtime_unlock(&wg->lock);
+        futexsleep(&wg->gen, gen, -1);
+    }
+}
+
+/* ---- stack overflow lookup (called from the SIGSEGV handler) ----------- */
+
+int sched_stack_lookup(void *addr, unsigned long *id, size_t *size)
+{
+    unsigned long gs = 0;
+    if (!sched.started || rt_syscall(SYS_arch_prctl, ARCH_GET_GS, &gs, 0) != 0 || gs == 0)
+        return 0;
+    struct m *mp = (struct m *)gs;
+    if (mp->self != mp)
+        return 0;
+    struct g *gp = mp->curg;
+    if (!gp || !gp->stack.lo)
+        return 0;
+    char *a = addr;
+    /* The guard, plus one page below it for frames that skipped over it. */
+    if (a >= gp->stack.lo || a < gp->stack.lo - gp->stack.guard - 4096)
+        return 0;
+    *id = (unsigned long)gp->goid;
+    *size = (size_t)(gp->stack.hi - gp->stack.lo);
+    return 1;
+}

@@ -1,0 +1,84 @@
+/*
+ * Ps: creation, the idle list, and attaching a P to an M.
+ *
+ * The number of Ps is fixed when the runtime starts (GOSHIM_PROCS); they
+ * are never destroyed. An M runs G code only while it holds a P, so at
+ * most gomaxprocs Ms run task code at once. Idle Ps sit on sched.pidle
+ * under sched.lock; sched.npidle is also read without the lock as a hint
+ * (wakep, spinning limits).
+ */
+#include <stdlib.h>
+
+#include "sched.h"
+#include "throw.h"
+
+/* Create nprocs Ps, all idle. Called once by sched_init. */
+int procresize(int32_t nprocs)
+{
+    if (nprocs < 1 || nprocs > MAX_PROCS)
+        return -1;
+    for (int32_t i = 0; i < nprocs; i++) {
+        struct p *pp = calloc(1, sizeof *pp);
+        if (!pp)
+            return -1;
+        pp->id = i;
+        pp->status = Pidle;
+        sched.allp[i] = pp;
+    }
+    sched.gomaxprocs = nprocs;
+    runtime_lock(&sched.lock);
+    for (int32_t i = nprocs - 1; i >= 0; i--)
+        pidleput(sched.allp[i]);
+    runtime_unlock(&sched.lock);
+    return 0;
+}
+
+/* Attach pp to the current M. pp must be idle and off the idle list. */
+void acquirep(struct p *pp)
+{
+    struct m *mp = getm();
+    if (mp->p != NULL)
+        goshim_throw("acquirep: already in go");
+    if (pp->m != NULL || pp->status != Pidle)
+        goshim_throw("acquirep: invalid p state");
+    mp->p = pp;
+    pp->m = mp;
+    __atomic_store_n(&pp->status, Prunning, __ATOMIC_RELEASE);
+}
+
+/* Detach the current M's P and return it (now Pidle, on no list). */
+struct p *releasep(void)
+{
+    struct m *mp = getm();
+    struct p *pp = mp->p;
+    if (pp == NULL)
+        goshim_throw("releasep: no p");
+    if (pp->m != mp || pp->status != Prunning)
+        goshim_throw("releasep: invalid p state");
+    mp->p = NULL;
+    pp->m = NULL;
+    __atomic_store_n(&pp->status, Pidle, __ATOMIC_RELEASE);
+    return pp;
+}
+
+/* Put pp on the idle list. sched.lock must be held. */
+void pidleput(struct p *pp)
+{
+    if (!runqempty(pp))
+        goshim_throw("pidleput: P has non-empty run queue");
+    pp->link = sched.pidle;
+    sched.pidle = pp;
+    __atomic_fetch_add(&sched.npidle, 1, __ATOMIC_RELAXED);
+}
+
+/* Take a P from the idle list, or NULL. sched.lock must be held. */
+struct p *pidleget(void)
+{
+    struct p *pp = sched.pidle;
+    if (pp) {
+        sched.pidle = pp->link;
+        pp->link = NULL;
+        __atomic_fetch_sub(&sched.npidle, 1, __ATOMIC_RELAXED);
+    }
+    return pp;
+}

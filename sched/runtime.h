@@ -1,0 +1,204 @@
+/*
+ * The runtime's types: G (task), M (OS thread), P (logical processor) and
+ * the global scheduler state, after Go's runtime2.go. Each field says who
+ * owns or locks it.
+ *
+ * G states (gp->atomicstatus, changed only with casgstatus):
+ *   Gidle      just allocated, not yet initialised.
+ *   Grunnable  on a run queue (runnext, local ring or global queue); not
+ *              executing; its stack and TCB are not owned by anyone.
+ *   Grunning   executing on an M that holds a P; owned by that M. A G
+ *              stays Grunning while its M switches away from it, until the
+ *              M has moved its FS base elsewhere and commits the release
+ *              (see struct release).
+ *   Gwaiting   parked by gopark; on no run queue; whoever holds the lock
+ *              passed to gopark (or the object it protects) readies it.
+ *   Gsyscall   in a blocking system call (later: entersyscall).
+ *   Gdead      exited; on a free list, keeping its stack and TCB.
+ *
+ * P states: Pidle (on sched.pidle, no M), Prunning (owned by an M),
+ * Psyscall, Pdead.
+ */
+#ifndef GOSHIM_RUNTIME_H
+#define GOSHIM_RUNTIME_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "context.h"
+#include "lock.h"
+#include "stack.h"
+
+enum gstatus { Gidle, Grunnable, Grunning, Gsyscall, Gwaiting, Gdead };
+enum pstatus { Pidle, Prunning, Psyscall, Pdead };
+
+enum waitreason {
+    waitReasonZero,
+    waitReasonWaitGroup,
+    waitReasonSemacquire,
+    waitReasonTest,
+    waitReasonCount
+};
+
+enum {
+    RUNQ_SIZE = 256,       /* local run queue slots, as Go */
+    SCHED_FAIR_TICK = 61,  /* every 61st schedule checks the global queue first */
+    STEAL_TRIES = 4,       /* steal rounds; runnext only in the last */
+    GFREE_LOCAL_MAX = 64,  /* per-P free G cache; half goes global above this */
+    MAX_PROCS = 1024,
+};
+
+/* Flags in gp->flags. */
+enum {
+    G_STARTED = 1,   /* has run: its TCB holds a thread's state */
+    G_TCB_DIRTY = 2, /* TCB used by a previous thread: reset before reuse */
+};
+
+struct g {
+    struct gobuf sched;           /* saved context; owner: the G's M */
+    struct gstack stack;          /* the G's stack; owner: whoever owns the G */
+    void *tcb;                    /* its glibc TCB (full TLS mode); bound at first execute */
+    struct m *m;                  /* M executing it, when Grunning */
+    uint32_t atomicstatus;        /* enum gstatus; casgstatus */
+    uint32_t flags;               /* G_*; owner */
+    uint64_t goid;                /* unique id, set at newproc */
+    struct g *schedlink;          /* global run queue / free lists / wait lists */
+    void (*fn)(void *);           /* entry function and argument */
+    void *arg;
+    int waitreason;               /* enum waitreason, while Gwaiting */
+    int errno_save;               /* errno while switched out (GOSHIM_TLS=errno) */
+    uint64_t nswitch;             /* times it was switched in; owner */
+    struct g *alllink;            /* sched.allg list; sched.allglock */
+};
+
+/*
+ * What an M does with the G it just switched away from, once that G's TCB
+ * is no longer its FS base (so no two Ms ever share an FS base).
+ */
+enum release_kind { REL_NONE, REL_PARK, REL_GOSCHED, REL_YIELD, REL_EXIT };
+struct release {
+    int kind;
+    struct g *gp;
+    bool (*unlockf)(struct g *, void *);
+    void *lock;
+};
+
+struct m {
+    struct m *self;               /* %gs:0 reads this: getm() */
+    int64_t id;
+    struct g *curg;               /* G running on it, or NULL on g0; owner */
+    struct p *p;                  /* attached P; owner */
+    struct p *nextp;              /* P to attach when woken; set under sched.lock */
+    bool spinning;                /* looking for work, counted in sched.nmspinning */
+    struct note park;             /* stopm sleeps here */
+    struct m *schedlink;          /* sched.midle; sched.lock */
+    struct m *alllink;            /* sched.allm; sched.lock */
+    uintptr_t g0_sp;              /* top of the scheduler stack (g0) */
+    void *g0tcb;                  /* the OS thread's own TCB */
+    void *curfs;                  /* TCB installed as FS base now (full mode) */
+    struct release rel;           /* pending release, see above */
+    uint64_t fastrand;            /* per-M random state */
+    pthread_t thread;
+    int tid;
+    /* counters (owner writes, relaxed; readers tolerate tearing-free 64-bit loads) */
+    uint64_t nstopm;              /* times it parked on its note */
+    uint64_t nwoken;              /* times it was woken by startm */
+};
+
+struct p {
+    int32_t id;
+    uint32_t status;              /* enum pstatus */
+    struct p *link;               /* sched.pidle; sched.lock */
+    uint32_t schedtick;           /* incremented on every schedule that does not inherit time */
+    struct m *m;                  /* owner M, when Prunning */
+
+    /* Local run queue: lock-free ring. Only the owner writes runqtail and
+     * the slots; thieves advance runqhead with CAS. */
+    uint32_t runqhead;
+    uint32_t runqtail;
+    struct g *runq[RUNQ_SIZE];
+    struct g *runnext;            /* runs next, inheriting the time slice; CAS */
+
+    struct g *gfree;              /* dead Gs with stacks; owner */
+    int32_t gfreecnt;
+    struct stackcache stackcache; /* owner */
+
+    /* counters: owner writes, relaxed */
+    uint64_t nschedule;           /* Gs switched in */
+    uint64_t nsteal;              /* successful steals */
+    uint64_t nstolen;             /* Gs taken by those steals */
+    uint64_t nglobget;            /* batches taken from the global queue */
+    uint64_t noverflow;           /* runqputslow: half the ring moved global */
+    uint64_t npark;               /* gopark */
+    uint64_t nready;              /* goready */
+    uint64_t nspawn;              /* newproc */
+    uint64_t ngosched;            /* Gosched / yield */
+};
+
+struct gqueue {
+    struct g *head, *tail;
+};
+
+struct schedt {
+    struct runtime_lock lock;     /* protects what is marked sched.lock */
+    uint64_t goidgen;             /* atomic */
+    struct m *midle;              /* idle Ms; sched.lock */
+    int32_t nmidle;               /* sched.lock */
+    int32_t mcount;               /* Ms created; sched.lock */
+    int32_t maxmcount;
+    struct m *allm;               /* sched.lock */
+    struct p *pidle;              /* idle Ps; sched.lock */
+    int32_t npidle;               /* atomic (written under sched.lock) */
+    int32_t nmspinning;           /* atomic */
+    struct gqueue runq;           /* global run queue; sched.lock */
+    int32_t runqsize;             /* sched.lock; read racily as a hint */
+    struct runtime_lock gflock;   /* global free G list */
+    struct g *gfree;              /* gflock */
+    int32_t ngfree;               /* gflock */
+    struct runtime_lock allglock;
+    struct g *allg;               /* allglock */
+    uint64_t allglen;             /* allglock */
+    int32_t gomaxprocs;
+    struct p *allp[MAX_PROCS];
+    int tls_full;                 /* per-G TCBs in use */
+    size_t tls_g_off;             /* offset of tls_g from the thread pointer */
+    uint64_t nspawned;            /* atomic: Gs created (incl. reused) */
+    uint64_t nmthreadfail;        /* atomic: M creations that failed or hit the cap */
+    int64_t starttime;            /* nanotime at sched_init */
+    bool started;
+};
+
+extern struct schedt sched;
+
+/* The M running this code: %gs:0. Valid only on an M. */
+__attribute__((always_inline)) static inline struct m *getm(void)
+{
+    struct m *mp;
+    __asm__ volatile("mov %%gs:0, %0" : "=r"(mp));
+    return mp;
+}
+
+static inline uint32_t fastrand(struct m *mp)
+{
+    /* xorshift64* */
+    uint64_t x = mp->fastrand;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    mp->fastrand = x;
+    return (uint32_t)((x * 0x2545F4914F6CDD1DULL) >> 32);
+}
+
+static inline uint32_t fastrandn(struct m *mp, uint32_t n)
+{
+    return (uint32_t)(((uint64_t)fastrand(mp) * n) >> 32);
+}
+
+static inline uint32_t readgstatus(struct g *gp)
+{
+    return __atomic_load_n(&gp->atomicstatus, __ATOMIC_ACQUIRE);
+}
+
+#endif

@@ -1,0 +1,141 @@
+/*
+ * The scheduler's internal interface: cross-file prototypes of sched/ and
+ * the C API that tests and the shim use. Nothing here is exported from
+ * libgoshim.so.
+ */
+#ifndef GOSHIM_SCHED_H
+#define GOSHIM_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime.h"
+
+/* ---- configuration (config.c) ---------------------------------------- */
+
+struct sched_config {
+    int nprocs;          /* GOSHIM_PROCS: number of P; 0 = usable CPUs */
+    int maxthreads;      /* GOSHIM_MAXTHREADS: cap on M */
+    size_t stack_size;   /* GOSHIM_STACK: default G stack; 0 = glibc's default */
+    int tls_mode;        /* GOSHIM_TLS: TLS_MODE_FULL or TLS_MODE_ERRNO */
+    int schedtrace_ms;   /* GOSHIM_SCHEDTRACE: 0 = off */
+    bool scheddetail;    /* GOSHIM_SCHEDDETAIL */
+    bool stats;          /* GOSHIM_STATS */
+};
+
+/* Defaults, then the GOSHIM_ variables. A malformed value prints a message
+ * naming the variable and the accepted form, and the default is kept.
+ * Returns the number of malformed variables. */
+int sched_config_from_env(struct sched_config *c);
+/* Usable CPUs: the affinity mask, capped by the cgroup v2 cpu.max quota. */
+int sched_usable_cpus(void);
+/* Parse helpers (exposed for tests). */
+bool config_parse_int(const char *s, long min, long max, long *out);
+bool config_parse_size(const char *s, size_t *out);
+bool config_parse_bool(const char *s, bool *out);
+
+/* ---- the C API -------------------------------------------------------- */
+
+/* Hook: the real pthread_create (the shim points it past its interposer). */
+extern int (*sched_thread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+/* Start the runtime: nprocs Ps, all idle; Ms start on demand. Call once,
+ * from an ordinary thread. Returns 0 or an errno value. */
+int sched_init(const struct sched_config *c);
+
+struct spawn_attr {
+    size_t stacksize;    /* 0 = default */
+    size_t guardsize;    /* (size_t)-1 = default */
+    void *stackaddr;     /* user stack (pthread_attr_setstack) or NULL */
+};
+
+/* Create a G running fn(arg). From a G: it goes to this P's runnext. From
+ * any other thread: to the global queue. Returns NULL with *err set
+ * (EAGAIN: no memory for a stack or TCB). */
+struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err);
+
+/* The current G, or NULL when not called from a G. */
+struct g *sched_self(void);
+
+/* Go's Gosched: the G goes to the global run queue and others run. */
+void sched_gosched(void);
+/* goyield: like Gosched, but to the tail of the local run queue. */
+void sched_goyield(void);
+
+/* Park the current G. unlockf(gp, lock) runs once the G is switched out
+ * and its TCB is no longer installed anywhere; if it returns false the G
+ * is made runnable again at once. */
+void gopark(bool (*unlockf)(struct g *, void *), void *lock, int reason);
+/* Make a parked G runnable (to the readier's runnext when the readier is a
+ * G; else to the global queue), waking an idle P if there is one. */
+void goready(struct g *gp);
+/* gopark's usual unlockf: unlock a runtime_lock. */
+bool park_unlock(struct g *gp, void *lock);
+
+/* End the current G (what returning from its function does). */
+__attribute__((noreturn)) void goexit(void);
+
+/* WaitGroup: counts outstanding Gs; wait() parks a G or blocks a thread. */
+struct sched_wg {
+    struct runtime_lock lock;
+    int64_t count;        /* lock */
+    uint32_t gen;         /* bumped when count reaches 0; futex word for threads */
+    struct g *waiters;    /* lock */
+};
+void sched_wg_init(struct sched_wg *wg);
+void sched_wg_add(struct sched_wg *wg, int64_t n);
+void sched_wg_done(struct sched_wg *wg);
+void sched_wg_wait(struct sched_wg *wg);
+
+/* ---- internals shared between files ----------------------------------- */
+
+/* proc.c */
+bool casgstatus(struct g *gp, uint32_t oldval, uint32_t newval);
+struct g *gfget(struct p *pp);
+void gfput(struct p *pp, struct g *gp);
+void release_commit(struct m *mp);
+
+/* schedule.c */
+__attribute__((noreturn)) void schedule(void);
+struct g *findrunnable_local(struct p *pp, bool *inherit);
+struct g *stealwork(struct m *mp, struct p *pp, int *round);
+void wakep(void);
+void resetspinning(struct m *mp);
+void sched_steal_order_init(uint32_t n);
+
+/* runq.c */
+void runqput(struct p *pp, struct g *gp, bool next);
+struct g *runqget(struct p *pp, bool *inherit);
+bool runqempty(struct p *pp);
+uint32_t runqlen(struct p *pp);
+struct g *runqsteal(struct p *pp, struct p *victim, bool stealRunNextG);
+void globrunqput(struct g *gp);
+void globrunqputhead(struct g *gp);
+void globrunqputbatch(struct gqueue *batch, int32_t n);
+struct g *globrunqget(struct p *pp, int32_t max);
+
+/* procs.c */
+int procresize(int32_t nprocs);
+void acquirep(struct p *pp);
+struct p *releasep(void);
+void pidleput(struct p *pp);
+struct p *pidleget(void);
+
+/* machines.c */
+void startm(struct p *pp, bool spinning);
+void stopm(void);
+void mput(struct m *mp);
+struct m *mget(void);
+struct m *allocm(void);
+
+/* trace.c */
+void schedtrace(bool detailed);
+int trace_start(int period_ms, bool detailed);
+void stats_print(int fd);
+void stats_at_exit(void);
+
+/* tls glue (proc.c) */
+int sched_stack_lookup(void *addr, unsigned long *id, size_t *size);
+
+#endif

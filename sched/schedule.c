@@ -1,0 +1,310 @@
+/*
+ * The scheduler loop: schedule, findrunnable, execute, work stealing and
+ * waking idle Ps. After Go's proc.go; Go's names and constants.
+ *
+ * findrunnable looks, in order: every 61st schedtick the global queue
+ * first (so that two Gs ping-ponging through runnext cannot starve it);
+ * runnext and the local ring; the global queue (a batch); then, if fewer
+ * than half the busy Ps have a spinning M, it becomes a spinning M and
+ * steals from random victims, 4 rounds, half a queue at a time, runnext
+ * only in the last round. Having found nothing, a G that merely yielded
+ * continues; otherwise the M spins a little more (a wakeup costs 14-54 us
+ * on this machine, more than most gaps between tasks), then gives its P
+ * back and sleeps on its note.
+ *
+ * Spinning Ms are the key to never leaving a P idle beside runnable work
+ * without waking every M for every G: whoever makes a G runnable calls
+ * wakep, which starts an M only when there is an idle P and no M is
+ * spinning already. A spinning M that finds work stops spinning and calls
+ * wakep itself (resetspinning), so the search passes on. The last spinning
+ * M re-checks every run queue after dropping its spinning count, which
+ * closes the race with a producer that saw it still spinning (the two
+ * sides order their accesses with sequentially consistent atomics).
+ */
+#include "sched.h"
+#include "throw.h"
+#include "tls.h"
+
+extern __thread struct g *tls_g;
+
+enum { IDLE_SPIN_NS = 20000 };
+
+static uint32_t coprimes[MAX_PROCS];
+static uint32_t ncoprimes;
+
+static uint32_t gcd(uint32_t a, uint32_t b)
+{
+    while (b) {
+        uint32_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Steal order: start at a random P, step by a random number coprime with
+ * gomaxprocs, so every P is visited once in a random-ish order. */
+static void steal_order_init(uint32_t n)
+{
+    ncoprimes = 0;
+    for (uint32_t i = 1; i <= n; i++)
+        if (gcd(i, n) == 1)
+            coprimes[ncoprimes++] = i;
+}
+
+void wakep(void)
+{
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&sched.npidle, __ATOMIC_SEQ_CST) == 0)
+        return;
+    int32_t zero = 0;
+    if (__atomic_load_n(&sched.nmspinning, __ATOMIC_SEQ_CST) != 0 ||
+        !__atomic_compare_exchange_n(&sched.nmspinning, &zero, 1, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST))
+        return;
+    startm(NULL, true);
+}
+
+void resetspinning(struct m *mp)
+{
+    if (!mp->spinning)
+        goshim_throw("resetspinning: not a spinning m");
+    mp->spinning = false;
+    if (__atomic_sub_fetch(&sched.nmspinning, 1, __ATOMIC_SEQ_CST) < 0)
+        goshim_throw("findrunnable: negative nmspinning");
+    /* We found work; let another M look for the rest. */
+    wakep();
+}
+
+/*
+ * Steal a G from another P: STEAL_TRIES rounds over all Ps in random
+ * order, runnext only in the last. *round says which round succeeded.
+ */
+struct g *stealwork(struct m *mp, struct p *pp, int *round)
+{
+    uint32_t n = (uint32_t)sched.gomaxprocs;
+    if (n < 2)
+        return NULL;
+    for (int i = 0; i < STEAL_TRIES; i++) {
+        bool last = i == STEAL_TRIES - 1;
+        uint32_t pos = fastrandn(mp, n);
+        uint32_t inc = coprimes[fastrandn(mp, ncoprimes)];
+        for (uint32_t k = 0; k < n; k++, pos = (pos + inc) % n) {
+            struct p *victim = sched.allp[pos];
+            if (victim == pp || __atomic_load_n(&victim->status, __ATOMIC_RELAXED) == Pidle)
+                continue;
+            struct g *gp = runqsteal(pp, victim, last);
+            if (gp) {
+                if (round)
+                    *round = i;
+                return gp;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* The non-blocking part of findrunnable: fairness tick, local, global. */
+struct g *findrunnable_local(struct p *pp, bool *inherit)
+{
+    struct g *gp;
+    *inherit = false;
+    if (pp->schedtick % SCHED_FAIR_TICK == 0 &&
+        __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0) {
+        runtime_lock(&sched.lock);
+        gp = globrunqget(pp, 1);
+        runtime_unlock(&sched.lock);
+        if (gp)
+            return gp;
+    }
+    if ((gp = runqget(pp, inherit)))
+        return gp;
+    if (__atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0) {
+        runtime_lock(&sched.lock);
+        gp = globrunqget(pp, 0);
+        runtime_unlock(&sched.lock);
+        if (gp)
+            return gp;
+    }
+    return NULL;
+}
+
+static bool any_runq_nonempty(void)
+{
+    if (__atomic_load_n(&sched.runqsize, __ATOMIC_SEQ_CST) > 0)
+        return true;
+    for (int32_t i = 0; i < sched.gomaxprocs; i++)
+        if (!runqempty(sched.allp[i]))
+            return true;
+    return false;
+}
+
+/* Install the M's own TCB as FS base again (full TLS mode). */
+static void restore_own_fs(struct m *mp)
+{
+    if (sched.tls_full && mp->curfs != mp->g0tcb) {
+        tls_malloc_move(mp->curfs, mp->g0tcb);
+        ctx_setfs(mp->g0tcb);
+        mp->curfs = mp->g0tcb;
+    }
+}
+
+/*
+ * Find a runnable G, blocking (stopm) until there is one. *self_resume
+ * is set when the G that yielded is simply continued.
+ */
+static struct g *findrunnable(struct m *mp, bool *inherit, bool *self_resume)
+{
+    struct g *gp;
+    *self_resume = false;
+top:;
+    struct p *pp = mp->p;
+    if ((gp = findrunnable_local(pp, inherit)))
+        return gp;
+
+    int32_t busy = sched.gomaxprocs - __atomic_load_n(&sched.npidle, __ATOMIC_SEQ_CST);
+    if (mp->spinning || 2 * __atomic_load_n(&sched.nmspinning, __ATOMIC_SEQ_CST) < busy) {
+        if (!mp->spinning) {
+            mp->spinning = true;
+            __atomic_add_fetch(&sched.nmspinning, 1, __ATOMIC_SEQ_CST);
+        }
+        if ((gp = stealwork(mp, pp, NULL))) {
+            *inherit = false;
+            return gp;
+        }
+    }
+
+    /* Nothing else to run: a G that only yielded goes on. */
+    if (mp->rel.kind == REL_GOSCHED || mp->rel.kind == REL_YIELD) {
+        gp = mp->rel.gp;
+        mp->rel.kind = REL_NONE;
+        *self_resume = true;
+        return gp;
+    }
+
+    /* Going idle: our own TCB back as FS, then the release is safe. */
+    restore_own_fs(mp);
+    release_commit(mp);
+    if (!runqempty(pp))
+        goto top;
+
+    if (mp->spinning) {
+        int64_t until = nanotime() + IDLE_SPIN_NS;
+        while (nanotime() < until) {
+            if (any_runq_nonempty())
+                goto top;
+            procyield(20);
+        }
+    }
+
+    runtime_lock(&sched.lock);
+    if (sched.runqsize != 0) {
+        gp = globrunqget(pp, 0);
+        runtime_unlock(&sched.lock);
+        *inherit = false;
+        return gp;
+    }
+    releasep();
+    pidleput(pp);
+    runtime_unlock(&sched.lock);
+
+    if (mp->spinning) {
+        mp->spinning = false;
+        if (__atomic_sub_fetch(&sched.nmspinning, 1, __ATOMIC_SEQ_CST) < 0)
+            goshim_throw("findrunnable: negative nmspinning");
+        /* A producer may have seen us spinning and not woken anyone. */
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (any_runq_nonempty()) {
+            runtime_lock(&sched.lock);
+            pp = pidleget();
+            runtime_unlock(&sched.lock);
+            if (pp) {
+                acquirep(pp);
+                mp->spinning = true;
+                __atomic_add_fetch(&sched.nmspinning, 1, __ATOMIC_SEQ_CST);
+                goto top;
+            }
+        }
+    }
+    stopm();
+    goto top;
+}
+
+/* Bind a TCB to a G about to run for the first time (full TLS mode). */
+static void bind_tcb(struct m *mp, struct g *gp)
+{
+    struct g *dead = mp->rel.kind == REL_EXIT ? mp->rel.gp : NULL;
+    if (dead && dead->tcb && dead->tcb == mp->curfs) {
+        /* Hand the exiting G's TCB, already installed, to the new G. */
+        void *t = gp->tcb;
+        uint32_t dirty = gp->flags & G_TCB_DIRTY;
+        gp->tcb = dead->tcb;
+        gp->flags |= G_TCB_DIRTY;
+        dead->tcb = t;
+        dead->flags = (dead->flags & ~(uint32_t)G_TCB_DIRTY) | dirty;
+    }
+    if (gp->tcb == NULL) {
+        gp->tcb = tls_tcb_new();
+        if (gp->tcb == NULL)
+            goshim_throw("execute: out of memory for a thread control block");
+    } else if (gp->flags & G_TCB_DIRTY) {
+        tls_tcb_reset(gp->tcb);
+    }
+    gp->flags |= G_TCB_DIRTY;
+    tls_tcb_set_stack(gp->tcb, gp->stack.lo - gp->stack.guard,
+                      (size_t)(gp->stack.hi - gp->stack.lo) + gp->stack.guard, gp->stack.guard);
+    *(struct g **)((char *)gp->tcb + sched.tls_g_off) = gp;
+}
+
+/* Run gp on the current M. Never returns. */
+__attribute__((noreturn)) static void execute(struct m *mp, struct g *gp, bool inherit)
+{
+    struct p *pp = mp->p;
+    if (!casgstatus(gp, Grunnable, Grunning))
+        goshim_throw("execute: G not runnable");
+    gp->m = mp;
+    mp->curg = gp;
+    if (!inherit)
+        pp->schedtick++;
+    pp->nschedule++;
+    gp->nswitch++;
+    if (sched.tls_full) {
+        if (!(gp->flags & G_STARTED))
+            bind_tcb(mp, gp);
+        if (gp->tcb != mp->curfs) {
+            tls_malloc_move(mp->curfs, gp->tcb);
+            ctx_setfs(gp->tcb);
+            mp->curfs = gp->tcb;
+        }
+    } else {
+        tls_g = gp; /* errno mode: the M's own TLS */
+    }
+    gp->flags |= G_STARTED;
+    release_commit(mp);
+    ctx_gogo(&gp->sched);
+}
+
+/* One round of the scheduler: find a G and run it. Never returns. */
+void schedule(void)
+{
+    struct m *mp = getm();
+    if (mp->p == NULL)
+        goshim_throw("schedule: no p");
+    bool inherit, self_resume;
+    struct g *gp = findrunnable(mp, &inherit, &self_resume);
+    if (mp->spinning)
+        resetspinning(mp);
+    if (self_resume) {
+        mp->curg = gp;
+        mp->p->schedtick++;
+        if (!sched.tls_full)
+            tls_g = gp;
+        ctx_gogo(&gp->sched);
+    }
+    execute(mp, gp, inherit);
+}
+
+void sched_steal_order_init(uint32_t n)
+{
+    steal_order_init(n);
+}

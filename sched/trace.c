@@ -1,0 +1,167 @@
+/*
+ * Observability: GOSHIM_SCHEDTRACE lines in Go's format, printed by a
+ * monitor thread (sysmon will take this over), and GOSHIM_STATS counters
+ * at exit.
+ *
+ *   SCHED 1000ms: gomaxprocs=2 idleprocs=0 threads=5 spinningthreads=0 idlethreads=1 runqueue=3 [12 0]
+ *
+ * threads counts the Ms plus the monitor thread (Go counts sysmon too);
+ * the bracket lists each P's local run queue length. With SCHEDDETAIL one
+ * line per P, M and G follows, as Go's scheddetail=1.
+ *
+ * Everything is read without stopping the world: the numbers are a
+ * snapshot that may be slightly inconsistent, as Go's are.
+ */
+#include <pthread.h>
+
+#include "sched.h"
+#include "throw.h"
+#include "tls.h"
+
+static int trace_period_ms;
+static bool trace_detailed;
+static struct note trace_note;
+static int32_t nmonitor;
+
+static const char *const gstatus_name[] = {"idle", "runnable", "running", "syscall", "waiting",
+                                           "dead"};
+static const char *const waitreason_name[] = {"", "wait group", "semacquire", "test"};
+
+void schedtrace(bool detailed)
+{
+    char buf[4096];
+    size_t n;
+    int64_t now = nanotime();
+    runtime_lock(&sched.lock);
+    n = rt_snprint(buf, sizeof buf,
+                   "SCHED %ldms: gomaxprocs=%d idleprocs=%d threads=%d spinningthreads=%d "
+                   "idlethreads=%d runqueue=%d",
+                   (long)((now - sched.starttime) / 1000000), sched.gomaxprocs, sched.npidle,
+                   sched.mcount + nmonitor, __atomic_load_n(&sched.nmspinning, __ATOMIC_RELAXED),
+                   sched.nmidle, sched.runqsize);
+    if (!detailed) {
+        for (int32_t i = 0; i < sched.gomaxprocs && n < sizeof buf - 32; i++)
+            n += rt_snprint(buf + n, sizeof buf - n, "%s%u", i ? " " : " [",
+                            runqlen(sched.allp[i]));
+        n += rt_snprint(buf + n, sizeof buf - n, "]\n");
+        runtime_unlock(&sched.lock);
+        rt_print(2, "%s", buf);
+        return;
+    }
+    rt_print(2, "%s\n", buf);
+    for (int32_t i = 0; i < sched.gomaxprocs; i++) {
+        struct p *pp = sched.allp[i];
+        struct m *mp = pp->m;
+        rt_print(2, "  P%d: status=%u schedtick=%u m=%ld runqsize=%u runnext=%d gfreecnt=%d\n",
+                 pp->id, pp->status, pp->schedtick, mp ? (long)mp->id : -1L, runqlen(pp),
+                 pp->runnext != NULL, pp->gfreecnt);
+    }
+    for (struct m *mp = sched.allm; mp; mp = mp->alllink) {
+        struct p *pp = mp->p;
+        struct g *gp = mp->curg;
+        rt_print(2, "  M%ld: p=%d curg=%ld spinning=%s tid=%d\n", (long)mp->id,
+                 pp ? pp->id : -1, gp ? (long)gp->goid : -1L, mp->spinning ? "true" : "false",
+                 mp->tid);
+    }
+    runtime_unlock(&sched.lock);
+    runtime_lock(&sched.allglock);
+    for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
+        uint32_t st = readgstatus(gp);
+        if (st == Gdead)
+            continue;
+        struct m *mp = gp->m;
+        const char *wr = st == Gwaiting && gp->waitreason < waitReasonCount
+                             ? waitreason_name[gp->waitreason]
+                             : "";
+        rt_print(2, "  G%lu: status=%u(%s%s%s) m=%ld\n", (unsigned long)gp->goid, st,
+                 st < 6 ? gstatus_name[st] : "?", *wr ? " " : "", wr,
+                 st == Grunning && mp ? (long)mp->id : -1L);
+    }
+    runtime_unlock(&sched.allglock);
+}
+
+static void *monitor(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        notetsleep(&trace_note, (int64_t)trace_period_ms * 1000000);
+        schedtrace(trace_detailed);
+    }
+    return NULL;
+}
+
+int trace_start(int period_ms, bool detailed)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    trace_period_ms = period_ms;
+    trace_detailed = detailed;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int err = sched_thread_create(&t, &attr, monitor, NULL);
+    pthread_attr_destroy(&attr);
+    if (err) {
+        rt_print(2, "goshim: GOSHIM_SCHEDTRACE: cannot start the monitor thread (error %d)\n", err);
+        return err;
+    }
+    __atomic_store_n(&nmonitor, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+struct sched_counters {
+    uint64_t spawned, schedules, steals, stolen, globget, overflows, parks, readies, yields;
+    uint64_t stopm, woken;
+    int32_t mcount;
+};
+
+static void collect(struct sched_counters *c)
+{
+    *c = (struct sched_counters){0};
+    c->spawned = __atomic_load_n(&sched.nspawned, __ATOMIC_RELAXED);
+    for (int32_t i = 0; i < sched.gomaxprocs; i++) {
+        struct p *pp = sched.allp[i];
+        c->schedules += __atomic_load_n(&pp->nschedule, __ATOMIC_RELAXED);
+        c->steals += __atomic_load_n(&pp->nsteal, __ATOMIC_RELAXED);
+        c->stolen += __atomic_load_n(&pp->nstolen, __ATOMIC_RELAXED);
+        c->globget += __atomic_load_n(&pp->nglobget, __ATOMIC_RELAXED);
+        c->overflows += __atomic_load_n(&pp->noverflow, __ATOMIC_RELAXED);
+        c->parks += __atomic_load_n(&pp->npark, __ATOMIC_RELAXED);
+        c->readies += __atomic_load_n(&pp->nready, __ATOMIC_RELAXED);
+        c->yields += __atomic_load_n(&pp->ngosched, __ATOMIC_RELAXED);
+    }
+    runtime_lock(&sched.lock);
+    for (struct m *mp = sched.allm; mp; mp = mp->alllink) {
+        c->stopm += __atomic_load_n(&mp->nstopm, __ATOMIC_RELAXED);
+        c->woken += __atomic_load_n(&mp->nwoken, __ATOMIC_RELAXED);
+    }
+    c->mcount = sched.mcount;
+    runtime_unlock(&sched.lock);
+}
+
+void stats_print(int fd)
+{
+    struct sched_counters c;
+    struct stack_stats ss;
+    struct tls_stats ts;
+    collect(&c);
+    stack_get_stats(&ss);
+    tls_get_stats(&ts);
+    rt_print(fd,
+             "goshim stats: procs=%d threads=%d tls=%s gs_created=%lu switches=%lu steals=%lu "
+             "stolen_gs=%lu global_batches=%lu overflows=%lu parks=%lu readies=%lu yields=%lu "
+             "m_parks=%lu m_wakeups=%lu\n",
+             sched.gomaxprocs, c.mcount, sched.tls_full ? "full" : "errno",
+             (unsigned long)c.spawned, (unsigned long)c.schedules, (unsigned long)c.steals,
+             (unsigned long)c.stolen, (unsigned long)c.globget, (unsigned long)c.overflows,
+             (unsigned long)c.parks, (unsigned long)c.readies, (unsigned long)c.yields,
+             (unsigned long)c.stopm, (unsigned long)c.woken);
+    rt_print(fd,
+             "goshim stats: stacks_mmapped=%lu stacks_unmapped=%lu stack_cache_hits=%lu "
+             "arena_stacks=%lu tcbs_created=%lu tcbs_reset=%lu\n",
+             ss.mmaps, ss.munmaps, ss.cache_hits, ss.arena_stacks, ts.tcbs_created, ts.tcbs_reset);
+}
+
+void stats_at_exit(void)
+{
+    stats_print(2);
+}
