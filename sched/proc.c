@@ -162,6 +162,21 @@ static struct g *malg(void)
 
 /* ---- entry and exit ---------------------------------------------------- */
 
+/*
+ * errno in GOSHIM_TLS=errno mode, read and written out of line: glibc
+ * declares __errno_location const, so inline code may keep errno's address
+ * from before a switch, when the G ran on another M with another errno.
+ */
+__attribute__((noinline, noipa)) static int errno_get(void)
+{
+    return errno;
+}
+
+__attribute__((noinline, noipa)) static void errno_set(int v)
+{
+    errno = v;
+}
+
 /* First code of every G, on its own stack and TCB. */
 static void gostart(void *arg)
 {
@@ -169,7 +184,7 @@ static void gostart(void *arg)
     if (sched.tls_full)
         tls_thread_start();
     else
-        errno = 0;
+        errno_set(0);
     gp->fn(gp->arg);
     goexit();
 }
@@ -185,10 +200,10 @@ static void mcall_schedule(void *arg)
 static void switch_out(struct m *mp, struct g *gp)
 {
     if (!sched.tls_full)
-        gp->errno_save = errno;
+        gp->errno_save = errno_get();
     ctx_mcall(&gp->sched, mcall_schedule, NULL, mp->g0_sp);
     if (!sched.tls_full)
-        errno = gp->errno_save;
+        errno_set(gp->errno_save);
 }
 
 void goexit(void)
@@ -208,34 +223,25 @@ struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a,
     struct p *pp = self ? getm()->p : NULL;
     size_t size = a && a->stacksize ? a->stacksize : stack_default_size();
     size_t guard = a && a->guardsize != (size_t)-1 ? a->guardsize : stack_default_guard();
+    if (a && a->stackaddr)
+        guard = 0;
 
     struct g *gp = gfget(pp);
     if (!gp && !(gp = malg())) {
         *err = EAGAIN;
         return NULL;
     }
-    if (a && a->stackaddr) {
-        if (gp->stack.lo)
-            stack_free(pp ? &pp->stackcache : NULL, &gp->stack);
-        stack_user(a->stackaddr, size, &gp->stack);
-    } else if (!gp->stack.lo || (size_t)(gp->stack.hi - gp->stack.lo) != size ||
-               gp->stack.guard != guard) {
-        if (gp->stack.lo)
-            stack_free(pp ? &pp->stackcache : NULL, &gp->stack);
-        memset(&gp->stack, 0, sizeof gp->stack);
-        int rc = stack_alloc(pp ? &pp->stackcache : NULL, size, guard, &gp->stack);
-        if (rc != 0) {
-            gfput(pp, gp);
-            *err = EAGAIN;
-            return NULL;
-        }
-    }
+    /* The stack is bound when the G first runs (bind_stack): a burst of
+     * spawns that outruns the Ps then costs a struct g each, not a stack
+     * each, and short tasks reuse the stack of the one that just ended. */
+    gp->want_stacksize = size;
+    gp->want_guard = guard;
+    gp->want_stackaddr = a ? a->stackaddr : NULL;
     gp->fn = fn;
     gp->arg = arg;
     gp->goid = __atomic_add_fetch(&sched.goidgen, 1, __ATOMIC_RELAXED);
     gp->flags &= ~(uint32_t)G_STARTED;
     gp->waitreason = waitReasonZero;
-    ctx_init(&gp->sched, gp->stack.hi, gostart, gp);
     castatus_or_throw(gp, Gdead, Grunnable, "newproc");
     __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);
     if (pp) {
@@ -248,6 +254,40 @@ struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a,
     }
     wakep();
     return gp;
+}
+
+/*
+ * Give gp, about to run for the first time, the stack it asked for: a user
+ * stack as given; else its own if it fits; else the stack of the G that
+ * just exited on this M (warm in cache); else one from the caches or a new
+ * mapping. Runs on g0. A stack that cannot be mapped at all is fatal here:
+ * the thread was already reported created.
+ */
+void bind_stack(struct m *mp, struct g *gp)
+{
+    struct p *pp = mp->p;
+    struct gstack *st = &gp->stack;
+    if (gp->want_stackaddr) {
+        if (st->lo)
+            stack_free(&pp->stackcache, st);
+        stack_user(gp->want_stackaddr, gp->want_stacksize, st);
+    } else if (!st->lo || (size_t)(st->hi - st->lo) != gp->want_stacksize ||
+               st->guard != gp->want_guard) {
+        if (st->lo)
+            stack_free(&pp->stackcache, st);
+        struct g *dead = mp->rel.kind == REL_EXIT ? mp->rel.gp : NULL;
+        if (dead && dead->stack.lo && dead->stack.kind != STACK_USER &&
+            (size_t)(dead->stack.hi - dead->stack.lo) == gp->want_stacksize &&
+            dead->stack.guard == gp->want_guard) {
+            *st = dead->stack;
+            memset(&dead->stack, 0, sizeof dead->stack);
+        } else if (stack_alloc(&pp->stackcache, gp->want_stacksize, gp->want_guard, st) != 0) {
+            rt_print(2, "goshim: cannot map a %lu-byte stack for thread %lu: out of memory\n",
+                     (unsigned long)gp->want_stacksize, (unsigned long)gp->goid);
+            goshim_throw("bind_stack: out of memory");
+        }
+    }
+    ctx_init(&gp->sched, st->hi, gostart, gp);
 }
 
 /* ---- park, ready, yield ------------------------------------------------ */

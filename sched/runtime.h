@@ -71,6 +71,9 @@ struct g {
     int errno_save;               /* errno while switched out (GOSHIM_TLS=errno) */
     uint64_t nswitch;             /* times it was switched in; owner */
     struct g *alllink;            /* sched.allg list; sched.allglock */
+    size_t want_stacksize;        /* stack requested at spawn, bound at first run */
+    size_t want_guard;
+    void *want_stackaddr;         /* pthread_attr_setstack memory, or NULL */
 };
 
 /*

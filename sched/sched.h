@@ -95,6 +95,7 @@ bool casgstatus(struct g *gp, uint32_t oldval, uint32_t newval);
 struct g *gfget(struct p *pp);
 void gfput(struct p *pp, struct g *gp);
 void release_commit(struct m *mp);
+void bind_stack(struct m *mp, struct g *gp);
 
 /* schedule.c */
 __attribute__((noreturn)) void schedule(void);

@@ -268,6 +268,8 @@ __attribute__((noreturn)) static void execute(struct m *mp, struct g *gp, bool i
         pp->schedtick++;
     pp->nschedule++;
     gp->nswitch++;
+    if (!(gp->flags & G_STARTED))
+        bind_stack(mp, gp);
     if (sched.tls_full) {
         if (!(gp->flags & G_STARTED))
             bind_tcb(mp, gp);

@@ -1,0 +1,244 @@
+# goshim: build, tests, benchmarks.
+#
+#   make            build/libgoshim.so, build/libsched.a, test programs, unit binary, benches
+#   make test       install missing packages, build, check exports, run the Criterion suites
+#   make demo       build, then run build/bench/demo_sched with GOSHIM_SCHEDTRACE=$(TRACE)
+#   make bench      run every build/bench/bench_*
+#   make test-asan  the same tests built with ASan+UBSan (objects in build/san-address/)
+#   make test-tsan  the same tests built with TSan, without the preload suites
+#
+# Knobs: V=1 (show commands), SAN=address|undefined|thread, DEBUG=1 (-DGOSHIM_DEBUG=1),
+# WERROR=0 (warnings stay warnings), CFLAGS, LDFLAGS, PREFIX, DESTDIR, TRACE, TEST_TIMEOUT.
+# Sources are found by wildcard: a new sched/*.c, sched/*.S, shim/*.c, preload/*.c,
+# tests/test_*.c, tests/progs/*.c or tests/bench/*.c needs no Makefile change.
+
+VERSION      := 0.0.1
+CC           ?= cc
+AR           ?= ar
+CLANG_FORMAT ?= clang-format
+CFLAGS       ?= -O2 -g
+LDFLAGS      ?=
+PREFIX       ?= /usr/local
+DESTDIR      ?=
+TRACE        ?= 100
+TEST_TIMEOUT ?= 900
+WERROR       ?= 1
+
+WARN_COMMON = -Wall -Wextra -Wshadow -Wstrict-prototypes -Wpointer-arith -Wcast-align -Wundef \
+              -Werror=implicit-function-declaration -Werror=incompatible-pointer-types
+ifeq ($(WERROR),1)
+WARN_COMMON += -Werror
+endif
+WARN      = $(WARN_COMMON) -Wmissing-prototypes
+TESTWARN  = $(WARN_COMMON)
+BASE      = -std=gnu11 -D_GNU_SOURCE -fPIC -fvisibility=hidden -fno-omit-frame-pointer -MMD -MP
+CPPFLAGS += -I. -DGOSHIM_VERSION=\"$(VERSION)\"
+ifeq ($(DEBUG),1)
+CPPFLAGS += -DGOSHIM_DEBUG=1
+endif
+ASFLAGS  += -Wa,--noexecstack
+LIBS      = -ldl -lpthread
+SOLDFLAGS = -shared -Wl,--version-script=preload/exports.map -Wl,-z,defs
+
+# Sanitizer variants build into their own tree so they never mix with the normal build.
+ifeq ($(SAN),)
+BUILD    := build
+SANFLAGS :=
+else ifeq ($(SAN),address)
+BUILD    := build/san-address
+SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# An ASan-linked libgoshim.so only loads into a program when libasan comes first.
+CPPFLAGS += -DGOSHIM_PRELOAD_FIRST=\"$(shell $(CC) -print-file-name=libasan.so)\"
+else ifeq ($(SAN),undefined)
+BUILD    := build/san-undefined
+SANFLAGS := -fsanitize=undefined -fno-sanitize-recover=undefined
+else ifeq ($(SAN),thread)
+BUILD    := build/san-thread
+# TSan does not model atomic_thread_fence: keep gcc's warning, but not as an error.
+SANFLAGS := -fsanitize=thread -Wno-error=tsan
+else
+$(error SAN must be address, undefined or thread, not '$(SAN)')
+endif
+
+# Tests locate the tree and the build through these (see tests/helpers.h). No -Isched:
+# sched/sched.h would shadow <sched.h>; tests include "../sched/x.h" or "sched/x.h".
+TESTDEFS = -I. -Itests -DGOSHIM_TESTING=1 \
+           -DGOSHIM_BUILD_DIR=\"$(abspath $(BUILD))\" -DGOSHIM_SRC_DIR=\"$(abspath .)\"
+
+ifneq ($(V),1)
+Q   = @
+msg = @printf '  %-7s %s\n' $(1) $(2)
+else
+Q   =
+msg =
+endif
+
+# ---- sources -------------------------------------------------------------------------------
+SCHED_C   := $(wildcard sched/*.c)
+SCHED_S   := $(wildcard sched/*.S)
+SO_C      := $(wildcard preload/*.c) $(wildcard shim/*.c)
+TEST_C    := $(wildcard tests/test_*.c)
+PROG_C    := $(wildcard tests/progs/*.c)
+BENCH_C   := $(wildcard tests/bench/*.c)
+FMT_FILES := $(wildcard sched/*.c sched/*.h shim/*.c shim/*.h preload/*.c preload/*.h \
+                        tests/*.c tests/*.h tests/*/*.c tests/*/*.h)
+
+SCHED_OBJ := $(SCHED_C:%.c=$(BUILD)/%.o) $(SCHED_S:%.S=$(BUILD)/%.S.o)
+SO_OBJ    := $(SO_C:%.c=$(BUILD)/%.o)
+TEST_OBJ  := $(TEST_C:%.c=$(BUILD)/%.o)
+PROGS     := $(PROG_C:tests/progs/%.c=$(BUILD)/tests/progs/%)
+BENCHES   := $(BENCH_C:tests/bench/%.c=$(BUILD)/bench/%)
+
+LIBSCHED  := $(BUILD)/libsched.a
+LIBGOSHIM := $(BUILD)/libgoshim.so
+UNIT      := $(BUILD)/tests/unit
+
+# Rebuild everything when the compiler or flags change (e.g. CFLAGS=-O0), and relink
+# when a source file appears or disappears.
+FLAGS_SIG := $(CC) $(CFLAGS) $(CPPFLAGS) $(SANFLAGS) $(WARN) $(BASE) $(TESTDEFS) $(LDFLAGS)
+LIST_SIG  := $(SCHED_OBJ) $(SO_OBJ) $(TEST_OBJ)
+STAMP     := $(BUILD)/.flags
+LSTAMP    := $(BUILD)/.objects
+ifeq ($(filter clean uninstall format format-check deps,$(MAKECMDGOALS)),)
+ifneq ($(FLAGS_SIG),$(file <$(STAMP)))
+$(shell mkdir -p $(BUILD))
+$(file >$(STAMP),$(FLAGS_SIG))
+endif
+ifneq ($(LIST_SIG),$(file <$(LSTAMP)))
+$(shell mkdir -p $(BUILD))
+$(file >$(LSTAMP),$(LIST_SIG))
+endif
+endif
+
+# ---- build ---------------------------------------------------------------------------------
+.PHONY: all test check test-asan test-tsan bench demo install uninstall clean format \
+        format-check deps
+.DEFAULT_GOAL := all
+
+all: $(LIBSCHED) $(LIBGOSHIM) $(PROGS) $(UNIT) $(BENCHES)
+	@:
+
+$(BUILD)/sched/%.o: sched/%.c $(STAMP)
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(BASE) $(WARN) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
+
+$(BUILD)/sched/%.S.o: sched/%.S $(STAMP)
+	$(call msg,AS,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(BASE) $(CFLAGS) $(ASFLAGS) -c -o $@ $<
+
+$(BUILD)/preload/%.o: preload/%.c $(STAMP)
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(BASE) $(WARN) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
+
+$(BUILD)/shim/%.o: shim/%.c $(STAMP)
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(BASE) $(WARN) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
+
+$(LIBSCHED): $(SCHED_OBJ) $(LSTAMP)
+	$(call msg,AR,$@)
+	@mkdir -p $(@D)
+	$(Q)rm -f $@
+	$(Q)$(AR) rcs $@ $(SCHED_OBJ)
+
+$(LIBGOSHIM): $(SO_OBJ) $(SCHED_OBJ) preload/exports.map $(LSTAMP)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) $(SOLDFLAGS) -o $@ $(SO_OBJ) $(SCHED_OBJ) $(LIBS)
+
+# Unit tests: every tests/test_*.c in one Criterion binary (Criterion provides main).
+$(BUILD)/tests/%.o: tests/%.c $(STAMP)
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(TESTDEFS) $(BASE) $(TESTWARN) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
+
+$(UNIT): $(TEST_OBJ) $(LIBSCHED) $(LSTAMP)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIBSCHED) -lcriterion $(LIBS)
+
+# Test programs: plain pthread programs, no goshim headers, no sanitizer.
+$(PROGS): $(BUILD)/tests/progs/%: tests/progs/%.c $(STAMP)
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -MMD -MP -MF $@.d $(TESTWARN) $(CFLAGS) $(LDFLAGS) -pthread \
+	    -o $@ $<
+
+# Benchmarks and the demo: linked like the tests, without Criterion.
+$(BUILD)/bench/%.o: tests/bench/%.c $(STAMP)
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(TESTDEFS) $(BASE) $(TESTWARN) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
+
+$(BENCHES): $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBSCHED)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $< $(LIBSCHED) $(LIBS)
+
+.SECONDARY:
+
+$(STAMP) $(LSTAMP):
+
+-include $(wildcard $(addsuffix /*.d,$(addprefix $(BUILD)/,sched preload shim tests tests/progs bench)))
+
+# ---- run -----------------------------------------------------------------------------------
+# Sanitizer runtimes cannot coexist with per-G TLS, and they are slow: run them with
+# GOSHIM_TLS=errno and loops scaled down (unless GOSHIM_TEST_SCALE is already set).
+# A sanitizer report must fail the test that caused it, not just print.
+ifneq ($(SAN),)
+TEST_ENV = GOSHIM_TLS=errno GOSHIM_TEST_SCALE=$${GOSHIM_TEST_SCALE:-0.1} \
+           TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 $${TSAN_OPTIONS:-}" \
+           UBSAN_OPTIONS="print_stacktrace=1 $${UBSAN_OPTIONS:-}"
+endif
+# TSan intercepts pthread_* itself: run only the suites that do not preload libgoshim.so.
+ifeq ($(SAN),thread)
+TEST_FILTER = '--filter=!(exports|preload*)/*'
+endif
+
+deps:
+	$(Q)scripts/setup.sh
+
+test:
+	$(Q)scripts/setup.sh
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/check-exports.sh $(LIBGOSHIM)
+	$(Q)$(TEST_ENV) timeout -k 10 $(TEST_TIMEOUT) $(UNIT) --jobs 2 --verbose $(TEST_FILTER)
+
+check: test
+
+test-asan:
+	$(Q)$(MAKE) --no-print-directory SAN=address test
+
+test-tsan:
+	$(Q)$(MAKE) --no-print-directory SAN=thread test
+
+bench:
+	$(Q)scripts/setup.sh
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/bench.sh $(filter $(BUILD)/bench/bench_%,$(BENCHES))
+
+demo:
+	$(Q)scripts/setup.sh
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)if [ -x $(BUILD)/bench/demo_sched ]; then \
+	    GOSHIM_SCHEDTRACE=$(TRACE) $(BUILD)/bench/demo_sched; \
+	else \
+	    echo "demo: $(BUILD)/bench/demo_sched is not built yet (tests/bench/demo_sched.c is missing)"; \
+	fi
+
+# ---- install, clean, format ----------------------------------------------------------------
+install: $(LIBGOSHIM)
+	install -d $(DESTDIR)$(PREFIX)/lib
+	install -m 0755 $(LIBGOSHIM) $(DESTDIR)$(PREFIX)/lib/libgoshim.so
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libgoshim.so
+
+clean:
+	rm -rf build
+
+format:
+	$(Q)$(if $(FMT_FILES),$(CLANG_FORMAT) -i $(FMT_FILES),true)
+
+format-check:
+	$(Q)$(if $(FMT_FILES),$(CLANG_FORMAT) --dry-run --Werror $(FMT_FILES),true)

@@ -1,0 +1,767 @@
+/*
+ * G stacks (contract in stack.h).
+ *
+ * Model. A G stack is one private anonymous mapping, MAP_NORESERVE|MAP_STACK,
+ * so it costs address space and page tables, not memory, until touched:
+ *
+ *     map            lo                                     hi = map + maplen
+ *     | guard bytes  | usable bytes (size)               |node|
+ *
+ * The default size follows glibc (nptl's __pthread_early_init, 2.36): the
+ * RLIMIT_STACK soft limit, or ARCH_STACK_DEFAULT_SIZE = 2 MiB on x86-64
+ * (sysdeps/x86_64/nptl/pthreaddef.h) when the limit is RLIM_INFINITY or
+ * unreadable, raised to PTHREAD_STACK_MIN, rounded up to pages. The default
+ * guard is one page, and as in glibc (allocatestack.c: size += guardsize) the
+ * guard comes on top of the requested size. Small default stacks are the
+ * most common crash class of other M:N runtimes, so we do not shrink them.
+ *
+ * Guards. With MADV_GUARD_INSTALL (Linux >= 6.13, detected once in
+ * stack_init) the guard is a page-table marker inside the same VMA: no split,
+ * and adjacent stacks even merge into one VMA (10 000 stacks add ~2 lines to
+ * /proc/self/maps; TCB_FACTS.md section 7). The marker survives MADV_DONTNEED
+ * and fork. Without it the guard is mprotect(PROT_NONE): 2 VMAs per stack, so
+ * vm.max_map_count (65530) caps the process at ~32 000 guarded stacks.
+ *
+ * VMA budget. stk.vmas is an upper bound of the VMAs our stacks (and the
+ * alternate signal stacks) occupy: 1 per guard-marker or guard-less mapping,
+ * 2 per mprotect-guarded one, 1 per arena chunk. The budget is 3/4 of
+ * vm.max_map_count; the rest is left to the program. When a guarded stack
+ * would exceed the budget we first count the real lines of /proc/self/maps
+ * (raw syscalls) and lower stk.vmas to that number, because with guard
+ * markers most stacks merge and the bound is far too pessimistic; a later
+ * recount happens only after stk.vmas grew by budget/8 again, so a process
+ * sitting at the limit does not rescan on every allocation. If the stack still
+ * does not fit, a default-size stack comes from an arena (one big guard-less
+ * mapping carved into default-size slots, 1 VMA per 64 slots) and any other
+ * size gets a guard-less mapping; the first such stack prints one warning.
+ * The same fallback is taken when the kernel refuses a guarded mapping with
+ * ENOMEM (the real limit was hit before our estimate said so).
+ *
+ * Caches. Only default-size, default-guard stacks (and arena slots, which are
+ * always default size) are cached. While free, a stack holds its own list
+ * link and descriptor in its top 64 bytes (struct stacknode at hi - 64), so
+ * the caches need no malloc. Each P owns a cache of up to STACK_PCACHE_MAX
+ * stacks, used without a lock; a full P cache spills half to the global
+ * cache (stk.lock), which holds up to STACK_GCACHE_MAX; beyond that stacks
+ * are unmapped, except arena slots, which cannot be unmapped without
+ * splitting their arena and go to an unbounded arena free list instead.
+ * A miss on the P cache refills it with up to half its capacity from the
+ * global cache in one lock hold, as Go's stackcacherefill.
+ *
+ * Memory. A stack entering the global cache or the arena free list is
+ * MADV_DONTNEED'ed below its top page (glibc does the same on thread exit),
+ * so idle stacks hold no memory. Stacks in a P cache keep theirs: the madvise
+ * costs ~1.6 us even on an untouched 8 MiB range (measured here), more than
+ * the rest of a cache hit, and the P cache is bounded.
+ *
+ * Invariants.
+ *  - A cached stack is STACK_MMAP with the default size and guard, or
+ *    STACK_ARENA; its stacknode at hi - 64 is valid; nothing runs on it.
+ *  - stk.n == length of stk.head; pc->n == length of pc->head.
+ *  - STACK_USER memory is never written, cached or unmapped by us.
+ *  - Scheduler-context functions use rt_syscall6 only: no errno, no TLS, no
+ *    stdio, no malloc (the FS base may belong to a G).
+ *
+ * Overflow. Each M gets an alternate signal stack (stack_thread_init); the
+ * SIGSEGV handler runs there with SA_ONSTACK, asks the lead's lookup whether
+ * the fault address is in the running G's guard, prints one line, restores
+ * SIG_DFL and returns, so the faulting instruction repeats and the process
+ * dies of SIGSEGV (with a core where the native program would dump one).
+ * Any other fault is chained to the previous action. No SA_NODEFER: a fault
+ * inside the handler itself is then fatal at once (the kernel forces
+ * SIG_DFL) rather than recursing on the small alternate stack.
+ *
+ * Rejected alternatives.
+ *  - An unmapped gap as the guard: nothing stops a later mmap from filling
+ *    the gap, and it costs the same VMA as PROT_NONE.
+ *  - Segmented or copied (growable) stacks as in Go: C code keeps pointers
+ *    into its stack, so a C stack can never move.
+ *  - Small default stacks: programs size their frames for glibc's default.
+ *  - MADV_DONTNEED on every free: ~1.6 us per call, doubling the cost of a
+ *    G create/exit; done in batches when stacks leave a P cache instead.
+ *  - Checking /proc/self/maps on every allocation: ~1 us per line, and the
+ *    file has tens of thousands of lines near the limit.
+ */
+#include "stack.h"
+
+#include "lock.h"
+#include "throw.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define GOSHIM_HAVE_VALGRIND 1
+#endif
+#endif
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102 /* Linux 6.13 uapi; absent from glibc 2.36 headers */
+#endif
+#ifndef MADV_GUARD_REMOVE
+#define MADV_GUARD_REMOVE 103
+#endif
+
+enum {
+    STACK_NODE_SPACE = 64,         /* bytes at the top of a free stack holding its node */
+    ARENA_SLOTS_MAX = 64,          /* default-size slots per arena chunk */
+    ALTSTACK_SIZE = 64 * 1024,     /* per-M alternate signal stack */
+    ARCH_STACK_DEFAULT = 2 << 20,  /* glibc x86-64 ARCH_STACK_DEFAULT_SIZE */
+    STACK_MIN = 16384,             /* glibc PTHREAD_STACK_MIN on x86-64 */
+    MAX_MAP_COUNT_DEFAULT = 65530, /* DEFAULT_MAX_MAP_COUNT, when /proc is unreadable */
+};
+#define ARENA_CHUNK_TARGET ((size_t)512 << 20) /* aim for chunks of about this size */
+
+/* A free stack's own descriptor and cache link, stored at st.hi - STACK_NODE_SPACE. */
+struct stacknode {
+    struct stacknode *next;
+    struct gstack st;
+};
+_Static_assert(sizeof(struct stacknode) <= STACK_NODE_SPACE, "stacknode must fit the top 64 bytes");
+
+static struct {
+    struct runtime_lock lock;
+    struct stacknode *head;       /* global cache; lock */
+    unsigned n;                   /* its length; lock */
+    struct stacknode *arena_free; /* arena slots beyond STACK_GCACHE_MAX; lock */
+    char *arena_next, *arena_end; /* uncarved part of the current arena chunk; lock */
+    unsigned long vmas;           /* upper bound of VMAs charged to us; lock */
+    unsigned long vmas_scanned;   /* vmas right after the last /proc scan; lock */
+    int scanned;                  /* a scan happened; lock */
+} stk;
+
+/* Set once by stack_init (and the test hooks) before any concurrent use. */
+static size_t pagesize = 4096;
+static size_t default_size = 8 << 20;
+static size_t default_guard = 4096;
+static size_t arena_slot_size; /* default_size rounded to pages */
+static int guard_install;      /* MADV_GUARD_INSTALL works */
+static int force_mprotect;     /* test hook */
+static unsigned long max_map_count = MAX_MAP_COUNT_DEFAULT;
+static unsigned long vma_budget = MAX_MAP_COUNT_DEFAULT / 4 * 3;
+static unsigned long rescan_step = MAX_MAP_COUNT_DEFAULT / 32;
+
+static int warned; /* the max_map_count warning was printed; atomic */
+
+static struct {
+    unsigned long mmaps, munmaps, cache_hits, arena_stacks, live;
+} stats; /* relaxed atomics: counters only, they order nothing */
+
+#define STAT_ADD(f, v) __atomic_fetch_add(&stats.f, (v), __ATOMIC_RELAXED)
+#define STAT_SUB(f, v) __atomic_fetch_sub(&stats.f, (v), __ATOMIC_RELAXED)
+
+static stack_lookup_fn overflow_lookup;
+static struct sigaction old_segv, old_bus;
+
+static size_t round_page(size_t n)
+{
+    return (n + pagesize - 1) & ~(pagesize - 1);
+}
+
+static int use_guard_install(void)
+{
+    return guard_install && !force_mprotect;
+}
+
+/* sys_mmap maps len anonymous bytes; returns the address or NULL. Scheduler-safe. */
+static char *sys_mmap(size_t len, int prot)
+{
+    long r = rt_syscall6(SYS_mmap, 0, (long)len, prot,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (r < 0 && r > -4096)
+        return NULL;
+    return (char *)r;
+}
+
+static void vg_register(struct gstack *st)
+{
+#ifdef GOSHIM_HAVE_VALGRIND
+    st->vgid = VALGRIND_STACK_REGISTER(st->lo, st->hi);
+#else
+    st->vgid = 0;
+#endif
+}
+
+static void vg_deregister(struct gstack *st)
+{
+#ifdef GOSHIM_HAVE_VALGRIND
+    if (st->vgid)
+        VALGRIND_STACK_DEREGISTER(st->vgid);
+#endif
+    st->vgid = 0;
+}
+
+/*
+ * count_maps counts the lines of /proc/self/maps with raw syscalls.
+ * Returns the count or -errno. Scheduler-safe; takes ~1 us per line.
+ */
+static long count_maps(void)
+{
+    char buf[4096];
+    long fd =
+        rt_syscall6(SYS_openat, AT_FDCWD, (long)"/proc/self/maps", O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    if (fd < 0)
+        return fd;
+    long lines = 0, n;
+    while ((n = rt_syscall(SYS_read, fd, buf, sizeof buf)) > 0)
+        for (long i = 0; i < n; i++)
+            lines += buf[i] == '\n';
+    rt_syscall(SYS_close, fd, 0, 0);
+    return n < 0 ? n : lines;
+}
+
+/*
+ * vmas_fit says whether need more VMAs stay within the budget, rescanning
+ * /proc/self/maps when the estimate says no (see the essay). stk.lock held.
+ */
+static int vmas_fit(unsigned long need)
+{
+    if (stk.vmas + need <= vma_budget)
+        return 1;
+    if (!stk.scanned || stk.vmas >= stk.vmas_scanned + rescan_step) {
+        long real = count_maps();
+        stk.scanned = 1;
+        if (real >= 0 && (unsigned long)real < stk.vmas)
+            stk.vmas = (unsigned long)real; /* all VMAs of the process bound ours */
+        stk.vmas_scanned = stk.vmas;
+    }
+    return stk.vmas + need <= vma_budget;
+}
+
+static void vmas_add(long d)
+{
+    runtime_lock(&stk.lock);
+    stk.vmas += (unsigned long)d;
+    runtime_unlock(&stk.lock);
+}
+
+/* warn_limit prints the one-time "no guard page" warning. Scheduler-safe. */
+static void warn_limit(void)
+{
+    if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED) == 0)
+        rt_print(2,
+                 "goshim: near vm.max_map_count (%lu): further thread stacks have no guard page\n",
+                 max_map_count);
+}
+
+/*
+ * map_stack maps size usable bytes above guard bytes of guard and fills *out
+ * (kind STACK_MMAP, out->vmas set). The caller has charged the VMAs it
+ * expected; *extra is the number it must charge on top (1 when a guard
+ * install failed and mprotect was used instead). Returns 0 or -errno.
+ * Scheduler-safe.
+ */
+static int map_stack(size_t size, size_t guard, struct gstack *out, unsigned *extra)
+{
+    size_t len = size + guard;
+    char *map = sys_mmap(len, PROT_READ | PROT_WRITE);
+    *extra = 0;
+    if (!map)
+        return -ENOMEM;
+    STAT_ADD(mmaps, 1);
+    out->vmas = 1;
+    if (guard) {
+        long r = -EINVAL;
+        if (use_guard_install())
+            r = rt_syscall(SYS_madvise, map, guard, MADV_GUARD_INSTALL);
+        if (r < 0) {
+            r = rt_syscall(SYS_mprotect, map, guard, PROT_NONE);
+            if (r < 0) {
+                rt_syscall(SYS_munmap, map, len, 0);
+                STAT_ADD(munmaps, 1);
+                return (int)r;
+            }
+            out->vmas = 2;
+            if (use_guard_install())
+                *extra = 1;
+        }
+    }
+    out->map = map;
+    out->maplen = len;
+    out->guard = guard;
+    out->lo = map + guard;
+    out->hi = map + len;
+    out->kind = STACK_MMAP;
+    vg_register(out);
+    return 0;
+}
+
+/* arena_get carves or reuses a guard-less default-size arena slot. stk.lock held. */
+static int arena_get(struct gstack *out)
+{
+    struct stacknode *nd = stk.arena_free;
+    if (nd) {
+        stk.arena_free = nd->next;
+        *out = nd->st;
+        return 0;
+    }
+    if (stk.arena_next == stk.arena_end) {
+        size_t slots = ARENA_CHUNK_TARGET / arena_slot_size;
+        if (slots < 1)
+            slots = 1;
+        if (slots > ARENA_SLOTS_MAX)
+            slots = ARENA_SLOTS_MAX;
+        char *chunk = sys_mmap(slots * arena_slot_size, PROT_READ | PROT_WRITE);
+        if (!chunk)
+            return -ENOMEM;
+        STAT_ADD(mmaps, 1);
+        stk.vmas += 1; /* the arena is the last resort: no budget check */
+        stk.arena_next = chunk;
+        stk.arena_end = chunk + slots * arena_slot_size;
+    }
+    char *slot = stk.arena_next;
+    stk.arena_next += arena_slot_size;
+    STAT_ADD(arena_stacks, 1);
+    out->map = slot;
+    out->maplen = arena_slot_size;
+    out->guard = 0;
+    out->lo = slot;
+    out->hi = slot + arena_slot_size;
+    out->kind = STACK_ARENA;
+    out->vmas = 0;
+    vg_register(out);
+    return 0;
+}
+
+static struct stacknode *node_of(const struct gstack *st)
+{
+    return (struct stacknode *)(st->hi - STACK_NODE_SPACE);
+}
+
+/* unmap_stack gives an STACK_MMAP stack back to the kernel. stk.lock not held. */
+static void unmap_stack(struct gstack *st)
+{
+    vg_deregister(st);
+    rt_syscall(SYS_munmap, st->map, st->maplen, 0);
+    STAT_ADD(munmaps, 1);
+    vmas_add(-(long)st->vmas);
+}
+
+/* release_memory returns a free stack's pages below its top page to the kernel. */
+static void release_memory(const struct gstack *st)
+{
+    char *top = st->hi - pagesize; /* keeps the page holding the stacknode */
+    if (top > st->lo)
+        rt_syscall(SYS_madvise, st->lo, top - st->lo, MADV_DONTNEED);
+}
+
+/*
+ * global_put moves the list first..(n nodes) into the global cache. Stacks
+ * beyond STACK_GCACHE_MAX are unmapped (STACK_MMAP) or go to the arena free
+ * list (STACK_ARENA). stk.lock not held; takes it.
+ */
+static void global_put(struct stacknode *first, unsigned n)
+{
+    struct stacknode *nd, *unmap = NULL;
+    for (nd = first; nd; nd = nd->next)
+        release_memory(&nd->st);
+    runtime_lock(&stk.lock);
+    while (first) {
+        nd = first;
+        first = nd->next;
+        if (stk.n < STACK_GCACHE_MAX) {
+            nd->next = stk.head;
+            stk.head = nd;
+            stk.n++;
+        } else if (nd->st.kind == STACK_ARENA) {
+            nd->next = stk.arena_free;
+            stk.arena_free = nd;
+        } else {
+            nd->next = unmap;
+            unmap = nd;
+        }
+        n--;
+    }
+    runtime_unlock(&stk.lock);
+    GOSHIM_ASSERT(n == 0);
+    while (unmap) {
+        struct gstack st = unmap->st; /* copy out: munmap frees the node */
+        unmap = unmap->next;
+        unmap_stack(&st);
+    }
+}
+
+size_t stack_default_size(void)
+{
+    return default_size;
+}
+
+size_t stack_default_guard(void)
+{
+    return default_guard;
+}
+
+/*
+ * stack_alloc: see stack.h. Scheduler context: pc belongs to the calling P.
+ */
+int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack *out)
+{
+    if (size == 0)
+        size = default_size;
+    if (size > SIZE_MAX / 2 || guard > SIZE_MAX / 2)
+        return -ENOMEM;
+    size = round_page(size);
+    guard = round_page(guard);
+    if (size < pagesize)
+        size = pagesize;
+    int dflt = size == default_size && guard == default_guard;
+
+    if (dflt && pc && pc->head) {
+        struct stacknode *nd = pc->head;
+        pc->head = nd->next;
+        pc->n--;
+        *out = nd->st;
+        STAT_ADD(cache_hits, 1);
+        STAT_ADD(live, 1);
+        return 0;
+    }
+
+    runtime_lock(&stk.lock);
+    if (dflt && stk.head) {
+        struct stacknode *nd = stk.head;
+        stk.head = nd->next;
+        stk.n--;
+        *out = nd->st;
+        /* Refill the P cache with up to half its capacity, as stackcacherefill. */
+        while (pc && stk.head && pc->n < STACK_PCACHE_MAX / 2) {
+            nd = stk.head;
+            stk.head = nd->next;
+            stk.n--;
+            nd->next = pc->head;
+            pc->head = nd;
+            pc->n++;
+        }
+        runtime_unlock(&stk.lock);
+        STAT_ADD(cache_hits, 1);
+        STAT_ADD(live, 1);
+        return 0;
+    }
+
+    unsigned need = guard ? (use_guard_install() ? 1 : 2) : 1;
+    int fits = vmas_fit(need);
+    if (fits)
+        stk.vmas += need;
+    runtime_unlock(&stk.lock);
+
+    if (fits) {
+        unsigned extra;
+        int r = map_stack(size, guard, out, &extra);
+        if (r == 0) {
+            if (extra)
+                vmas_add(extra);
+            STAT_ADD(live, 1);
+            return 0;
+        }
+        vmas_add(-(long)need);
+        if (guard == 0)
+            return r; /* no guard to drop: really out of memory */
+        /* ENOMEM from mprotect: the kernel's map count ran out before our estimate. */
+    }
+
+    /* Over the budget: no guard from here on. */
+    int r;
+    if (dflt) {
+        runtime_lock(&stk.lock);
+        r = arena_get(out);
+        runtime_unlock(&stk.lock);
+    } else {
+        unsigned extra;
+        vmas_add(1);
+        r = map_stack(size, 0, out, &extra);
+        if (r < 0)
+            vmas_add(-1);
+    }
+    if (r < 0)
+        return r;
+    if (guard)
+        warn_limit();
+    STAT_ADD(live, 1);
+    return 0;
+}
+
+void stack_user(void *base, size_t size, struct gstack *out)
+{
+    out->map = NULL;
+    out->maplen = 0;
+    out->guard = 0;
+    out->lo = base;
+    out->hi = (char *)(((uintptr_t)base + size) & ~(uintptr_t)15); /* ABI: SP 16-aligned */
+    out->kind = STACK_USER;
+    out->vmas = 0;
+    vg_register(out);
+}
+
+/*
+ * stack_free: see stack.h. Scheduler context: pc belongs to the calling P;
+ * nothing runs on *st any more.
+ */
+void stack_free(struct stackcache *pc, struct gstack *st)
+{
+    if (st->kind == STACK_USER) {
+        vg_deregister(st);
+        memset(st, 0, sizeof *st);
+        return;
+    }
+    GOSHIM_ASSERT(st->kind == STACK_MMAP || st->kind == STACK_ARENA);
+    STAT_SUB(live, 1);
+    int cacheable = st->kind == STACK_ARENA ||
+                    ((size_t)(st->hi - st->lo) == default_size && st->guard == default_guard);
+    if (!cacheable) {
+        unmap_stack(st);
+        memset(st, 0, sizeof *st);
+        return;
+    }
+    struct stacknode *nd = node_of(st);
+    nd->st = *st;
+    memset(st, 0, sizeof *st);
+    if (!pc) {
+        nd->next = NULL;
+        global_put(nd, 1);
+        return;
+    }
+    if (pc->n >= STACK_PCACHE_MAX) {
+        /* Spill half to the global cache in one lock hold. */
+        struct stacknode *first = pc->head, *last = first;
+        unsigned k = STACK_PCACHE_MAX / 2;
+        for (unsigned i = 1; i < k; i++)
+            last = last->next;
+        pc->head = last->next;
+        pc->n -= k;
+        last->next = NULL;
+        global_put(first, k);
+    }
+    nd->next = pc->head;
+    pc->head = nd;
+    pc->n++;
+}
+
+void stack_cache_drain(struct stackcache *pc)
+{
+    if (pc->head)
+        global_put(pc->head, pc->n);
+    pc->head = NULL;
+    pc->n = 0;
+}
+
+void stack_get_stats(struct stack_stats *out)
+{
+    out->mmaps = __atomic_load_n(&stats.mmaps, __ATOMIC_RELAXED);
+    out->munmaps = __atomic_load_n(&stats.munmaps, __ATOMIC_RELAXED);
+    out->cache_hits = __atomic_load_n(&stats.cache_hits, __ATOMIC_RELAXED);
+    out->arena_stacks = __atomic_load_n(&stats.arena_stacks, __ATOMIC_RELAXED);
+    out->live = __atomic_load_n(&stats.live, __ATOMIC_RELAXED);
+}
+
+static void set_max_map_count(unsigned long n)
+{
+    max_map_count = n;
+    vma_budget = n / 4 * 3;
+    rescan_step = vma_budget / 8 ? vma_budget / 8 : 1;
+}
+
+/* read_max_map_count reads vm.max_map_count, or returns 0. Start-up only. */
+static unsigned long read_max_map_count(void)
+{
+    char buf[32];
+    int fd = open("/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    unsigned long v = 0;
+    for (char *p = buf; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (unsigned long)(*p - '0');
+    return v;
+}
+
+/* probe_guard_install tries MADV_GUARD_INSTALL on a scratch mapping. Start-up only. */
+static int probe_guard_install(void)
+{
+    char *m = sys_mmap(2 * pagesize, PROT_READ | PROT_WRITE);
+    if (!m)
+        return 0;
+    long r = rt_syscall(SYS_madvise, m, pagesize, MADV_GUARD_INSTALL);
+    rt_syscall(SYS_munmap, m, 2 * pagesize, 0);
+    return r == 0;
+}
+
+/*
+ * stack_init: see stack.h. Start-up, single-threaded; may use libc.
+ */
+int stack_init(size_t dflt)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0 || (ps & (ps - 1)))
+        return -EINVAL;
+    pagesize = (size_t)ps;
+    default_guard = pagesize;
+    if (dflt == 0) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_STACK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+            dflt = ARCH_STACK_DEFAULT;
+        else
+            dflt = rl.rlim_cur;
+    }
+    if (dflt < STACK_MIN)
+        dflt = STACK_MIN;
+    if (dflt > SIZE_MAX / 4)
+        return -EINVAL;
+    default_size = round_page(dflt);
+    arena_slot_size = default_size;
+    guard_install = probe_guard_install();
+    unsigned long mmc = read_max_map_count();
+    set_max_map_count(mmc ? mmc : MAX_MAP_COUNT_DEFAULT);
+    return 0;
+}
+
+/* Kernel struct sigaction for the raw rt_sigaction system call (x86-64). */
+struct ksigaction {
+    void *handler;
+    unsigned long flags;
+    void *restorer;
+    unsigned long mask;
+};
+
+/* set_default restores SIG_DFL for sig with a raw syscall. Async-signal-safe. */
+static void set_default(int sig)
+{
+    struct ksigaction ka = {SIG_DFL, 0, NULL, 0};
+    rt_syscall6(SYS_rt_sigaction, sig, (long)&ka, 0, 8, 0, 0);
+}
+
+/*
+ * chain passes a signal we do not own to the action that was installed
+ * before ours. Async-signal-safe. A default or ignored action for a real
+ * fault (si_code > 0) resets to SIG_DFL and returns: the fault repeats and
+ * kills as it would have. A sent signal (si_code <= 0) under SIG_DFL is
+ * re-sent to this thread, pending until the handler returns.
+ */
+static void chain(int sig, siginfo_t *si, void *uc, struct sigaction *old)
+{
+    if (old->sa_flags & SA_SIGINFO) {
+        void (*fn)(int, siginfo_t *, void *) = old->sa_sigaction;
+        if (old->sa_flags & SA_RESETHAND)
+            old->sa_handler = SIG_DFL;
+        fn(sig, si, uc);
+        return;
+    }
+    void (*h)(int) = old->sa_handler;
+    if (h == SIG_IGN && si->si_code <= 0)
+        return;
+    if (h == SIG_DFL || h == SIG_IGN) {
+        set_default(sig);
+        if (si->si_code <= 0)
+            rt_syscall(SYS_tgkill, rt_syscall(SYS_getpid, 0, 0, 0), rt_syscall(SYS_gettid, 0, 0, 0),
+                       sig);
+        return;
+    }
+    if (old->sa_flags & SA_RESETHAND)
+        old->sa_handler = SIG_DFL;
+    h(sig);
+}
+
+/*
+ * sigfault_handler runs on the M's alternate signal stack for SIGSEGV and
+ * SIGBUS. Async-signal-safe: lookup, rt_print and raw syscalls only.
+ */
+static void sigfault_handler(int sig, siginfo_t *si, void *uc)
+{
+    unsigned long id;
+    size_t size;
+    stack_lookup_fn lookup = __atomic_load_n(&overflow_lookup, __ATOMIC_RELAXED);
+    if (sig == SIGSEGV && si->si_code > 0 && lookup && lookup(si->si_addr, &id, &size)) {
+        rt_print(2, "goshim: thread %lu overflowed its %zu-byte stack (fault at %p)\n", id, size,
+                 si->si_addr);
+        set_default(SIGSEGV);
+        return; /* the faulting access repeats and kills the process */
+    }
+    chain(sig, si, uc, sig == SIGSEGV ? &old_segv : &old_bus);
+}
+
+/*
+ * stack_overflow_init: see stack.h. Start-up; may use libc. Calling it again
+ * only replaces lookup.
+ */
+int stack_overflow_init(stack_lookup_fn lookup)
+{
+    static int installed;
+    __atomic_store_n(&overflow_lookup, lookup, __ATOMIC_RELAXED);
+    if (installed)
+        return 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = sigfault_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGSEGV, &sa, &old_segv) != 0)
+        return -errno;
+    if (sigaction(SIGBUS, &sa, &old_bus) != 0) {
+        int e = errno;
+        sigaction(SIGSEGV, &old_segv, NULL);
+        return -e;
+    }
+    installed = 1;
+    return 0;
+}
+
+/*
+ * stack_thread_init: see stack.h. Runs on the new M before it runs any G.
+ */
+int stack_thread_init(void)
+{
+    stack_t cur;
+    if (rt_syscall(SYS_sigaltstack, 0, &cur, 0) == 0 && !(cur.ss_flags & SS_DISABLE) &&
+        cur.ss_size >= ALTSTACK_SIZE / 2)
+        return 0; /* keep the thread's own (a cgo-like host, or a second call) */
+    struct gstack st;
+    unsigned extra;
+    unsigned need = use_guard_install() ? 1 : 2;
+    vmas_add(need);
+    int r = map_stack(ALTSTACK_SIZE, pagesize, &st, &extra);
+    if (r < 0) {
+        vmas_add(-(long)need);
+        return r;
+    }
+    if (extra)
+        vmas_add(extra);
+    vg_deregister(&st); /* a signal stack, not a G stack */
+    stack_t ss = {.ss_sp = st.lo, .ss_flags = 0, .ss_size = (size_t)(st.hi - st.lo)};
+    long e = rt_syscall(SYS_sigaltstack, &ss, 0, 0);
+    if (e < 0) {
+        rt_syscall(SYS_munmap, st.map, st.maplen, 0);
+        vmas_add(-(long)st.vmas);
+        return (int)e;
+    }
+    return 0;
+}
+
+void stack_test_set_max_map_count(unsigned long n)
+{
+    runtime_lock(&stk.lock);
+    set_max_map_count(n);
+    stk.scanned = 0;
+    runtime_unlock(&stk.lock);
+}
+
+void stack_test_force_mprotect(int on)
+{
+    force_mprotect = on;
+}
+
+int stack_test_guard_install(void)
+{
+    return guard_install;
+}

@@ -1,0 +1,126 @@
+/*
+ * G stacks: allocation, guard pages, per-P and global caches, overflow
+ * reporting. The design essay is at the top of stack.c.
+ *
+ * Context rules: stack_alloc, stack_free, stack_user and stack_cache_drain
+ * run in scheduler context (g0, FS base possibly a G's): they touch no TLS,
+ * no errno, no stdio, no malloc. stack_init and stack_overflow_init run at
+ * start-up and may use libc. stack_thread_init runs once on each new M.
+ */
+#ifndef GOSHIM_STACK_H
+#define GOSHIM_STACK_H
+
+#include <stddef.h>
+
+enum {
+    STACK_MMAP = 1,  /* own mapping, guard per gstack.guard */
+    STACK_ARENA = 2, /* default-size slot of a guard-less arena (near vm.max_map_count) */
+    STACK_USER = 3,  /* pthread_attr_setstack memory: never freed or written by us */
+};
+
+struct gstack {
+    char *lo;     /* lowest usable byte (just above the guard) */
+    char *hi;     /* one past the highest usable byte; initial SP goes just below */
+    size_t guard; /* guard bytes directly below lo (0 = none) */
+    char *map;    /* start of our mapping (NULL for user-provided stacks) */
+    size_t maplen;
+    unsigned kind; /* STACK_MMAP, STACK_ARENA, STACK_USER */
+    unsigned vgid; /* valgrind stack id (0 when not under valgrind) */
+    unsigned vmas; /* VMAs this stack is charged for (0 for ARENA and USER) */
+};
+
+struct stacknode;
+/*
+ * Per-P cache of default-size stacks: an intrusive LIFO list whose links live
+ * in the free stacks themselves. Used only by the P that owns it (no lock).
+ * Zero-initialised is empty.
+ */
+struct stackcache {
+    struct stacknode *head;
+    unsigned n;
+};
+
+#define STACK_PCACHE_MAX 32   /* per-P cache bound; a full cache spills half */
+#define STACK_GCACHE_MAX 1024 /* global cache bound; beyond it stacks are unmapped */
+
+/*
+ * stack_init sets the default stack size (0: glibc's rule, RLIMIT_STACK soft
+ * limit, or 2 MiB when it is RLIM_INFINITY or unreadable; at least 16 KiB;
+ * rounded up to pages), detects MADV_GUARD_INSTALL once on a scratch mapping,
+ * and reads vm.max_map_count. Call once, before any other stack_* call.
+ * Returns 0 or -errno.
+ */
+int stack_init(size_t default_size);
+size_t stack_default_size(void);
+size_t stack_default_guard(void); /* the page size, as glibc */
+
+/*
+ * stack_alloc fills *out with a stack of size usable bytes (0 = default,
+ * rounded up to pages) and guard bytes below it (rounded up to pages).
+ * Requests of exactly the default size and guard come from pc (may be NULL),
+ * then the global cache, then a new mapping; a cached stack's contents are
+ * unspecified. Others always get a fresh mapping. Near vm.max_map_count, a
+ * default-size request may return a guard-less STACK_ARENA stack (out->guard
+ * is then 0). Returns 0, or -ENOMEM when no memory could be mapped (glibc's
+ * pthread_create reports that as EAGAIN) or size+guard overflows.
+ */
+int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack *out);
+
+/* stack_user wraps pthread_attr_setstack memory [base, base+size) as a STACK_USER stack. */
+void stack_user(void *base, size_t size, struct gstack *out);
+
+/*
+ * stack_free returns a stack no G runs on any more. Stacks of the default
+ * size and guard, and arena stacks, go to pc (bounded by STACK_PCACHE_MAX; a
+ * full cache spills half to the global cache, bounded by STACK_GCACHE_MAX);
+ * others are unmapped. STACK_USER memory is never written nor unmapped.
+ * *st is cleared.
+ */
+void stack_free(struct stackcache *pc, struct gstack *st);
+
+/* stack_cache_drain moves every stack of pc to the global cache (P destroyed). */
+void stack_cache_drain(struct stackcache *pc);
+
+/*
+ * Overflow reporting. lookup returns 1 (and fills *id and *size) when
+ * fault_addr lies in the guard of the stack of the G currently running on
+ * this OS thread. It runs in a signal handler: async-signal-safe only.
+ */
+typedef int (*stack_lookup_fn)(void *fault_addr, unsigned long *id, size_t *size);
+
+/*
+ * stack_overflow_init installs the SIGSEGV and SIGBUS handler
+ * (SA_SIGINFO|SA_ONSTACK|SA_RESTART), remembering the previous actions to
+ * chain to. A G overflow prints
+ * "goshim: thread <id> overflowed its <size>-byte stack (fault at <addr>)"
+ * and dies of SIGSEGV as natively. Returns 0 or -errno.
+ */
+int stack_overflow_init(stack_lookup_fn lookup);
+
+/*
+ * stack_thread_init gives the calling OS thread (an M) a 64 KiB alternate
+ * signal stack with a guard, unless it already has one. Once per M; the
+ * memory lives as long as the process. Returns 0 or -errno.
+ */
+int stack_thread_init(void);
+
+struct stack_stats {
+    unsigned long mmaps;        /* mmap calls (G stacks, arena chunks, signal stacks) */
+    unsigned long munmaps;      /* stacks unmapped */
+    unsigned long cache_hits;   /* stack_alloc served from the per-P or global cache */
+    unsigned long arena_stacks; /* guard-less arena slots carved */
+    unsigned long live;         /* stacks handed out by stack_alloc and not yet freed */
+};
+void stack_get_stats(struct stack_stats *out);
+
+/*
+ * Test hooks (tests/test_stack.c only). stack_test_set_max_map_count pretends
+ * vm.max_map_count is n; stack_test_force_mprotect makes guards PROT_NONE
+ * mappings as on kernels without MADV_GUARD_INSTALL. Call after stack_init.
+ * stack_test_guard_install says whether MADV_GUARD_INSTALL was detected.
+ */
+void stack_test_set_max_map_count(unsigned long n);
+void stack_test_force_mprotect(int on);
+int stack_test_guard_install(void);
+
+#endif

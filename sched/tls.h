@@ -1,0 +1,141 @@
+/*
+ * Per-thread TLS: one glibc thread control block (TCB) per G.
+ *
+ * Every user-level thread (G) owns a TCB built the way glibc builds one for
+ * a new pthread (struct pthread + static TLS block), so errno and __thread
+ * variables belong to the G. The scheduler installs a G's TCB as the FS base
+ * when it switches to that G, with the method chosen here (tls_fs_method).
+ * Design, measured facts and rejected alternatives: top of tls.c and
+ * /work/shared/TCB_FACTS.md.
+ *
+ * Environment:
+ *   GOSHIM_FS=arch_prctl  force arch_prctl(ARCH_SET_FS) even when the kernel
+ *                         allows wrfsbase (for tests and debugging);
+ *   GOSHIM_FS=auto        the default: wrfsbase if CPUID.7.EBX[0] and
+ *                         AT_HWCAP2 bit 1 (HWCAP2_FSGSBASE) are both set.
+ *   (GOSHIM_TLS=full|errno is parsed by the caller and passed to tls_init.)
+ *
+ * x86-64 only. Everything here is hidden (-fvisibility=hidden).
+ */
+#ifndef GOSHIM_TLS_H
+#define GOSHIM_TLS_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+enum tls_mode { TLS_MODE_FULL = 0, TLS_MODE_ERRNO = 1 };
+enum tls_fs_method { TLS_FS_WRFSBASE = 0, TLS_FS_ARCH_PRCTL = 1, TLS_FS_NONE = 2 };
+
+extern int tls_mode;      /* effective mode after tls_init */
+extern int tls_fs_method; /* read by the context-switch assembly; TLS_FS_NONE in errno mode */
+
+/*
+ * The thread-creation functions the probes use. They default to libc's;
+ * the shim, which interposes pthread_create, stores the real ones here
+ * before calling tls_init.
+ */
+extern int (*tls_real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+                                      void *);
+extern int (*tls_real_pthread_join)(pthread_t, void **);
+
+/*
+ * tls_init finds every glibc offset at run time and picks the FS method.
+ * Run once, on an ordinary thread (the main thread or a real pthread),
+ * before any TCB is made. want is the user's request (GOSHIM_TLS).
+ * want == TLS_MODE_FULL: if a lookup or probe fails, falls back to errno
+ * mode and prints one line on stderr naming what failed.
+ * want == TLS_MODE_ERRNO: prints a one-line note that errno mode was chosen.
+ * Returns the effective mode (also in tls_mode). Never crashes.
+ */
+int tls_init(int want);
+
+/* tls_self returns the current thread pointer (%fs:0). TLS-free. */
+void *tls_self(void);
+
+/* --- Full mode only. --- */
+
+/*
+ * tls_tcb_new returns a fresh TCB for a new thread: static TLS images
+ * copied, self pointers, multiple_threads = 1, stack and pointer guards and
+ * feature_1 as in the creating thread, list self-loop, unique fake tid,
+ * empty robust list, specific[0], rseq cpu_id = -2, __resp -> its own res.
+ * Stack fields are zero (tls_tcb_set_stack). NULL on allocation failure
+ * (no message). Any FS may be installed; uses malloc.
+ */
+void *tls_tcb_new(void);
+
+/*
+ * tls_tcb_reset makes a used TCB fresh for a new thread: every static TLS
+ * image is copied again (errno and __thread restart from their initial
+ * values), dynamic TLS blocks, per-thread strerror/strsignal buffers and
+ * second-level pthread key blocks are freed, the struct pthread fields are
+ * as from tls_tcb_new with a new fake tid. Two things are kept: the two
+ * glibc malloc words (they belong to the OS thread that lent them, see
+ * tls_malloc_move) and the stack fields set by tls_tcb_set_stack.
+ * Safe to call while tcb is the FS base of the caller (the caller's errno
+ * and __thread values are then reset too), or from another context.
+ * Never on a TCB not made by tls_tcb_new.
+ */
+void tls_tcb_reset(void *tcb);
+
+/*
+ * tls_tcb_set_stack records the G's stack (stackblock, stackblock_size,
+ * guardsize, reported_guardsize) so pthread_getattr_np and glibc's
+ * __libc_alloca_cutoff see it. stackblock is the lowest address of the
+ * mapping including the guard, size its whole length.
+ */
+void tls_tcb_set_stack(void *tcb, void *stackblock, size_t size, size_t guard);
+
+/*
+ * tls_tcb_destroy frees everything the TCB owns (tls_state buffers, key
+ * blocks, dynamic TLS, DTV, the TCB). Called from another thread or
+ * context, never with tcb installed. The malloc words must have been moved
+ * out first, or the tcache they point to leaks.
+ */
+void tls_tcb_destroy(void *tcb);
+
+/* tls_tcb_tid returns the fake tid stored in the TCB. */
+unsigned tls_tcb_tid(void *tcb);
+
+/* tls_thread_start runs on the new thread, its TCB installed, before user code (__ctype_init). */
+void tls_thread_start(void);
+
+/*
+ * tls_thread_exit runs on the thread as its last act: thread_local
+ * destructors (__call_tls_dtors) and the dlerror state. Key destructors
+ * are the shim's job.
+ */
+void tls_thread_exit(void);
+
+/*
+ * tls_malloc_move shares glibc's per-thread malloc state (tcache,
+ * thread_arena: two words of libc's TLS block, found by a probe): copies
+ * them from from_tcb to to_tcb, then zeroes them in from_tcb. No-op when
+ * the probe found no words (malloc replaced) or from_tcb == to_tcb. TLS-free, errno-free,
+ * lock-free: any third TCB may be installed.
+ */
+void tls_malloc_move(void *from_tcb, void *to_tcb);
+
+/*
+ * tls_var_in returns the address of a static-TLS variable inside tcb, given
+ * the variable's address in the calling thread (&var). Not valid for
+ * dynamic TLS (libraries dlopen'ed without static TLS).
+ */
+void *tls_var_in(void *tcb, void *var_addr_in_self);
+
+/*
+ * tls_call_with_fs runs fn(arg) on the current stack with tcb installed as
+ * the FS base, then restores the caller's FS base. For probes and tests.
+ * wrfsbase when tls_fs_method says so, else arch_prctl (also in errno mode
+ * and before tls_init). FS changes only inside the assembly.
+ */
+void tls_call_with_fs(void *tcb, void (*fn)(void *), void *arg);
+
+/* Statistics for GOSHIM_STATS. */
+struct tls_stats {
+    unsigned long tcbs_created, tcbs_reset, tcbs_destroyed;
+    size_t static_size; /* _dl_get_tls_static_info: TCB + static TLS bytes per G */
+};
+void tls_get_stats(struct tls_stats *out);
+
+#endif

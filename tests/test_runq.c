@@ -1,0 +1,172 @@
+/*
+ * Run-queue rules (DESIGN.md "Scheduling rules" 1-3), tested on P
+ * structures directly: no M runs, so every outcome is deterministic.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+
+#include "sched/sched.h"
+
+static struct g *mkg(uint64_t id)
+{
+    struct g *gp = calloc(1, sizeof *gp);
+    cr_assert(gp);
+    gp->goid = id;
+    gp->atomicstatus = Grunnable;
+    return gp;
+}
+
+static struct p *mkp(int id)
+{
+    struct p *pp = calloc(1, sizeof *pp);
+    cr_assert(pp);
+    pp->id = id;
+    pp->status = Prunning;
+    sched.allp[id] = pp;
+    return pp;
+}
+
+static void setup(void)
+{
+    sched.gomaxprocs = 2;
+    sched_steal_order_init(2);
+}
+
+static int32_t globlen(void)
+{
+    int32_t n = 0;
+    for (struct g *gp = sched.runq.head; gp; gp = gp->schedlink)
+        n++;
+    cr_assert_eq(n, sched.runqsize, "global list length %d, runqsize %d", n, sched.runqsize);
+    return n;
+}
+
+Test(runq, local_queue_is_fifo, .init = setup, .timeout = 10)
+{
+    struct p *pp = mkp(0);
+    bool inherit;
+    for (uint64_t i = 0; i < 10; i++)
+        runqput(pp, mkg(i), false);
+    cr_assert_eq(runqlen(pp), 10);
+    for (uint64_t i = 0; i < 10; i++) {
+        struct g *gp = runqget(pp, &inherit);
+        cr_assert(gp);
+        cr_assert_eq(gp->goid, i);
+        cr_assert(!inherit);
+    }
+    cr_assert_null(runqget(pp, &inherit));
+}
+
+Test(runq, newproc_goes_to_runnext_and_kicks_old_to_tail, .init = setup, .timeout = 10)
+{
+    struct p *pp = mkp(0);
+    bool inherit;
+    runqput(pp, mkg(1), false);
+    runqput(pp, mkg(2), true);
+    runqput(pp, mkg(3), true); /* 2 is kicked behind 1 */
+    cr_assert_eq(pp->runnext->goid, 3);
+    struct g *gp = runqget(pp, &inherit);
+    cr_assert_eq(gp->goid, 3);
+    cr_assert(inherit, "runnext inherits the time slice");
+    cr_assert_eq(runqget(pp, &inherit)->goid, 1);
+    cr_assert_eq(runqget(pp, &inherit)->goid, 2);
+}
+
+Test(runq, overflow_moves_half_plus_new_to_global, .init = setup, .timeout = 10)
+{
+    struct p *pp = mkp(0);
+    for (uint64_t i = 0; i < RUNQ_SIZE; i++)
+        runqput(pp, mkg(i), false);
+    cr_assert_eq(runqlen(pp), RUNQ_SIZE);
+    cr_assert_eq(sched.runqsize, 0);
+    runqput(pp, mkg(1000), false);
+    cr_assert_eq(globlen(), RUNQ_SIZE / 2 + 1, "half the ring plus the new G go global");
+    cr_assert_eq(runqlen(pp), RUNQ_SIZE / 2);
+    cr_assert_eq(pp->noverflow, 1);
+    /* The oldest half went, in order, and the new G last. */
+    uint64_t want = 0;
+    struct g *gp = sched.runq.head;
+    for (; gp->schedlink; gp = gp->schedlink)
+        cr_assert_eq(gp->goid, want++);
+    cr_assert_eq(gp->goid, 1000);
+    bool inherit;
+    cr_assert_eq(runqget(pp, &inherit)->goid, RUNQ_SIZE / 2, "the local queue keeps the newer half");
+}
+
+Test(runq, steal_takes_half, .init = setup, .timeout = 10)
+{
+    struct p *thief = mkp(0), *victim = mkp(1);
+    for (uint64_t i = 0; i < 10; i++)
+        runqput(victim, mkg(i), false);
+    struct g *gp = runqsteal(thief, victim, false);
+    cr_assert(gp);
+    cr_assert_eq(runqlen(victim), 5);
+    cr_assert_eq(runqlen(thief), 4, "5 stolen: one returned, four queued");
+    cr_assert_eq(gp->goid, 4, "the last stolen G is returned");
+    cr_assert_eq(thief->nstolen, 5);
+    /* Odd: 7 -> 4 stolen (n - n/2). */
+    struct p *v2 = mkp(1);
+    struct p *t2 = mkp(0);
+    for (uint64_t i = 0; i < 7; i++)
+        runqput(v2, mkg(i), false);
+    runqsteal(t2, v2, false);
+    cr_assert_eq(runqlen(v2), 3);
+    cr_assert_eq(runqlen(t2), 3);
+}
+
+Test(runq, runnext_is_stolen_only_in_last_round, .init = setup, .timeout = 10)
+{
+    struct p *thief = mkp(0), *victim = mkp(1);
+    struct m *mp = allocm();
+    struct g *only = mkg(42);
+    runqput(victim, only, true);
+    cr_assert_null(runqsteal(thief, victim, false), "no runnext steal outside the last round");
+    int round = -1;
+    struct g *gp = stealwork(mp, thief, &round);
+    cr_assert_eq(gp, only);
+    cr_assert_eq(round, STEAL_TRIES - 1, "stolen in round %d", round);
+    cr_assert_null(victim->runnext);
+    /* With ring work, the first round takes from the ring, not runnext. */
+    runqput(victim, mkg(7), false);
+    runqput(victim, mkg(8), true);
+    gp = stealwork(mp, thief, &round);
+    cr_assert_eq(round, 0);
+    cr_assert_eq(gp->goid, 7);
+    cr_assert_eq(victim->runnext->goid, 8);
+}
+
+Test(runq, global_batch_is_len_over_nprocs_plus_one_capped_at_128, .init = setup, .timeout = 10)
+{
+    struct p *pp = mkp(0);
+    for (uint64_t i = 0; i < 100; i++)
+        globrunqput(mkg(i));
+    struct g *gp = globrunqget(pp, 0);
+    cr_assert_eq(gp->goid, 0);
+    cr_assert_eq(runqlen(pp), 100 / 2 + 1 - 1, "batch of 51: one returned, 50 queued");
+    cr_assert_eq(sched.runqsize, 49);
+    struct p *p2 = mkp(1);
+    for (uint64_t i = 0; i < 1000; i++)
+        globrunqput(mkg(i));
+    globrunqget(p2, 0);
+    cr_assert_eq(runqlen(p2), 127, "capped at 128 per batch");
+    struct p *p3 = mkp(1);
+    globrunqget(p3, 1);
+    cr_assert_eq(runqlen(p3), 0, "max caps the batch");
+}
+
+Test(runq, every_61st_tick_takes_global_first, .init = setup, .timeout = 10)
+{
+    struct p *pp = mkp(0);
+    bool inherit;
+    struct g *local = mkg(1), *global = mkg(2);
+    runqput(pp, local, false);
+    globrunqput(global);
+    pp->schedtick = 60;
+    cr_assert_eq(findrunnable_local(pp, &inherit), local, "tick 60: local work first");
+    runqput(pp, local, false);
+    pp->schedtick = 61;
+    cr_assert_eq(findrunnable_local(pp, &inherit), global, "tick 61: global first");
+    pp->schedtick = 122;
+    globrunqput(global);
+    cr_assert_eq(findrunnable_local(pp, &inherit), global, "tick 122: global first");
+}

@@ -1,0 +1,579 @@
+/*
+ * Tests for sched/stack.c: default size, guards, caches, the VMA budget and
+ * its arena fallback, overflow reporting and chaining.
+ *
+ * Criterion runs each test in its own process, so each one starts with fresh
+ * stack.c state and may change rlimits. Tests that must die (faults) fork a
+ * child and check how it died and what it wrote to stderr.
+ */
+#include "../sched/stack.h"
+
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+static size_t page(void)
+{
+    return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static long maps_lines(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    long n = 0;
+    int c;
+    cr_assert(f != NULL);
+    while ((c = getc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/*
+ * run_child runs fn in a forked child whose stderr goes to out (NUL-ended)
+ * and whose core dumps are off; returns the wait status.
+ */
+static int run_child(void (*fn)(void), char *out, size_t outlen)
+{
+    int p[2];
+    cr_assert(pipe(p) == 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        close(p[0]);
+        dup2(p[1], 2);
+        fn();
+        _exit(99);
+    }
+    close(p[1]);
+    size_t got = 0;
+    ssize_t n;
+    while (got + 1 < outlen && (n = read(p[0], out + got, outlen - 1 - got)) > 0)
+        got += (size_t)n;
+    out[got] = '\0';
+    close(p[0]);
+    int status;
+    cr_assert(waitpid(pid, &status, 0) == pid);
+    return status;
+}
+
+/* capture_stderr redirects fd 2 to a temporary file; returns the saved fd 2. */
+static int capture_stderr(FILE **tmp)
+{
+    int saved = dup(2);
+    *tmp = tmpfile();
+    cr_assert(*tmp != NULL);
+    dup2(fileno(*tmp), 2);
+    return saved;
+}
+
+static void release_stderr(int saved, FILE *tmp, char *out, size_t outlen)
+{
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(out, 1, outlen - 1, tmp);
+    out[n] = '\0';
+    fclose(tmp);
+}
+
+static int count_substr(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* ---- default size ---- */
+
+Test(stack, default_size_follows_rlimit, .timeout = 10)
+{
+    struct rlimit rl;
+    cr_assert(getrlimit(RLIMIT_STACK, &rl) == 0);
+    rl.rlim_cur = 3 * 1024 * 1024 + 100;
+    cr_assert(setrlimit(RLIMIT_STACK, &rl) == 0);
+    cr_assert_eq(stack_init(0), 0);
+    cr_assert_eq(stack_default_size(), 3 * 1024 * 1024 + page());
+    cr_assert_eq(stack_default_guard(), page());
+}
+
+Test(stack, default_size_unlimited_is_glibc_arch_default, .timeout = 10)
+{
+    struct rlimit rl;
+    cr_assert(getrlimit(RLIMIT_STACK, &rl) == 0);
+    if (rl.rlim_max != RLIM_INFINITY)
+        cr_skip_test("hard RLIMIT_STACK is finite");
+    rl.rlim_cur = RLIM_INFINITY;
+    cr_assert(setrlimit(RLIMIT_STACK, &rl) == 0);
+    cr_assert_eq(stack_init(0), 0);
+    cr_assert_eq(stack_default_size(), 2 * 1024 * 1024);
+}
+
+Test(stack, default_size_matches_glibc, .timeout = 10)
+{
+    /* glibc computed its default at start-up from the same unchanged rlimit. */
+    pthread_attr_t a;
+    size_t glibc_size;
+    cr_assert(pthread_getattr_default_np(&a) == 0);
+    cr_assert(pthread_attr_getstacksize(&a, &glibc_size) == 0);
+    pthread_attr_destroy(&a);
+    cr_assert_eq(stack_init(0), 0);
+    cr_assert_eq(stack_default_size(), glibc_size);
+}
+
+Test(stack, explicit_default_is_rounded_and_clamped, .timeout = 10)
+{
+    cr_assert_eq(stack_init(100000), 0);
+    cr_assert_eq(stack_default_size(), (100000 + page() - 1) / page() * page());
+    cr_assert_eq(stack_init(1000), 0);
+    cr_assert_eq(stack_default_size(), 16384);
+}
+
+/* ---- guards ---- */
+
+static struct gstack fault_st;
+static volatile char *fault_addr;
+
+static void touch_fault_addr(void)
+{
+    *fault_addr = 1;
+    write(2, "survived\n", 9);
+}
+
+static void check_usable_and_guard(int mprotect_mode)
+{
+    char out[256];
+    cr_assert_eq(stack_init(256 * 1024), 0);
+    stack_test_force_mprotect(mprotect_mode);
+    cr_assert_eq(stack_alloc(NULL, 0, page(), &fault_st), 0);
+    cr_assert_eq((size_t)(fault_st.hi - fault_st.lo), 256 * 1024);
+    cr_assert_eq(fault_st.guard, page());
+    cr_assert_eq(fault_st.map + page(), fault_st.lo);
+    cr_assert_eq(fault_st.kind, STACK_MMAP);
+    cr_assert_eq(fault_st.vmas, mprotect_mode || !stack_test_guard_install() ? 2u : 1u);
+    memset(fault_st.lo, 0xab, (size_t)(fault_st.hi - fault_st.lo));
+    cr_assert_eq(fault_st.lo[0], (char)0xab);
+    cr_assert_eq(fault_st.hi[-1], (char)0xab);
+
+    fault_addr = fault_st.lo - 1;
+    int status = run_child(touch_fault_addr, out, sizeof out);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "lo-1 did not fault: %s", out);
+    fault_addr = fault_st.lo - fault_st.guard;
+    status = run_child(touch_fault_addr, out, sizeof out);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "guard base did not fault");
+}
+
+Test(stack, usable_range_writable_guard_faults, .timeout = 10)
+{
+    check_usable_and_guard(0);
+}
+
+Test(stack, usable_range_writable_guard_faults_mprotect, .timeout = 10)
+{
+    check_usable_and_guard(1);
+}
+
+Test(stack, guard_install_adds_few_maps_lines, .timeout = 10)
+{
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    if (!stack_test_guard_install())
+        cr_skip_test("MADV_GUARD_INSTALL not supported by this kernel");
+    enum { N = 10000 };
+    static struct gstack st[N];
+    long before = maps_lines();
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
+        st[i].hi[-1] = 1; /* commit the top page, as a running G would */
+        cr_assert_eq(st[i].guard, page());
+    }
+    long after = maps_lines();
+    cr_assert_lt(after - before, 50, "%ld new maps lines for %d stacks", after - before, N);
+    struct stack_stats s;
+    stack_get_stats(&s);
+    cr_assert_eq(s.arena_stacks, 0);
+    cr_assert_eq(s.live, N);
+}
+
+Test(stack, mprotect_guards_cost_two_maps_lines, .timeout = 10)
+{
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    stack_test_force_mprotect(1);
+    enum { N = 1000 };
+    static struct gstack st[N];
+    long before = maps_lines();
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
+    long after = maps_lines();
+    cr_assert_geq(after - before, 2 * N - 10, "%ld new maps lines", after - before);
+}
+
+/* ---- caches ---- */
+
+Test(stack, cache_reuse_per_p, .timeout = 10)
+{
+    struct stackcache pc = {0};
+    struct gstack a, b;
+    struct stack_stats s0, s1;
+    cr_assert_eq(stack_init(128 * 1024), 0);
+    cr_assert_eq(stack_alloc(&pc, 0, page(), &a), 0);
+    char *lo = a.lo;
+    lo[100] = 0x5a;
+    stack_get_stats(&s0);
+    stack_free(&pc, &a);
+    cr_assert_eq(pc.n, 1);
+    cr_assert_eq(a.lo, NULL, "stack_free clears the descriptor");
+    cr_assert_eq(stack_alloc(&pc, 0, page(), &b), 0);
+    stack_get_stats(&s1);
+    cr_assert_eq(b.lo, lo);
+    cr_assert_eq(b.guard, page());
+    cr_assert_eq(b.kind, STACK_MMAP);
+    cr_assert_eq(pc.n, 0);
+    cr_assert_eq(s1.cache_hits, s0.cache_hits + 1);
+    cr_assert_eq(s1.mmaps, s0.mmaps);
+    cr_assert_eq(s1.live, 1);
+}
+
+Test(stack, global_cache_reuse_releases_memory, .timeout = 10)
+{
+    struct gstack a, b;
+    struct stack_stats s0, s1;
+    cr_assert_eq(stack_init(128 * 1024), 0);
+    cr_assert_eq(stack_alloc(NULL, 0, page(), &a), 0);
+    char *lo = a.lo;
+    memset(a.lo, 0x5a, (size_t)(a.hi - a.lo));
+    stack_get_stats(&s0);
+    stack_free(NULL, &a);
+    cr_assert_eq(stack_alloc(NULL, 0, page(), &b), 0);
+    stack_get_stats(&s1);
+    cr_assert_eq(b.lo, lo);
+    cr_assert_eq(s1.cache_hits, s0.cache_hits + 1);
+    cr_assert_eq(s1.mmaps, s0.mmaps);
+    cr_assert_eq(b.lo[0], 0, "a globally cached stack keeps no memory below its top page");
+    cr_assert_eq(b.hi[-page() - 1], 0);
+}
+
+Test(stack, pcache_spills_half_and_refills, .timeout = 10)
+{
+    struct stackcache pc = {0}, pc2 = {0};
+    struct gstack st[STACK_PCACHE_MAX + 1], x;
+    struct stack_stats s0, s1;
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    for (int i = 0; i <= STACK_PCACHE_MAX; i++)
+        cr_assert_eq(stack_alloc(&pc, 0, page(), &st[i]), 0);
+    for (int i = 0; i <= STACK_PCACHE_MAX; i++)
+        stack_free(&pc, &st[i]);
+    cr_assert_eq(pc.n, STACK_PCACHE_MAX / 2 + 1);
+    stack_get_stats(&s0);
+    cr_assert_eq(stack_alloc(NULL, 0, page(), &x), 0); /* global now holds 16 */
+    cr_assert_eq(stack_alloc(&pc2, 0, page(), &x), 0); /* 15 -> takes 1, refills 14 */
+    stack_get_stats(&s1);
+    cr_assert_eq(s1.cache_hits, s0.cache_hits + 2);
+    cr_assert_eq(s1.mmaps, s0.mmaps);
+    cr_assert_eq(pc2.n, STACK_PCACHE_MAX / 2 - 2);
+
+    stack_cache_drain(&pc);
+    cr_assert_eq(pc.n, 0);
+    cr_assert_eq(pc.head, NULL);
+    for (int i = 0; i < STACK_PCACHE_MAX / 2 + 1; i++)
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &x), 0);
+    struct stack_stats s2;
+    stack_get_stats(&s2);
+    cr_assert_eq(s2.mmaps, s1.mmaps, "drained stacks are reused from the global cache");
+}
+
+Test(stack, global_cache_is_bounded, .timeout = 10)
+{
+    enum { N = STACK_GCACHE_MAX + 76 };
+    static struct gstack st[N];
+    struct stack_stats s;
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
+    for (int i = 0; i < N; i++)
+        stack_free(NULL, &st[i]);
+    stack_get_stats(&s);
+    cr_assert_eq(s.munmaps, 76);
+    cr_assert_eq(s.live, 0);
+}
+
+Test(stack, non_default_size_or_guard_bypasses_cache, .timeout = 10)
+{
+    struct stackcache pc = {0};
+    struct gstack a;
+    struct stack_stats s0, s1;
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    stack_get_stats(&s0);
+    cr_assert_eq(stack_alloc(&pc, 200 * 1024, page(), &a), 0);
+    cr_assert_eq((size_t)(a.hi - a.lo), 200 * 1024);
+    stack_free(&pc, &a);
+    cr_assert_eq(pc.n, 0);
+    cr_assert_eq(stack_alloc(&pc, 200 * 1024, page(), &a), 0);
+    stack_free(&pc, &a);
+    cr_assert_eq(stack_alloc(&pc, 0, 4 * page(), &a), 0); /* default size, bigger guard */
+    cr_assert_eq(a.guard, 4 * page());
+    stack_free(&pc, &a);
+    cr_assert_eq(pc.n, 0);
+    stack_get_stats(&s1);
+    cr_assert_eq(s1.cache_hits, s0.cache_hits);
+    cr_assert_eq(s1.mmaps, s0.mmaps + 3);
+    cr_assert_eq(s1.munmaps, s0.munmaps + 3);
+}
+
+Test(stack, user_stack_is_never_touched, .timeout = 10)
+{
+    static char buf[65536 + 8];
+    struct gstack st;
+    struct stack_stats s0, s1;
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    memset(buf, 0x77, sizeof buf);
+    stack_get_stats(&s0);
+    stack_user(buf + 3, 65536, &st);
+    cr_assert_eq(st.kind, STACK_USER);
+    cr_assert_eq(st.lo, buf + 3);
+    cr_assert_eq((uintptr_t)st.hi % 16, 0);
+    cr_assert(st.hi <= buf + 3 + 65536 && st.hi > buf + 3 + 65536 - 16);
+    cr_assert_eq(st.map, NULL);
+    stack_free(NULL, &st);
+    stack_get_stats(&s1);
+    for (size_t i = 0; i < sizeof buf; i++)
+        cr_assert_eq(buf[i], 0x77, "byte %zu written", i);
+    cr_assert_eq(s1.munmaps, s0.munmaps);
+    cr_assert_eq(s1.live, s0.live);
+}
+
+/* ---- VMA budget ---- */
+
+Test(stack, arena_fallback_near_max_map_count, .timeout = 10)
+{
+    enum { N = 600 };
+    static struct gstack st[N];
+    char out[1024];
+    FILE *tmp;
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    stack_test_force_mprotect(1);
+    stack_test_set_max_map_count(1000); /* budget 750 VMAs = 375 mprotect-guarded stacks */
+    int saved = capture_stderr(&tmp);
+    int guarded = 0, arena = 0;
+    for (int i = 0; i < N; i++) {
+        int r = stack_alloc(NULL, 0, page(), &st[i]);
+        if (r != 0)
+            break;
+        if (st[i].kind == STACK_ARENA && st[i].guard == 0)
+            arena++;
+        else if (st[i].kind == STACK_MMAP && st[i].guard == page())
+            guarded++;
+        memset(st[i].lo, 1, (size_t)(st[i].hi - st[i].lo)); /* slots must not overlap */
+    }
+    release_stderr(saved, tmp, out, sizeof out);
+    cr_assert_eq(guarded, 375);
+    cr_assert_eq(arena, N - 375);
+    for (int i = 375; i < N; i++)
+        cr_assert_eq((size_t)(st[i].hi - st[i].lo), 64 * 1024);
+    cr_assert_eq(count_substr(out, "goshim: near vm.max_map_count (1000): further thread stacks "
+                                   "have no guard page\n"),
+                 1, "stderr: %s", out);
+    struct stack_stats s0, s1;
+    stack_get_stats(&s0);
+    cr_assert_eq(s0.arena_stacks, N - 375);
+    cr_assert_eq(s0.mmaps, 375 + (N - 375 + 63) / 64, "arena chunks hold 64 slots");
+
+    for (int i = 0; i < N; i++)
+        stack_free(NULL, &st[i]);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
+    stack_get_stats(&s1);
+    cr_assert_eq(s1.cache_hits, s0.cache_hits + N, "freed stacks, arena ones too, are reused");
+    cr_assert_eq(s1.mmaps, s0.mmaps);
+}
+
+Test(stack, guard_install_rescans_instead_of_dropping_guards, .timeout = 10)
+{
+    enum { N = 3000 };
+    static struct gstack st[N];
+    char out[1024];
+    FILE *tmp;
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    if (!stack_test_guard_install())
+        cr_skip_test("MADV_GUARD_INSTALL not supported by this kernel");
+    stack_test_set_max_map_count(1000); /* 4x more stacks than the budget counts */
+    int saved = capture_stderr(&tmp);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
+        cr_assert_eq(st[i].guard, page());
+        cr_assert_eq(st[i].kind, STACK_MMAP);
+    }
+    release_stderr(saved, tmp, out, sizeof out);
+    struct stack_stats s;
+    stack_get_stats(&s);
+    cr_assert_eq(s.arena_stacks, 0);
+    cr_assert_eq(strstr(out, "max_map_count"), NULL, "stderr: %s", out);
+}
+
+/* ---- overflow reporting ---- */
+
+static struct gstack ov_st;
+static volatile int lookups;
+
+static int test_lookup(void *addr, unsigned long *id, size_t *size)
+{
+    char *a = addr;
+    lookups++;
+    if (ov_st.guard && a >= ov_st.lo - ov_st.guard && a < ov_st.lo) {
+        *id = 42;
+        *size = (size_t)(ov_st.hi - ov_st.lo);
+        return 1;
+    }
+    return 0;
+}
+
+static volatile int recurse_limit = -1; /* never reached; keeps gcc from calling it infinite */
+
+__attribute__((noinline)) static int recurse(int n)
+{
+    volatile char buf[512];
+    if (n == recurse_limit)
+        return 0;
+    buf[n & 511] = (char)n;
+    return recurse(n + 1) + buf[(n * 7) & 511]; /* not a tail call */
+}
+
+static void overflow_entry(void)
+{
+    recurse(0);
+}
+
+static void child_overflow(void)
+{
+    static ucontext_t main_uc, uc;
+    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init())
+        _exit(2);
+    if (stack_alloc(NULL, 64 * 1024, page(), &ov_st))
+        _exit(3);
+    char line[128];
+    int n = snprintf(line, sizeof line, "guard %p %p\n", (void *)(ov_st.lo - ov_st.guard),
+                     (void *)ov_st.lo);
+    write(2, line, (size_t)n);
+    getcontext(&uc);
+    uc.uc_stack.ss_sp = ov_st.lo;
+    uc.uc_stack.ss_size = (size_t)(ov_st.hi - ov_st.lo);
+    uc.uc_link = &main_uc;
+    makecontext(&uc, overflow_entry, 0);
+    swapcontext(&main_uc, &uc);
+    _exit(4);
+}
+
+Test(stack, overflow_reports_thread_and_size, .timeout = 10)
+{
+    char out[1024];
+    int status = run_child(child_overflow, out, sizeof out);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status %#x, stderr: %s", status,
+              out);
+    void *glo, *lo, *fault;
+    cr_assert_eq(sscanf(out, "guard %p %p\n", &glo, &lo), 2, "stderr: %s", out);
+    const char *msg = strstr(out, "goshim: thread 42 overflowed its 65536-byte stack (fault at ");
+    cr_assert(msg != NULL, "stderr: %s", out);
+    cr_assert_eq(sscanf(strchr(msg, '(') + 10, "%p)", &fault), 1, "stderr: %s", out);
+    cr_assert((char *)fault >= (char *)glo && (char *)fault < (char *)lo,
+              "fault %p outside guard [%p, %p)", fault, glo, lo);
+    cr_assert_eq(count_substr(out, "overflowed"), 1);
+}
+
+static void prev_handler_exit7(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)si, (void)uc;
+    _exit(lookups > 0 ? 7 : 8);
+}
+
+static void fault_on_prot_none(void)
+{
+    volatile char *p = mmap(NULL, page(), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        _exit(5);
+    *p = 1;
+}
+
+static void child_chain_handler(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = prev_handler_exit7;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, NULL);
+    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init())
+        _exit(2);
+    fault_on_prot_none();
+    _exit(6);
+}
+
+Test(stack, other_faults_chain_to_previous_handler, .timeout = 10)
+{
+    char out[256];
+    int status = run_child(child_chain_handler, out, sizeof out);
+    cr_assert(WIFEXITED(status), "status %#x, stderr: %s", status, out);
+    cr_assert_eq(WEXITSTATUS(status), 7, "previous handler not reached after lookup");
+    cr_assert_eq(strstr(out, "goshim"), NULL, "stderr: %s", out);
+}
+
+static void child_chain_default(void)
+{
+    signal(SIGSEGV, SIG_DFL);
+    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init())
+        _exit(2);
+    fault_on_prot_none();
+    _exit(6);
+}
+
+Test(stack, other_faults_with_default_action_die_silently, .timeout = 10)
+{
+    char out[256];
+    int status = run_child(child_chain_default, out, sizeof out);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status %#x", status);
+    cr_assert_eq(out[0], '\0', "stderr: %s", out);
+}
+
+static void child_kill_default(void)
+{
+    signal(SIGBUS, SIG_DFL);
+    if (stack_init(0) || stack_overflow_init(test_lookup))
+        _exit(2);
+    kill(getpid(), SIGBUS); /* sent, not a fault: must be re-raised, not swallowed */
+    _exit(6);
+}
+
+Test(stack, sent_signal_with_default_action_still_kills, .timeout = 10)
+{
+    char out[256];
+    int status = run_child(child_kill_default, out, sizeof out);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS, "status %#x", status);
+}
+
+Test(stack, thread_init_installs_guarded_altstack, .timeout = 10)
+{
+    stack_t ss, ss2;
+    cr_assert_eq(stack_init(0), 0);
+    cr_assert_eq(stack_thread_init(), 0);
+    cr_assert_eq(sigaltstack(NULL, &ss), 0);
+    cr_assert_eq(ss.ss_flags & SS_DISABLE, 0);
+    cr_assert_eq(ss.ss_size, 64 * 1024);
+    cr_assert_eq(stack_thread_init(), 0);
+    cr_assert_eq(sigaltstack(NULL, &ss2), 0);
+    cr_assert_eq(ss2.ss_sp, ss.ss_sp, "a second call keeps the existing stack");
+    char out[64];
+    fault_addr = (char *)ss.ss_sp - 1;
+    int status = run_child(touch_fault_addr, out, sizeof out);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "no guard below the altstack");
+}
