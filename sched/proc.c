@@ -79,6 +79,11 @@ static void castatus_or_throw(struct g *gp, uint32_t oldval, uint32_t newval, co
 /* Put a dead G on pp's free list (the global one if pp is NULL). */
 void gfput(struct p *pp, struct g *gp)
 {
+    if (gp->flags & G_MAIN) {
+        /* glibc's main TCB and the process stack: never reused. */
+        gp->tcb = NULL;
+        gp->flags &= ~(uint32_t)(G_MAIN | G_TCB_DIRTY);
+    }
     if (gp->stack.kind == STACK_USER) {
         memset(&gp->stack, 0, sizeof gp->stack); /* the program owns it */
     } else if (gp->stack.lo && (size_t)(gp->stack.hi - gp->stack.lo) != stack_default_size()) {
@@ -146,7 +151,7 @@ struct g *gfget(struct p *pp)
     return gp;
 }
 
-static struct g *malg(void)
+struct g *malg(void)
 {
     struct g *gp = calloc(1, sizeof *gp);
     if (!gp)

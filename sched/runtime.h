@@ -54,6 +54,7 @@ enum {
 enum {
     G_STARTED = 1,   /* has run: its TCB holds a thread's state */
     G_TCB_DIRTY = 2, /* TCB used by a previous thread: reset before reuse */
+    G_MAIN = 4,      /* the adopted main thread: its TCB and stack are glibc's, never reused */
 };
 
 struct g {

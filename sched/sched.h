@@ -44,6 +44,15 @@ extern int (*sched_thread_create)(pthread_t *, const pthread_attr_t *, void *(*)
  * from an ordinary thread. Returns 0 or an errno value. */
 int sched_init(const struct sched_config *c);
 
+/*
+ * Turn the calling thread into M0 running the main G: the thread keeps its
+ * stack and glibc TCB (pthread_self, errno, __thread stay what they were)
+ * and from now on is a G like any other, which may park and migrate. M0's
+ * scheduler context gets a fresh TCB and stack. Call once, after
+ * sched_init, before spawning. Returns 0 or an errno value.
+ */
+int sched_adopt_main(void);
+
 struct spawn_attr {
     size_t stacksize;    /* 0 = default */
     size_t guardsize;    /* (size_t)-1 = default */
@@ -96,6 +105,7 @@ struct g *gfget(struct p *pp);
 void gfput(struct p *pp, struct g *gp);
 void release_commit(struct m *mp);
 void bind_stack(struct m *mp, struct g *gp);
+struct g *malg(void);
 
 /* schedule.c */
 __attribute__((noreturn)) void schedule(void);

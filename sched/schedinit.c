@@ -7,8 +7,10 @@
  * overflow handler); then the Ps. No M exists until the first G is
  * spawned: wakep starts them on demand.
  */
+#include <asm/prctl.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 
 #include "sched.h"
 #include "throw.h"
@@ -44,5 +46,68 @@ int sched_init(const struct sched_config *c)
         trace_start(c->schedtrace_ms, c->scheddetail);
     if (c->stats)
         atexit(stats_at_exit);
+    return 0;
+}
+
+int sched_adopt_main(void)
+{
+    if (!sched.started || sched_self() != NULL)
+        return EINVAL;
+    struct m *mp = allocm();
+    struct g *gp = malg();
+    if (!mp || !gp)
+        return ENOMEM;
+
+    /* M0's scheduler stack and, with per-G TLS, its own TCB. */
+    struct gstack g0stack;
+    if (stack_alloc(NULL, 1 << 20, stack_default_guard(), &g0stack) != 0)
+        return ENOMEM;
+    void *self = tls_self();
+    void *g0tcb = self;
+    if (sched.tls_full) {
+        g0tcb = tls_tcb_new();
+        if (!g0tcb)
+            return ENOMEM;
+        tls_tcb_set_stack(g0tcb, g0stack.lo - g0stack.guard,
+                          (size_t)(g0stack.hi - g0stack.lo) + g0stack.guard, g0stack.guard);
+    }
+    if (rt_syscall(SYS_arch_prctl, ARCH_SET_GS, mp, 0) != 0) {
+        rt_print(2, "goshim: cannot set the GS base of the main thread\n");
+        return ENOSYS;
+    }
+    mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
+    mp->g0tcb = g0tcb;
+    mp->curfs = self;
+    mp->g0_sp = (uintptr_t)g0stack.hi & ~(uintptr_t)15;
+    stack_thread_init();
+
+    /* The main G: this very thread, its stack and TCB. */
+    pthread_attr_t attr;
+    void *stackaddr = NULL;
+    size_t stacksize = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        pthread_attr_getstack(&attr, &stackaddr, &stacksize);
+        pthread_attr_destroy(&attr);
+    }
+    if (stackaddr)
+        stack_user(stackaddr, stacksize, &gp->stack);
+    gp->tcb = self;
+    gp->flags = G_STARTED | G_MAIN;
+    gp->goid = __atomic_add_fetch(&sched.goidgen, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);
+    gp->atomicstatus = Grunning;
+    gp->m = mp;
+    mp->curg = gp;
+    tls_g = gp;
+
+    runtime_lock(&sched.lock);
+    struct p *pp = pidleget();
+    mp->id = sched.mcount++;
+    mp->alllink = sched.allm;
+    sched.allm = mp;
+    runtime_unlock(&sched.lock);
+    if (!pp)
+        goshim_throw("sched_adopt_main: no idle P");
+    acquirep(pp);
     return 0;
 }

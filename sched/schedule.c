@@ -234,7 +234,7 @@ top:;
 static void bind_tcb(struct m *mp, struct g *gp)
 {
     struct g *dead = mp->rel.kind == REL_EXIT ? mp->rel.gp : NULL;
-    if (dead && dead->tcb && dead->tcb == mp->curfs) {
+    if (dead && dead->tcb && dead->tcb == mp->curfs && !(dead->flags & G_MAIN)) {
         /* Hand the exiting G's TCB, already installed, to the new G. */
         void *t = gp->tcb;
         uint32_t dirty = gp->flags & G_TCB_DIRTY;

@@ -450,3 +450,50 @@ Test(trace, schedtrace_has_go_format_and_stats_print_at_exit, .timeout = 30)
     cr_assert(strstr(out, "goshim stats: procs=2"), "no stats in: %s", out);
     cr_assert(strstr(out, "gs_created=1000 "), "wrong G count in: %s", out);
 }
+
+/* ---- the main thread becomes the main G -------------------------------- */
+
+static pthread_t main_self;
+static long child_ok;
+
+static void check_not_main(void *arg)
+{
+    (void)arg;
+    if (!pthread_equal(pthread_self(), main_self) && tls_counter == 1000)
+        __atomic_fetch_add(&child_ok, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < 50; i++)
+        sched_gosched();
+    sched_wg_done(&wg);
+}
+
+Test(sched, adopted_main_thread_keeps_its_tcb_and_migrates, .timeout = 60)
+{
+    start(2);
+    main_self = pthread_self();
+    errno = 1234;
+    tls_counter = 5;
+    cr_assert_eq(sched_adopt_main(), 0);
+    struct g *me = sched_self();
+    cr_assert_not_null(me, "the main thread is a G now");
+    cr_assert_eq(me->goid, 1, "the main G is G1");
+    sched_wg_init(&wg);
+    sched_wg_add(&wg, 20);
+    for (int i = 0; i < 20; i++) {
+        int err;
+        cr_assert_not_null(sched_spawn(check_not_main, NULL, NULL, &err));
+    }
+    struct m *first = getm();
+    int moved = 0;
+    for (int i = 0; i < 2000 && !moved; i++) {
+        sched_gosched();
+        moved = getm() != first;
+        if (pthread_self() != main_self || errno != 1234 || tls_counter != 5)
+            cr_assert_fail("main G lost its identity after a switch");
+    }
+    sched_wg_wait(&wg); /* parks the main G */
+    cr_assert_eq(child_ok, 20, "every other G had its own TCB");
+    cr_assert(moved, "the main G ran on another M at least once");
+    cr_assert(pthread_equal(pthread_self(), main_self));
+    cr_assert_eq(errno, 1234);
+    cr_assert_eq(tls_counter, 5);
+}
