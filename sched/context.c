@@ -4,10 +4,22 @@
  *
  * A new G inherits the creating thread's floating-point control state
  * (MXCSR, x87 control word), as a new POSIX thread does.
+ *
+ * Sanitizers must be told about every stack switch: ASan keeps per-stack
+ * bookkeeping (fake stacks, the current stack's bounds) and TSan per-thread
+ * state that belongs to a G here, so each G is a TSan fiber. These hooks
+ * are the only sanitizer-specific code in the runtime.
  */
 #include "context.h"
 
 #include <string.h>
+
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef __SANITIZE_THREAD__
+#include <sanitizer/tsan_interface.h>
+#endif
 
 void ctx_entry(void);
 
@@ -37,4 +49,60 @@ void ctx_init_bare(struct gobuf *buf, void *hi, void (*fn)(void *), void *arg)
     sp[3] = (uintptr_t)fn;    /* r12 */
     sp[6] = (uintptr_t)ctx_entry;
     buf->sp = (uintptr_t)sp;
+}
+
+void san_switch_begin(void **from_fake, const void *to_bottom, size_t to_size, void *to_fiber)
+{
+#ifdef __SANITIZE_ADDRESS__
+    __sanitizer_start_switch_fiber(from_fake, to_bottom, to_size);
+#else
+    (void)from_fake;
+    (void)to_bottom;
+    (void)to_size;
+#endif
+#ifdef __SANITIZE_THREAD__
+    if (to_fiber)
+        __tsan_switch_to_fiber(to_fiber, 0);
+#else
+    (void)to_fiber;
+#endif
+}
+
+void san_switch_end(void *from_fake)
+{
+#ifdef __SANITIZE_ADDRESS__
+    const void *bottom;
+    size_t size;
+    __sanitizer_finish_switch_fiber(from_fake, &bottom, &size);
+#else
+    (void)from_fake;
+#endif
+}
+
+void *san_fiber_create(void)
+{
+#ifdef __SANITIZE_THREAD__
+    return __tsan_create_fiber(0);
+#else
+    return NULL;
+#endif
+}
+
+void *san_fiber_current(void)
+{
+#ifdef __SANITIZE_THREAD__
+    return __tsan_get_current_fiber();
+#else
+    return NULL;
+#endif
+}
+
+void san_fiber_destroy(void *fiber)
+{
+#ifdef __SANITIZE_THREAD__
+    if (fiber)
+        __tsan_destroy_fiber(fiber);
+#else
+    (void)fiber;
+#endif
 }

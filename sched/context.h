@@ -4,6 +4,7 @@
 #ifndef GOSHIM_CONTEXT_H
 #define GOSHIM_CONTEXT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* A suspended context: the stack pointer of its saved frame (see the .S). */
@@ -23,5 +24,20 @@ void ctx_switch_bare(struct gobuf *save, struct gobuf *to);
 void ctx_switch_bare_fs(struct gobuf *save, struct gobuf *to, void *tcb);
 /* Bare frames: like ctx_init, for contexts resumed by ctx_switch_bare*. */
 void ctx_init_bare(struct gobuf *buf, void *hi, void (*fn)(void *), void *arg);
+
+/*
+ * Sanitizer fiber hooks (no-ops in normal builds). A stack switch is
+ * announced with san_switch_begin(&from_fake, to_bottom, to_size, to_fiber)
+ * right before it and completed with san_switch_end(from_fake) right after
+ * arriving. from_fake NULL means the context being left is never resumed.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GOSHIM_SAN 1
+#endif
+void san_switch_begin(void **from_fake, const void *to_bottom, size_t to_size, void *to_fiber);
+void san_switch_end(void *from_fake);
+void *san_fiber_create(void);
+void *san_fiber_current(void);
+void san_fiber_destroy(void *fiber);
 
 #endif

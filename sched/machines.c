@@ -42,7 +42,7 @@ struct m *allocm(void)
 }
 
 /* Thread body of every M but none: bind GS, then schedule forever. */
-static void *mstart(void *arg)
+GOSHIM_NO_TSAN static void *mstart(void *arg)
 {
     struct m *mp = arg;
     long rc = rt_syscall(SYS_arch_prctl, ARCH_SET_GS, mp, 0);
@@ -54,6 +54,8 @@ static void *mstart(void *arg)
     stack_thread_init();
     /* Everything below this point of the thread stack is the g0 stack. */
     mp->g0_sp = ((uintptr_t)__builtin_frame_address(0) - 1024) & ~(uintptr_t)15;
+    mp->g0_lo = (char *)mp->g0_sp - M_STACK_SIZE / 2;
+    mp->g0_fiber = san_fiber_current();
     struct p *pp = mp->nextp;
     mp->nextp = NULL;
     acquirep(pp);

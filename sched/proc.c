@@ -103,7 +103,7 @@ void gfput(struct p *pp, struct g *gp)
             pp->gfreecnt--;
             x->schedlink = sched.gfree;
             sched.gfree = x;
-            sched.ngfree++;
+            __atomic_fetch_add(&sched.ngfree, 1, __ATOMIC_RELAXED);
         }
         runtime_unlock(&sched.gflock);
         return;
@@ -111,7 +111,7 @@ void gfput(struct p *pp, struct g *gp)
     runtime_lock(&sched.gflock);
     gp->schedlink = sched.gfree;
     sched.gfree = gp;
-    sched.ngfree++;
+    __atomic_fetch_add(&sched.ngfree, 1, __ATOMIC_RELAXED);
     runtime_unlock(&sched.gflock);
 }
 
@@ -123,7 +123,7 @@ struct g *gfget(struct p *pp)
         while (pp->gfreecnt < GFREE_LOCAL_MAX / 2 && sched.gfree) {
             struct g *x = sched.gfree;
             sched.gfree = x->schedlink;
-            sched.ngfree--;
+            __atomic_fetch_sub(&sched.ngfree, 1, __ATOMIC_RELAXED);
             x->schedlink = pp->gfree;
             pp->gfree = x;
             pp->gfreecnt++;
@@ -142,7 +142,7 @@ struct g *gfget(struct p *pp)
         gp = sched.gfree;
         if (gp) {
             sched.gfree = gp->schedlink;
-            sched.ngfree--;
+            __atomic_fetch_sub(&sched.ngfree, 1, __ATOMIC_RELAXED);
         }
         runtime_unlock(&sched.gflock);
     }
@@ -183,9 +183,10 @@ __attribute__((noinline, noipa)) static void errno_set(int v)
 }
 
 /* First code of every G, on its own stack and TCB. */
-static void gostart(void *arg)
+GOSHIM_NO_TSAN static void gostart(void *arg)
 {
     struct g *gp = arg;
+    san_switch_end(NULL);
     if (sched.tls_full)
         tls_thread_start();
     else
@@ -194,9 +195,10 @@ static void gostart(void *arg)
     goexit();
 }
 
-static void mcall_schedule(void *arg)
+GOSHIM_NO_TSAN static void mcall_schedule(void *arg)
 {
     (void)arg;
+    san_switch_end(NULL);
     getm()->curg = NULL;
     schedule();
 }
@@ -206,18 +208,21 @@ static void switch_out(struct m *mp, struct g *gp)
 {
     if (!sched.tls_full)
         gp->errno_save = errno_get();
+    san_switch_begin(&gp->san_fake, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
     ctx_mcall(&gp->sched, mcall_schedule, NULL, mp->g0_sp);
+    san_switch_end(gp->san_fake);
     if (!sched.tls_full)
         errno_set(gp->errno_save);
 }
 
-void goexit(void)
+GOSHIM_NO_TSAN void goexit(void)
 {
     struct g *gp = getg();
     if (sched.tls_full)
         tls_thread_exit();
     struct m *mp = getm();
     mp->rel = (struct release){REL_EXIT, gp, NULL, NULL};
+    san_switch_begin(NULL, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
     ctx_mcall(&gp->sched, mcall_schedule, NULL, mp->g0_sp);
     goshim_throw("goexit: dead G resumed");
 }
@@ -293,6 +298,20 @@ void bind_stack(struct m *mp, struct g *gp)
         }
     }
     ctx_init(&gp->sched, st->hi, gostart, gp);
+#ifdef GOSHIM_SAN
+    /* TSan caps live fibers (8128) and makes them slowly: a G gets one at
+     * first run, preferably the one of the G that just exited here, and
+     * gives it back when it dies (release_commit). */
+    if (!gp->san_fiber) {
+        struct g *dead = mp->rel.kind == REL_EXIT ? mp->rel.gp : NULL;
+        if (dead && dead->san_fiber && !(dead->flags & G_MAIN)) {
+            gp->san_fiber = dead->san_fiber;
+            dead->san_fiber = NULL;
+        } else {
+            gp->san_fiber = san_fiber_create();
+        }
+    }
+#endif
 }
 
 /* ---- park, ready, yield ------------------------------------------------ */
@@ -383,6 +402,11 @@ void release_commit(struct m *mp)
     case REL_EXIT:
         castatus_or_throw(r.gp, Grunning, Gdead, "goexit0");
         r.gp->m = NULL;
+        if (r.gp->san_fiber && !(r.gp->flags & G_MAIN)) {
+            san_fiber_destroy(r.gp->san_fiber);
+            r.gp->san_fiber = NULL;
+        }
+
         gfput(pp, r.gp);
         return;
     }

@@ -75,6 +75,8 @@ struct g {
     size_t want_stacksize;        /* stack requested at spawn, bound at first run */
     size_t want_guard;
     void *want_stackaddr;         /* pthread_attr_setstack memory, or NULL */
+    void *san_fake;               /* ASan fake stack while switched out (sanitizer builds) */
+    void *san_fiber;              /* TSan fiber (sanitizer builds) */
 };
 
 /*
@@ -100,6 +102,8 @@ struct m {
     struct m *schedlink;          /* sched.midle; sched.lock */
     struct m *alllink;            /* sched.allm; sched.lock */
     uintptr_t g0_sp;              /* top of the scheduler stack (g0) */
+    char *g0_lo;                  /* its lowest byte, for sanitizers */
+    void *g0_fiber;               /* TSan fiber of g0 (sanitizer builds) */
     void *g0tcb;                  /* the OS thread's own TCB */
     void *curfs;                  /* TCB installed as FS base now (full mode) */
     struct release rel;           /* pending release, see above */
@@ -175,6 +179,13 @@ struct schedt {
 };
 
 extern struct schedt sched;
+
+/*
+ * Functions that are entered and never return (they end by switching to
+ * another context) are not instrumented by TSan: its shadow call stack
+ * would grow by one frame at every switch.
+ */
+#define GOSHIM_NO_TSAN __attribute__((no_sanitize("thread")))
 
 /* The M running this code: %gs:0. Valid only on an M. */
 __attribute__((always_inline)) static inline struct m *getm(void)

@@ -79,6 +79,8 @@ int sched_adopt_main(void)
     mp->g0tcb = g0tcb;
     mp->curfs = self;
     mp->g0_sp = (uintptr_t)g0stack.hi & ~(uintptr_t)15;
+    mp->g0_lo = g0stack.lo;
+    mp->g0_fiber = san_fiber_create();
     stack_thread_init();
 
     /* The main G: this very thread, its stack and TCB. */
@@ -93,6 +95,7 @@ int sched_adopt_main(void)
         stack_user(stackaddr, stacksize, &gp->stack);
     gp->tcb = self;
     gp->flags = G_STARTED | G_MAIN;
+    gp->san_fiber = san_fiber_current();
     gp->goid = __atomic_add_fetch(&sched.goidgen, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);
     gp->atomicstatus = Grunning;

@@ -257,7 +257,7 @@ static void bind_tcb(struct m *mp, struct g *gp)
 }
 
 /* Run gp on the current M. Never returns. */
-__attribute__((noreturn)) static void execute(struct m *mp, struct g *gp, bool inherit)
+GOSHIM_NO_TSAN __attribute__((noreturn)) static void execute(struct m *mp, struct g *gp, bool inherit)
 {
     struct p *pp = mp->p;
     if (!casgstatus(gp, Grunnable, Grunning))
@@ -283,11 +283,12 @@ __attribute__((noreturn)) static void execute(struct m *mp, struct g *gp, bool i
     }
     gp->flags |= G_STARTED;
     release_commit(mp);
+    san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
     ctx_gogo(&gp->sched);
 }
 
 /* One round of the scheduler: find a G and run it. Never returns. */
-void schedule(void)
+GOSHIM_NO_TSAN void schedule(void)
 {
     struct m *mp = getm();
     if (mp->p == NULL)
@@ -301,6 +302,8 @@ void schedule(void)
         mp->p->schedtick++;
         if (!sched.tls_full)
             tls_g = gp;
+        san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo),
+                         gp->san_fiber);
         ctx_gogo(&gp->sched);
     }
     execute(mp, gp, inherit);

@@ -201,6 +201,23 @@ static inline int run_exec(const char *path, char *const argv[], const char *env
     return test_collect_(pid, fds[0], out, outlen);
 }
 
+/*
+ * Per-G TCBs (full TLS mode) cannot run under ASan or TSan: their runtimes
+ * keep per-thread state in TLS, which a fresh TCB does not have. Tests of
+ * full mode call this first; the sanitizer runs use GOSHIM_TLS=errno.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define skip_without_full_tls()                                                                    \
+    cr_skip_test("needs per-G TCBs, which sanitizer runtimes do not support (run `make test`)")
+#else
+#define skip_without_full_tls()                                                                    \
+    do {                                                                                           \
+        const char *tls_env_ = getenv("GOSHIM_TLS");                                               \
+        if (tls_env_ && strcmp(tls_env_, "full") != 0)                                             \
+            cr_skip_test("needs GOSHIM_TLS=full; this run uses GOSHIM_TLS=%s", tls_env_);          \
+    } while (0)
+#endif
+
 /* Path of build/tests/progs/<prog> in buf. */
 static inline const char *test_prog_path(const char *prog, char *buf, size_t len)
 {

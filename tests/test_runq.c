@@ -7,10 +7,15 @@
 
 #include "sched/sched.h"
 
+/* Test objects come from static pools: each test is its own process. */
+static struct g gpool[2048];
+static struct p ppool[8];
+static int ngpool, nppool;
+
 static struct g *mkg(uint64_t id)
 {
-    struct g *gp = calloc(1, sizeof *gp);
-    cr_assert(gp);
+    cr_assert_lt(ngpool, 2048);
+    struct g *gp = &gpool[ngpool++];
     gp->goid = id;
     gp->atomicstatus = Grunnable;
     return gp;
@@ -18,8 +23,8 @@ static struct g *mkg(uint64_t id)
 
 static struct p *mkp(int id)
 {
-    struct p *pp = calloc(1, sizeof *pp);
-    cr_assert(pp);
+    cr_assert_lt(nppool, 8);
+    struct p *pp = &ppool[nppool++];
     pp->id = id;
     pp->status = Prunning;
     sched.allp[id] = pp;
@@ -117,7 +122,8 @@ Test(runq, steal_takes_half, .init = setup, .timeout = 10)
 Test(runq, runnext_is_stolen_only_in_last_round, .init = setup, .timeout = 10)
 {
     struct p *thief = mkp(0), *victim = mkp(1);
-    struct m *mp = allocm();
+    static struct m mstatic = {.fastrand = 88172645463325252ULL};
+    struct m *mp = &mstatic;
     struct g *only = mkg(42);
     runqput(victim, only, true);
     cr_assert_null(runqsteal(thief, victim, false), "no runnext steal outside the last round");

@@ -8,6 +8,8 @@
  */
 #include <criterion/criterion.h>
 
+#include "tests/helpers.h"
+
 #include "../sched/tls.h"
 
 #include <cpuid.h>
@@ -97,6 +99,7 @@ static int count_char(const char *s, char ch)
 
 Test(tls, init_full_picks_fs_method, .timeout = 10)
 {
+    skip_without_full_tls();
     unsigned a, b, c, d;
     int cpu = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & 1);
     int kernel = (getauxval(AT_HWCAP2) & 2) != 0;
@@ -119,6 +122,7 @@ Test(tls, init_full_picks_fs_method, .timeout = 10)
 
 Test(tls, env_forces_arch_prctl, .timeout = 10)
 {
+    skip_without_full_tls();
     struct capture cap;
     setenv("GOSHIM_FS", "arch_prctl", 1);
     init_full();
@@ -201,6 +205,7 @@ static void inside_fn(void *arg)
 
 Test(tls, fresh_tcb_from_inside, .timeout = 10)
 {
+    skip_without_full_tls();
     init_full();
     void *t = tls_tcb_new();
     cr_assert_not_null(t);
@@ -257,6 +262,7 @@ Test(tls, fresh_tcb_from_inside, .timeout = 10)
 
 Test(tls, var_in_and_unique_tids, .timeout = 10)
 {
+    skip_without_full_tls();
     init_full();
     tls_int = 99;
     void *t[100];
@@ -301,6 +307,7 @@ static int find_words(void *t, long off[2], uintptr_t val[2])
 
 Test(tls, malloc_move_moves_exactly_the_words, .timeout = 10)
 {
+    skip_without_full_tls();
     init_full();
     free(malloc(24)); /* this thread surely has a tcache and an arena */
     void *self = tls_self();
@@ -388,6 +395,7 @@ static void reset_self_fn(void *arg)
 
 Test(tls, reset_while_installed, .timeout = 10)
 {
+    skip_without_full_tls();
     init_full();
     free(malloc(24));
     struct after_reset r;
@@ -428,6 +436,7 @@ static void specific_fn(void *arg)
 
 Test(tls, reset_from_outside_and_keys, .timeout = 10)
 {
+    skip_without_full_tls();
     init_full();
     pthread_key_t key;
     cr_assert_eq(pthread_key_create(&key, NULL), 0);
@@ -478,6 +487,7 @@ static int mx_in(void *t, int op)
 
 Test(tls, mutex_owner_is_per_tcb, .timeout = 10)
 {
+    skip_without_full_tls();
     init_full();
     void *a = tls_tcb_new(), *b = tls_tcb_new();
     pthread_mutexattr_t ma;
@@ -532,6 +542,7 @@ static void stack_fn(void *arg)
 
 Test(tls, set_stack_is_seen_by_glibc, .timeout = 10)
 {
+    skip_without_full_tls();
     init_full();
     alloca_cutoff = (int (*)(size_t))dlvsym(RTLD_DEFAULT, "__libc_alloca_cutoff", "GLIBC_PRIVATE");
     cr_assert_not_null(alloca_cutoff);
@@ -590,6 +601,7 @@ static void dtor_fn(void *arg)
 
 Test(tls, thread_exit_runs_thread_local_dtors, .timeout = 10)
 {
+    skip_without_full_tls();
     init_full();
     void *t = tls_tcb_new();
     struct dtor_seen d = {0, 0};
@@ -613,6 +625,7 @@ static void fork_fn(void *arg)
 
 Test(tls, fork_inside_tcb, .timeout = 10)
 {
+    skip_without_full_tls();
     init_full();
     void *t = tls_tcb_new();
     int status = -1;
@@ -660,6 +673,7 @@ static long heap_growth(int reuse)
 
 Test(tls, new_destroy_cycles_do_not_leak, .timeout = 10)
 {
+    skip_without_full_tls();
     init_full();
     long growth = heap_growth(0);
     cr_assert_lt(growth, 16384, "heap grew %ld bytes over 9000 TCBs", growth);
@@ -667,6 +681,7 @@ Test(tls, new_destroy_cycles_do_not_leak, .timeout = 10)
 
 Test(tls, reset_cycles_do_not_leak, .timeout = 10)
 {
+    skip_without_full_tls();
     init_full();
     long growth = heap_growth(1);
     cr_assert_lt(growth, 16384, "heap grew %ld bytes over 9000 resets", growth);
