@@ -1,7 +1,8 @@
 # goshim: build, tests, benchmarks.
 #
 #   make            build/libgoshim.so, build/libsched.a, test programs, unit binary, benches
-#   make test       install missing packages, build, check exports, run the Criterion suites
+#   make test       install missing packages, then test-asan, test-tsan and test-unit
+#   make test-unit  build, check exports, run the Criterion suites (normal build only)
 #   make demo       build, then run build/bench/demo_sched with GOSHIM_SCHEDTRACE=$(TRACE)
 #   make bench      run every build/bench/bench_*
 #   make test-asan  the same tests built with ASan+UBSan (objects in build/san-address/)
@@ -111,7 +112,7 @@ endif
 endif
 
 # ---- build ---------------------------------------------------------------------------------
-.PHONY: all test check test-asan test-tsan bench demo install uninstall clean format \
+.PHONY: all test test-unit check test-asan test-tsan bench demo install uninstall clean format \
         format-check deps
 .DEFAULT_GOAL := all
 
@@ -202,19 +203,27 @@ endif
 deps:
 	$(Q)scripts/setup.sh
 
+# make test: the suite as built normally, then again under ASan+UBSan and TSan.
+# The last line is the normal run's summary.
 test:
 	$(Q)scripts/setup.sh
+	$(Q)$(MAKE) --no-print-directory test-asan
+	$(Q)$(MAKE) --no-print-directory test-tsan
+	$(Q)$(MAKE) --no-print-directory test-unit
+
+check: test
+
+# One variant (SAN=... or none): build, check the exports, run the suites.
+test-unit:
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/check-exports.sh $(LIBGOSHIM)
 	$(Q)$(TEST_ENV) timeout -k 10 $(TEST_TIMEOUT) $(UNIT) --jobs 2 --verbose $(TEST_FILTER)
 
-check: test
-
 test-asan:
-	$(Q)$(MAKE) --no-print-directory SAN=address test
+	$(Q)$(MAKE) --no-print-directory SAN=address test-unit
 
 test-tsan:
-	$(Q)$(MAKE) --no-print-directory SAN=thread test
+	$(Q)$(MAKE) --no-print-directory SAN=thread test-unit
 
 bench:
 	$(Q)scripts/setup.sh

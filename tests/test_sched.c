@@ -456,13 +456,15 @@ Test(trace, schedtrace_has_go_format_and_stats_print_at_exit, .timeout = 30)
 
 static pthread_t main_self;
 static long child_ok;
+static int main_moved;
 
 static void check_not_main(void *arg)
 {
     (void)arg;
     if (!sched.tls_full || (!pthread_equal(pthread_self(), main_self) && tls_counter == 1000))
         __atomic_fetch_add(&child_ok, 1, __ATOMIC_RELAXED);
-    for (int i = 0; i < 50; i++)
+    /* Keep the other P busy until the main G has been seen elsewhere. */
+    for (int i = 0; i < 200000 && !__atomic_load_n(&main_moved, __ATOMIC_ACQUIRE); i++)
         sched_gosched();
     sched_wg_done(&wg);
 }
@@ -485,12 +487,13 @@ Test(sched, adopted_main_thread_keeps_its_tcb_and_migrates, .timeout = 60)
     }
     struct m *first = getm();
     int moved = 0;
-    for (int i = 0; i < 2000 && !moved; i++) {
+    for (int i = 0; i < 200000 && !moved; i++) {
         sched_gosched();
         moved = getm() != first;
         if (sched.tls_full && (pthread_self() != main_self || errno != 1234 || tls_counter != 5))
             cr_assert_fail("main G lost its identity after a switch");
     }
+    __atomic_store_n(&main_moved, 1, __ATOMIC_RELEASE);
     sched_wg_wait(&wg); /* parks the main G */
     cr_assert_eq(child_ok, 20, "every other G had its own TCB");
     cr_assert(moved, "the main G ran on another M at least once");
