@@ -41,9 +41,21 @@ bool config_parse_size(const char *s, size_t *out)
         return false;
     unsigned shift = 0;
     switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        end++;
+        break;
     }
     if (*end || v > (~0ULL >> 24) >> shift)
         return false;
@@ -116,7 +128,8 @@ static void complain(const char *name, const char *val, const char *form)
 }
 
 /* One parser per kind; each returns whether the text was valid. */
-#define PARSE_INT(v, field, min, max) (config_parse_int((v), (min), (max), &iv) && ((field) = (int)iv, 1))
+#define PARSE_INT(v, field, min, max)                                                              \
+    (config_parse_int((v), (min), (max), &iv) && ((field) = (int)iv, 1))
 #define PARSE_SIZE(v, field, min, max)                                                             \
     (config_parse_size((v), &sv) && sv >= (size_t)(min) && sv <= (size_t)(max) && ((field) = sv, 1))
 #define PARSE_BOOL(v, field, min, max) (config_parse_bool((v), &bv) && ((field) = bv, 1))
@@ -135,7 +148,7 @@ int sched_config_from_env(struct sched_config *c)
     size_t sv;
     bool bv;
 #define CONFIG_VAR(name, kind, field, min, max, form)                                              \
-    if ((v = getenv(#name)) != NULL && !PARSE_##kind(v, c->field, min, max)) {                    \
+    if ((v = getenv(#name)) != NULL && !PARSE_##kind(v, c->field, min, max)) {                     \
         complain(#name, v, form);                                                                  \
         bad++;                                                                                     \
     }

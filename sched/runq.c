@@ -25,9 +25,10 @@
 #include "sched.h"
 #include "throw.h"
 
-#define LOAD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define LOAD_ACQ(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE_REL(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define CAS_REL(p, o, n) __atomic_compare_exchange_n((p), &(o), (n), 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)
+#define CAS_REL(p, o, n)                                                                           \
+    __atomic_compare_exchange_n((p), &(o), (n), 0, __ATOMIC_RELEASE, __ATOMIC_RELAXED)
 #define CAS_ACQREL(p, o, n)                                                                        \
     __atomic_compare_exchange_n((p), &(o), (n), 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)
 

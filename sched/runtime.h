@@ -43,10 +43,10 @@ enum waitreason {
 };
 
 enum {
-    RUNQ_SIZE = 256,       /* local run queue slots, as Go */
-    SCHED_FAIR_TICK = 61,  /* every 61st schedule checks the global queue first */
-    STEAL_TRIES = 4,       /* steal rounds; runnext only in the last */
-    GFREE_LOCAL_MAX = 64,  /* per-P free G cache; half goes global above this */
+    RUNQ_SIZE = 256,      /* local run queue slots, as Go */
+    SCHED_FAIR_TICK = 61, /* every 61st schedule checks the global queue first */
+    STEAL_TRIES = 4,      /* steal rounds; runnext only in the last */
+    GFREE_LOCAL_MAX = 64, /* per-P free G cache; half goes global above this */
     MAX_PROCS = 1024,
 };
 
@@ -58,25 +58,25 @@ enum {
 };
 
 struct g {
-    struct gobuf sched;           /* saved context; owner: the G's M */
-    struct gstack stack;          /* the G's stack; owner: whoever owns the G */
-    void *tcb;                    /* its glibc TCB (full TLS mode); bound at first execute */
-    struct m *m;                  /* M executing it, when Grunning */
-    uint32_t atomicstatus;        /* enum gstatus; casgstatus */
-    uint32_t flags;               /* G_*; owner */
-    uint64_t goid;                /* unique id, set at newproc */
-    struct g *schedlink;          /* global run queue / free lists / wait lists */
-    void (*fn)(void *);           /* entry function and argument */
+    struct gobuf sched;    /* saved context; owner: the G's M */
+    struct gstack stack;   /* the G's stack; owner: whoever owns the G */
+    void *tcb;             /* its glibc TCB (full TLS mode); bound at first execute */
+    struct m *m;           /* M executing it, when Grunning */
+    uint32_t atomicstatus; /* enum gstatus; casgstatus */
+    uint32_t flags;        /* G_*; owner */
+    uint64_t goid;         /* unique id, set at newproc */
+    struct g *schedlink;   /* global run queue / free lists / wait lists */
+    void (*fn)(void *);    /* entry function and argument */
     void *arg;
-    int waitreason;               /* enum waitreason, while Gwaiting */
-    int errno_save;               /* errno while switched out (GOSHIM_TLS=errno) */
-    uint64_t nswitch;             /* times it was switched in; owner */
-    struct g *alllink;            /* sched.allg list; sched.allglock */
-    size_t want_stacksize;        /* stack requested at spawn, bound at first run */
+    int waitreason;        /* enum waitreason, while Gwaiting */
+    int errno_save;        /* errno while switched out (GOSHIM_TLS=errno) */
+    uint64_t nswitch;      /* times it was switched in; owner */
+    struct g *alllink;     /* sched.allg list; sched.allglock */
+    size_t want_stacksize; /* stack requested at spawn, bound at first run */
     size_t want_guard;
-    void *want_stackaddr;         /* pthread_attr_setstack memory, or NULL */
-    void *san_fake;               /* ASan fake stack while switched out (sanitizer builds) */
-    void *san_fiber;              /* TSan fiber (sanitizer builds) */
+    void *want_stackaddr; /* pthread_attr_setstack memory, or NULL */
+    void *san_fake;       /* ASan fake stack while switched out (sanitizer builds) */
+    void *san_fiber;      /* TSan fiber (sanitizer builds) */
 };
 
 /*
@@ -92,57 +92,57 @@ struct release {
 };
 
 struct m {
-    struct m *self;               /* %gs:0 reads this: getm() */
+    struct m *self; /* %gs:0 reads this: getm() */
     int64_t id;
-    struct g *curg;               /* G running on it, or NULL on g0; owner */
-    struct p *p;                  /* attached P; owner */
-    struct p *nextp;              /* P to attach when woken; set under sched.lock */
-    bool spinning;                /* looking for work, counted in sched.nmspinning */
-    struct note park;             /* stopm sleeps here */
-    struct m *schedlink;          /* sched.midle; sched.lock */
-    struct m *alllink;            /* sched.allm; sched.lock */
-    uintptr_t g0_sp;              /* top of the scheduler stack (g0) */
-    char *g0_lo;                  /* its lowest byte, for sanitizers */
-    void *g0_fiber;               /* TSan fiber of g0 (sanitizer builds) */
-    void *g0tcb;                  /* the OS thread's own TCB */
-    void *curfs;                  /* TCB installed as FS base now (full mode) */
-    struct release rel;           /* pending release, see above */
-    uint64_t fastrand;            /* per-M random state */
+    struct g *curg;      /* G running on it, or NULL on g0; owner */
+    struct p *p;         /* attached P; owner */
+    struct p *nextp;     /* P to attach when woken; set under sched.lock */
+    bool spinning;       /* looking for work, counted in sched.nmspinning */
+    struct note park;    /* stopm sleeps here */
+    struct m *schedlink; /* sched.midle; sched.lock */
+    struct m *alllink;   /* sched.allm; sched.lock */
+    uintptr_t g0_sp;     /* top of the scheduler stack (g0) */
+    char *g0_lo;         /* its lowest byte, for sanitizers */
+    void *g0_fiber;      /* TSan fiber of g0 (sanitizer builds) */
+    void *g0tcb;         /* the OS thread's own TCB */
+    void *curfs;         /* TCB installed as FS base now (full mode) */
+    struct release rel;  /* pending release, see above */
+    uint64_t fastrand;   /* per-M random state */
     pthread_t thread;
     int tid;
     /* counters (owner writes, relaxed; readers tolerate tearing-free 64-bit loads) */
-    uint64_t nstopm;              /* times it parked on its note */
-    uint64_t nwoken;              /* times it was woken by startm */
+    uint64_t nstopm; /* times it parked on its note */
+    uint64_t nwoken; /* times it was woken by startm */
 };
 
 struct p {
     int32_t id;
-    uint32_t status;              /* enum pstatus */
-    struct p *link;               /* sched.pidle; sched.lock */
-    uint32_t schedtick;           /* incremented on every schedule that does not inherit time */
-    struct m *m;                  /* owner M, when Prunning */
+    uint32_t status;    /* enum pstatus */
+    struct p *link;     /* sched.pidle; sched.lock */
+    uint32_t schedtick; /* incremented on every schedule that does not inherit time */
+    struct m *m;        /* owner M, when Prunning */
 
     /* Local run queue: lock-free ring. Only the owner writes runqtail and
      * the slots; thieves advance runqhead with CAS. */
     uint32_t runqhead;
     uint32_t runqtail;
     struct g *runq[RUNQ_SIZE];
-    struct g *runnext;            /* runs next, inheriting the time slice; CAS */
+    struct g *runnext; /* runs next, inheriting the time slice; CAS */
 
-    struct g *gfree;              /* dead Gs with stacks; owner */
+    struct g *gfree; /* dead Gs with stacks; owner */
     int32_t gfreecnt;
     struct stackcache stackcache; /* owner */
 
     /* counters: owner writes, relaxed */
-    uint64_t nschedule;           /* Gs switched in */
-    uint64_t nsteal;              /* successful steals */
-    uint64_t nstolen;             /* Gs taken by those steals */
-    uint64_t nglobget;            /* batches taken from the global queue */
-    uint64_t noverflow;           /* runqputslow: half the ring moved global */
-    uint64_t npark;               /* gopark */
-    uint64_t nready;              /* goready */
-    uint64_t nspawn;              /* newproc */
-    uint64_t ngosched;            /* Gosched / yield */
+    uint64_t nschedule; /* Gs switched in */
+    uint64_t nsteal;    /* successful steals */
+    uint64_t nstolen;   /* Gs taken by those steals */
+    uint64_t nglobget;  /* batches taken from the global queue */
+    uint64_t noverflow; /* runqputslow: half the ring moved global */
+    uint64_t npark;     /* gopark */
+    uint64_t nready;    /* goready */
+    uint64_t nspawn;    /* newproc */
+    uint64_t ngosched;  /* Gosched / yield */
 };
 
 struct gqueue {
@@ -150,31 +150,31 @@ struct gqueue {
 };
 
 struct schedt {
-    struct runtime_lock lock;     /* protects what is marked sched.lock */
-    uint64_t goidgen;             /* atomic */
-    struct m *midle;              /* idle Ms; sched.lock */
-    int32_t nmidle;               /* sched.lock */
-    int32_t mcount;               /* Ms created; sched.lock */
+    struct runtime_lock lock; /* protects what is marked sched.lock */
+    uint64_t goidgen;         /* atomic */
+    struct m *midle;          /* idle Ms; sched.lock */
+    int32_t nmidle;           /* sched.lock */
+    int32_t mcount;           /* Ms created; sched.lock */
     int32_t maxmcount;
-    struct m *allm;               /* sched.lock */
-    struct p *pidle;              /* idle Ps; sched.lock */
-    int32_t npidle;               /* atomic (written under sched.lock) */
-    int32_t nmspinning;           /* atomic */
-    struct gqueue runq;           /* global run queue; sched.lock */
-    int32_t runqsize;             /* sched.lock; read racily as a hint */
-    struct runtime_lock gflock;   /* global free G list */
-    struct g *gfree;              /* gflock */
-    int32_t ngfree;               /* gflock */
+    struct m *allm;             /* sched.lock */
+    struct p *pidle;            /* idle Ps; sched.lock */
+    int32_t npidle;             /* atomic (written under sched.lock) */
+    int32_t nmspinning;         /* atomic */
+    struct gqueue runq;         /* global run queue; sched.lock */
+    int32_t runqsize;           /* sched.lock; read racily as a hint */
+    struct runtime_lock gflock; /* global free G list */
+    struct g *gfree;            /* gflock */
+    int32_t ngfree;             /* gflock */
     struct runtime_lock allglock;
-    struct g *allg;               /* allglock */
-    uint64_t allglen;             /* allglock */
+    struct g *allg;   /* allglock */
+    uint64_t allglen; /* allglock */
     int32_t gomaxprocs;
     struct p *allp[MAX_PROCS];
-    int tls_full;                 /* per-G TCBs in use */
-    size_t tls_g_off;             /* offset of tls_g from the thread pointer */
-    uint64_t nspawned;            /* atomic: Gs created (incl. reused) */
-    uint64_t nmthreadfail;        /* atomic: M creations that failed or hit the cap */
-    int64_t starttime;            /* nanotime at sched_init */
+    int tls_full;          /* per-G TCBs in use */
+    size_t tls_g_off;      /* offset of tls_g from the thread pointer */
+    uint64_t nspawned;     /* atomic: Gs created (incl. reused) */
+    uint64_t nmthreadfail; /* atomic: M creations that failed or hit the cap */
+    int64_t starttime;     /* nanotime at sched_init */
     bool started;
 };
 

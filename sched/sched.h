@@ -15,13 +15,13 @@
 /* ---- configuration (config.c) ---------------------------------------- */
 
 struct sched_config {
-    int nprocs;          /* GOSHIM_PROCS: number of P; 0 = usable CPUs */
-    int maxthreads;      /* GOSHIM_MAXTHREADS: cap on M */
-    size_t stack_size;   /* GOSHIM_STACK: default G stack; 0 = glibc's default */
-    int tls_mode;        /* GOSHIM_TLS: TLS_MODE_FULL or TLS_MODE_ERRNO */
-    int schedtrace_ms;   /* GOSHIM_SCHEDTRACE: 0 = off */
-    bool scheddetail;    /* GOSHIM_SCHEDDETAIL */
-    bool stats;          /* GOSHIM_STATS */
+    int nprocs;        /* GOSHIM_PROCS: number of P; 0 = usable CPUs */
+    int maxthreads;    /* GOSHIM_MAXTHREADS: cap on M */
+    size_t stack_size; /* GOSHIM_STACK: default G stack; 0 = glibc's default */
+    int tls_mode;      /* GOSHIM_TLS: TLS_MODE_FULL or TLS_MODE_ERRNO */
+    int schedtrace_ms; /* GOSHIM_SCHEDTRACE: 0 = off */
+    bool scheddetail;  /* GOSHIM_SCHEDDETAIL */
+    bool stats;        /* GOSHIM_STATS */
 };
 
 /* Defaults, then the GOSHIM_ variables. A malformed value prints a message
@@ -54,9 +54,9 @@ int sched_init(const struct sched_config *c);
 int sched_adopt_main(void);
 
 struct spawn_attr {
-    size_t stacksize;    /* 0 = default */
-    size_t guardsize;    /* (size_t)-1 = default */
-    void *stackaddr;     /* user stack (pthread_attr_setstack) or NULL */
+    size_t stacksize; /* 0 = default */
+    size_t guardsize; /* (size_t)-1 = default */
+    void *stackaddr;  /* user stack (pthread_attr_setstack) or NULL */
 };
 
 /* Create a G running fn(arg). From a G: it goes to this P's runnext. From
@@ -88,9 +88,9 @@ __attribute__((noreturn)) void goexit(void);
 /* WaitGroup: counts outstanding Gs; wait() parks a G or blocks a thread. */
 struct sched_wg {
     struct runtime_lock lock;
-    int64_t count;        /* lock */
-    uint32_t gen;         /* bumped when count reaches 0; futex word for threads */
-    struct g *waiters;    /* lock */
+    int64_t count;     /* lock */
+    uint32_t gen;      /* bumped when count reaches 0; futex word for threads */
+    struct g *waiters; /* lock */
 };
 void sched_wg_init(struct sched_wg *wg);
 void sched_wg_add(struct sched_wg *wg, int64_t n);

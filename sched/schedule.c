@@ -257,7 +257,8 @@ static void bind_tcb(struct m *mp, struct g *gp)
 }
 
 /* Run gp on the current M. Never returns. */
-GOSHIM_NO_TSAN __attribute__((noreturn)) static void execute(struct m *mp, struct g *gp, bool inherit)
+GOSHIM_NO_TSAN __attribute__((noreturn)) static void execute(struct m *mp, struct g *gp,
+                                                             bool inherit)
 {
     struct p *pp = mp->p;
     if (!casgstatus(gp, Grunnable, Grunning))
@@ -302,8 +303,7 @@ GOSHIM_NO_TSAN void schedule(void)
         mp->p->schedtick++;
         if (!sched.tls_full)
             tls_g = gp;
-        san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo),
-                         gp->san_fiber);
+        san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
         ctx_gogo(&gp->sched);
     }
     execute(mp, gp, inherit);

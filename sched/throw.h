@@ -20,7 +20,8 @@
 void rt_print(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void rt_vprint(int fd, const char *fmt, va_list ap);
 /* rt_snprint is rt_print into a caller buffer; returns the length written. */
-size_t rt_snprint(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+size_t rt_snprint(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /*
  * goshim_throw prints "goshim: fatal error: <msg>" and aborts the process.

@@ -23,8 +23,8 @@ static bool trace_detailed;
 static struct note trace_note;
 static int32_t nmonitor;
 
-static const char *const gstatus_name[] = {"idle", "runnable", "running", "syscall", "waiting",
-                                           "dead"};
+static const char *const gstatus_name[] = {"idle",    "runnable", "running",
+                                           "syscall", "waiting",  "dead"};
 static const char *const waitreason_name[] = {"", "wait group", "semacquire", "test"};
 
 void schedtrace(bool detailed)
@@ -41,8 +41,8 @@ void schedtrace(bool detailed)
                    sched.nmidle, sched.runqsize);
     if (!detailed) {
         for (int32_t i = 0; i < sched.gomaxprocs && n < sizeof buf - 32; i++)
-            n += rt_snprint(buf + n, sizeof buf - n, "%s%u", i ? " " : " [",
-                            runqlen(sched.allp[i]));
+            n +=
+                rt_snprint(buf + n, sizeof buf - n, "%s%u", i ? " " : " [", runqlen(sched.allp[i]));
         n += rt_snprint(buf + n, sizeof buf - n, "]\n");
         runtime_unlock(&sched.lock);
         rt_print(2, "%s", buf);
@@ -59,9 +59,8 @@ void schedtrace(bool detailed)
     for (struct m *mp = sched.allm; mp; mp = mp->alllink) {
         struct p *pp = mp->p;
         struct g *gp = mp->curg;
-        rt_print(2, "  M%ld: p=%d curg=%ld spinning=%s tid=%d\n", (long)mp->id,
-                 pp ? pp->id : -1, gp ? (long)gp->goid : -1L, mp->spinning ? "true" : "false",
-                 mp->tid);
+        rt_print(2, "  M%ld: p=%d curg=%ld spinning=%s tid=%d\n", (long)mp->id, pp ? pp->id : -1,
+                 gp ? (long)gp->goid : -1L, mp->spinning ? "true" : "false", mp->tid);
     }
     runtime_unlock(&sched.lock);
     runtime_lock(&sched.allglock);

@@ -95,7 +95,8 @@ Test(runq, overflow_moves_half_plus_new_to_global, .init = setup, .timeout = 10)
         cr_assert_eq(gp->goid, want++);
     cr_assert_eq(gp->goid, 1000);
     bool inherit;
-    cr_assert_eq(runqget(pp, &inherit)->goid, RUNQ_SIZE / 2, "the local queue keeps the newer half");
+    cr_assert_eq(runqget(pp, &inherit)->goid, RUNQ_SIZE / 2,
+                 "the local queue keeps the newer half");
 }
 
 Test(runq, steal_takes_half, .init = setup, .timeout = 10)

@@ -43,7 +43,8 @@ static void spawner(void *arg)
     (void)arg;
     for (long i = 0; i < nspawn; i++) {
         int err;
-        cr_assert_not_null(sched_spawn(tiny, (void *)i, NULL, &err), "spawn %ld failed: %d", i, err);
+        cr_assert_not_null(sched_spawn(tiny, (void *)i, NULL, &err), "spawn %ld failed: %d", i,
+                           err);
     }
     sched_wg_done(&wg);
 }
@@ -429,7 +430,7 @@ static int trace_child(void *arg)
     }
     sched_wg_wait(&wg);
     usleep(70000); /* let the monitor print a few periods */
-    exit(0);        /* runs the GOSHIM_STATS atexit handler */
+    exit(0);       /* runs the GOSHIM_STATS atexit handler */
 }
 
 Test(trace, schedtrace_has_go_format_and_stats_print_at_exit, .timeout = 30)

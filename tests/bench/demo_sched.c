@@ -100,7 +100,8 @@ int main(int argc, char **argv)
     printf("\n| run | tasks | wall | per task |\n|---|---:|---:|---:|\n");
     printf("| goshim Gs (%d Ps) | %ld | %.3f s | %.0f ns |\n", sched.gomaxprocs, ntasks, tg,
            tg * 1e9 / (double)ntasks);
-    printf("| native threads | %ld | %.3f s | %.0f ns |\n", nnative, tn, tn * 1e9 / (double)nnative);
+    printf("| native threads | %ld | %.3f s | %.0f ns |\n", nnative, tn,
+           tn * 1e9 / (double)nnative);
     printf("\nper task, native / goshim = %.0fx; checksum %lu\n",
            (tn / (double)nnative) / (tg / (double)ntasks), gtotal);
     fflush(stdout);
