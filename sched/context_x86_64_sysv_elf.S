@@ -19,28 +19,12 @@
  *
  * The FS base (the task's glibc TCB) is written with wrfsbase when the
  * kernel enabled FSGSBASE, else with arch_prctl(ARCH_SET_FS); tls.c decides
- * (tls_fs_method). FS changes here and in ctx_setfs only.
+ * (tls_fs_method; the SETFS macro). FS changes here and in tls_x86_64.S only.
  */
 
-#define TLS_FS_WRFSBASE   0
-#define TLS_FS_ARCH_PRCTL 1
-#define SYS_arch_prctl    158
-#define ARCH_SET_FS       0x1002
+#include "setfs_x86_64.inc"
 
 	.text
-
-/* Write the FS base from %rdi. Clobbers rax, rcx, r11, rsi, rdi. */
-.macro SETFS
-	cmpl	$TLS_FS_WRFSBASE, tls_fs_method(%rip)
-	jne	91f
-	wrfsbase %rdi
-	jmp	92f
-91:	mov	%rdi, %rsi
-	mov	$ARCH_SET_FS, %edi
-	mov	$SYS_arch_prctl, %eax
-	syscall
-92:
-.endm
 
 .macro SAVE_FRAME
 	push	%rbp
@@ -52,6 +36,26 @@
 	sub	$8, %rsp
 	stmxcsr	(%rsp)
 	fnstcw	4(%rsp)
+.endm
+
+/* The floor's frame: callee-saved general registers only. */
+.macro SAVE_BARE
+	push	%rbp
+	push	%rbx
+	push	%r12
+	push	%r13
+	push	%r14
+	push	%r15
+.endm
+
+.macro RESTORE_BARE_RET
+	pop	%r15
+	pop	%r14
+	pop	%r13
+	pop	%r12
+	pop	%rbx
+	pop	%rbp
+	ret
 .endm
 
 .macro RESTORE_FRAME_RET
@@ -161,21 +165,10 @@ ctx_switch_fs:
 	.type	ctx_switch_bare, @function
 ctx_switch_bare:
 	.cfi_startproc
-	push	%rbp
-	push	%rbx
-	push	%r12
-	push	%r13
-	push	%r14
-	push	%r15
+	SAVE_BARE
 	mov	%rsp, (%rdi)
 	mov	(%rsi), %rsp
-	pop	%r15
-	pop	%r14
-	pop	%r13
-	pop	%r12
-	pop	%rbx
-	pop	%rbp
-	ret
+	RESTORE_BARE_RET
 	.cfi_endproc
 	.size	ctx_switch_bare, .-ctx_switch_bare
 
@@ -187,24 +180,13 @@ ctx_switch_bare:
 	.type	ctx_switch_bare_fs, @function
 ctx_switch_bare_fs:
 	.cfi_startproc
-	push	%rbp
-	push	%rbx
-	push	%r12
-	push	%r13
-	push	%r14
-	push	%r15
+	SAVE_BARE
 	mov	%rsp, (%rdi)
 	mov	%rsi, %r12
 	mov	%rdx, %rdi
 	SETFS
 	mov	(%r12), %rsp
-	pop	%r15
-	pop	%r14
-	pop	%r13
-	pop	%r12
-	pop	%rbx
-	pop	%rbp
-	ret
+	RESTORE_BARE_RET
 	.cfi_endproc
 	.size	ctx_switch_bare_fs, .-ctx_switch_bare_fs
 

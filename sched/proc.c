@@ -40,6 +40,8 @@
 
 struct schedt sched;
 
+static void runnable_to(struct p *pp, struct g *gp);
+
 /* The current G: per G in full TLS mode (each G has its own TCB), per M in
  * errno mode (the switch updates it). On g0 it may name a G this M just
  * left; g0 code uses getm(). */
@@ -254,15 +256,9 @@ struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a,
     gp->waitreason = waitReasonZero;
     castatus_or_throw(gp, Gdead, Grunnable, "newproc");
     __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);
-    if (pp) {
+    if (pp)
         pp->nspawn++;
-        runqput(pp, gp, true);
-    } else {
-        runtime_lock(&sched.lock);
-        globrunqput(gp);
-        runtime_unlock(&sched.lock);
-    }
-    wakep();
+    runnable_to(pp, gp);
     return gp;
 }
 
@@ -316,6 +312,23 @@ void bind_stack(struct m *mp, struct g *gp)
 
 /* ---- park, ready, yield ------------------------------------------------ */
 
+/*
+ * Queue a runnable G: into pp's runnext (the caller is a G running on pp),
+ * or onto the global queue when the caller has no P (any other thread).
+ * Then make sure an idle P gets an M if there is one.
+ */
+static void runnable_to(struct p *pp, struct g *gp)
+{
+    if (pp) {
+        runqput(pp, gp, true);
+    } else {
+        runtime_lock(&sched.lock);
+        globrunqput(gp);
+        runtime_unlock(&sched.lock);
+    }
+    wakep();
+}
+
 void gopark(bool (*unlockf)(struct g *, void *), void *lock, int reason)
 {
     struct m *mp = getm();
@@ -338,17 +351,10 @@ bool park_unlock(struct g *gp, void *lock)
 void goready(struct g *gp)
 {
     castatus_or_throw(gp, Gwaiting, Grunnable, "goready");
-    struct g *self = sched_self();
-    if (self) {
-        struct p *pp = getm()->p;
+    struct p *pp = sched_self() ? getm()->p : NULL;
+    if (pp)
         pp->nready++;
-        runqput(pp, gp, true);
-    } else {
-        runtime_lock(&sched.lock);
-        globrunqput(gp);
-        runtime_unlock(&sched.lock);
-    }
-    wakep();
+    runnable_to(pp, gp);
 }
 
 void sched_gosched(void)

@@ -18,28 +18,9 @@
  * calls tls_setfs_failed, which throws.
  */
 
-#define TLS_FS_WRFSBASE 0
-#define SYS_arch_prctl  158
-#define ARCH_SET_FS     0x1002
+#include "setfs_x86_64.inc"
 
 	.text
-
-/* Write the FS base from %rdi. Clobbers rax, rcx, r11, rsi, rdi. */
-.macro TLS_SETFS
-	cmpl	$TLS_FS_WRFSBASE, tls_fs_method(%rip)
-	jne	91f
-	wrfsbase %rdi
-	jmp	92f
-91:	mov	%rdi, %rsi
-	mov	$ARCH_SET_FS, %edi
-	mov	$SYS_arch_prctl, %eax
-	syscall
-	test	%rax, %rax
-	jz	92f
-	mov	%rax, %rdi
-	call	tls_setfs_failed
-92:
-.endm
 
 /* void tls_call_with_fs(void *tcb, void (*fn)(void *), void *arg) */
 	.globl	tls_call_with_fs
@@ -63,11 +44,11 @@ tls_call_with_fs:
 	mov	%fs:0, %r12
 	mov	%rsi, %r13
 	mov	%rdx, %r14
-	TLS_SETFS
+	SETFS
 	mov	%r14, %rdi
 	call	*%r13
 	mov	%r12, %rdi
-	TLS_SETFS
+	SETFS
 	pop	%r14
 	pop	%r13
 	pop	%r12
