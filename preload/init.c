@@ -1,19 +1,73 @@
 /*
  * Start-up of libgoshim.so.
  *
- * The constructor will adopt the main thread as M0 and the main G, read the
- * GOSHIM_* configuration and start the runtime. Until that lands it does
- * nothing, so the library loads under LD_PRELOAD without changing the
- * behaviour of the program.
+ * The constructor runs on the main thread before main() (LD_PRELOAD
+ * libraries' constructors run after libc's and before the program's). It
+ * resolves the real functions, reads the GOSHIM_ configuration, starts the
+ * runtime and turns the main thread into the main G, keeping its stack and
+ * TCB. Only then does goshim_on become true; until then, and for ever if
+ * anything fails or GOSHIM_DISABLE=1, every interposer passes straight
+ * through to glibc and the program runs natively.
  */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "preload/goshim.h"
+#include "sched/throw.h"
+#include "sched/tls.h"
+#include "shim/shim.h"
+#include "shim/thread.h"
 
 #ifndef GOSHIM_VERSION
 #define GOSHIM_VERSION "0.0.0-dev"
 #endif
 
+bool goshim_on;
+
+static bool disabled_by_env(void)
+{
+    const char *v = getenv("GOSHIM_DISABLE");
+    if (!v || !strcmp(v, "0") || !*v)
+        return false;
+    if (strcmp(v, "1") != 0)
+        rt_print(2, "goshim: GOSHIM_DISABLE=%s is not valid: want 0 or 1; treating it as 1\n", v);
+    return true;
+}
+
 __attribute__((constructor)) static void goshim_init(void)
 {
+    goshim_real_init(); /* interposers pass through to these, even when off */
+    if (disabled_by_env())
+        return;
+    if (getpid() != (pid_t)syscall(SYS_gettid)) {
+        rt_print(2, "goshim: loaded on a thread other than the main thread (dlopen?): "
+                    "staying off, the program runs natively\n");
+        return;
+    }
+    if (goshim_real_init() != 0) {
+        rt_print(2, "goshim: some libc functions are missing: staying off\n");
+        return;
+    }
+    sched_thread_create = REAL(pthread_create);
+    tls_real_pthread_create = REAL(pthread_create);
+    tls_real_pthread_join = REAL(pthread_join);
+
+    struct sched_config c;
+    sched_config_from_env(&c);
+    int err = sched_init(&c);
+    if (err == 0)
+        err = shim_thread_init();
+    if (err == 0)
+        err = sched_adopt_main();
+    if (err != 0) {
+        rt_print(2, "goshim: the runtime did not start (error %d): the program runs natively\n",
+                 err);
+        return;
+    }
+    shim_thread_adopted_main();
+    goshim_on = true;
 }
 
 GOSHIM_EXPORT const char *goshim_version(void)

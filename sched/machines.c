@@ -5,7 +5,10 @@
  * run and no idle M to run it: startm takes an idle M from sched.midle or
  * makes a new one, hands it the P through m->nextp and wakes it. An M with
  * nothing to do releases its P and sleeps on its note in stopm; it never
- * exits. The count is capped by GOSHIM_MAXTHREADS (default 10000, as Go).
+ * exits. One idle M at a time sleeps with a timeout, until the earliest
+ * timer (stopm, timer_wakeup): an idle process wakes up exactly for its
+ * timers, and one with no timers sleeps forever. The count is capped by
+ * GOSHIM_MAXTHREADS (default 10000, as Go).
  *
  * Each M records itself in its GS base (arch_prctl(ARCH_SET_GS), once), so
  * getm() is one load and works whatever the FS base is: the FS base belongs
@@ -23,6 +26,7 @@
 
 #include "sched.h"
 #include "throw.h"
+#include "timer.h"
 #include "tls.h"
 
 int (*sched_thread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
@@ -147,7 +151,41 @@ void startm(struct p *pp, bool spinning)
     notewakeup(&nmp->park);
 }
 
-/* Stop the current M until startm gives it a P. Called without a P. */
+/*
+ * The idle M that sleeps with a timeout for the earliest timer, and until
+ * when; sched.lock. It is on sched.midle; whoever takes it off the list
+ * (mget, timer_wakeup, or the M itself on timeout, all through mremove)
+ * clears timer_m. Another M may still sleep with a later timeout (it was
+ * the watcher before a new earliest timer came): it wakes once, finds
+ * nothing, and sleeps again.
+ */
+static struct m *timer_m;
+static int64_t timer_m_until;
+
+/* Sleep on the M's note until woken or until the monotonic time until.
+ * Returns true if woken. */
+static bool m_sleep_until(struct m *mp, int64_t until)
+{
+    int64_t ns = until - nanotime();
+    if (ns <= 0)
+        return __atomic_load_n(&mp->park.key, __ATOMIC_ACQUIRE) != 0;
+    return notetsleep(&mp->park, ns) != 0;
+}
+
+/*
+ * Stop the current M until startm gives it a P. Called without a P;
+ * returns holding one.
+ *
+ * If timers are pending and no other M sleeps until an earlier (or the
+ * same) deadline, this M sleeps at most until the earliest timer. On
+ * timeout it takes itself off sched.midle (if it is no longer there,
+ * startm or timer_wakeup is waking it: wait for the note as usual) and
+ * takes an idle P to run the timers (findrunnable runs due timers first).
+ * If no P is idle, the Ms running the Ps run the timers at their next
+ * schedule: this M sleeps without a timeout until woken. Woken without a P
+ * (timer_wakeup: a new earliest timer), it sleeps again with the new
+ * deadline. With no timers it sleeps until startm wakes it.
+ */
 void stopm(void)
 {
     struct m *mp = getm();
@@ -155,15 +193,87 @@ void stopm(void)
         goshim_throw("stopm: holding p");
     if (mp->spinning)
         goshim_throw("stopm: spinning");
+    bool watch = true; /* may sleep with a timeout for the timers */
+    for (;;) {
+        int64_t until = -1;
+        runtime_lock(&sched.lock);
+        mput(mp);
+        if (watch) {
+            /* Read under sched.lock: timer_add publishes when0 before it
+             * takes sched.lock in timer_wakeup, so either we see the new
+             * timer or timer_wakeup sees us on the idle list. */
+            int64_t when = timers_next();
+            if (when >= 0 && (timer_m == NULL || timer_m_until > when)) {
+                timer_m = mp;
+                timer_m_until = until = when;
+            }
+        }
+        runtime_unlock(&sched.lock);
+        __atomic_fetch_add(&mp->nstopm, 1, __ATOMIC_RELAXED);
+        if (until < 0) {
+            notesleep(&mp->park);
+        } else if (!m_sleep_until(mp, until)) {
+            /* Timed out: the timers need a P. */
+            runtime_lock(&sched.lock);
+            if (mremove(mp)) {
+                struct p *pp = pidleget();
+                runtime_unlock(&sched.lock);
+                if (pp) {
+                    acquirep(pp);
+                    return;
+                }
+                watch = false; /* every P is running: their Ms run the timers */
+                continue;
+            }
+            runtime_unlock(&sched.lock);
+            notesleep(&mp->park); /* startm or timer_wakeup is waking us */
+        }
+        noteclear(&mp->park);
+        struct p *pp = mp->nextp;
+        mp->nextp = NULL;
+        if (pp) {
+            acquirep(pp);
+            return;
+        }
+        watch = true; /* timer_wakeup: a new earliest timer */
+    }
+}
+
+/*
+ * timer_add made a timer the earliest, due at when: make sure an M wakes
+ * up for it. Shorten the sleep of the M that waits for a later deadline;
+ * if none waits with a timeout, wake an idle M (it comes back here through
+ * stopm and sleeps until when) or, with an idle P but no idle M, start one.
+ * With no idle P, every P's M runs the timers at its next schedule.
+ */
+void timer_wakeup(int64_t when)
+{
+    if (!__atomic_load_n(&sched.started, __ATOMIC_ACQUIRE))
+        return;
+    struct m *mp = NULL;
     runtime_lock(&sched.lock);
-    mput(mp);
+    if (timer_m != NULL) {
+        if (timer_m_until <= when) {
+            runtime_unlock(&sched.lock);
+            return;
+        }
+        mp = timer_m;
+        if (!mremove(mp))
+            goshim_throw("timer_wakeup: timer m not idle");
+    } else if (__atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) == 0) {
+        runtime_unlock(&sched.lock);
+        return;
+    } else {
+        mp = mget();
+    }
     runtime_unlock(&sched.lock);
-    __atomic_fetch_add(&mp->nstopm, 1, __ATOMIC_RELAXED);
-    notesleep(&mp->park);
-    noteclear(&mp->park);
-    struct p *pp = mp->nextp;
-    mp->nextp = NULL;
-    acquirep(pp);
+    if (mp == NULL) {
+        wakep();
+        return;
+    }
+    if (mp->nextp)
+        goshim_throw("timer_wakeup: m has p");
+    notewakeup(&mp->park);
 }
 
 /* Put mp on the idle list. sched.lock must be held. */
@@ -174,14 +284,31 @@ void mput(struct m *mp)
     sched.nmidle++;
 }
 
-/* Take an M from the idle list, or NULL. sched.lock must be held. */
+/* Take mp off the idle list; false if it is not there. sched.lock must be
+ * held. O(idle Ms): used only for the timer M. */
+bool mremove(struct m *mp)
+{
+    for (struct m **pm = &sched.midle; *pm; pm = &(*pm)->schedlink) {
+        if (*pm == mp) {
+            *pm = mp->schedlink;
+            mp->schedlink = NULL;
+            sched.nmidle--;
+            if (timer_m == mp)
+                timer_m = NULL;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Take an M from the idle list, or NULL: preferably not the one that
+ * watches the timers. sched.lock must be held. */
 struct m *mget(void)
 {
     struct m *mp = sched.midle;
-    if (mp) {
-        sched.midle = mp->schedlink;
-        mp->schedlink = NULL;
-        sched.nmidle--;
-    }
+    if (mp && mp == timer_m && mp->schedlink)
+        mp = mp->schedlink;
+    if (mp && !mremove(mp))
+        goshim_throw("mget: idle list corrupt");
     return mp;
 }

@@ -39,8 +39,10 @@
 #include "tls.h"
 
 struct schedt sched;
+void (*sched_exit_hook)(struct g *gp);
 
 static void runnable_to(struct p *pp, struct g *gp);
+static int tls_bind_eager(struct g *gp);
 
 /* The current G: per G in full TLS mode (each G has its own TCB), per M in
  * errno mode (the switch updates it). On g0 it may name a G this M just
@@ -249,13 +251,22 @@ struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a,
     gp->want_stacksize = size;
     gp->want_guard = guard;
     gp->want_stackaddr = a ? a->stackaddr : NULL;
+    if (a && a->eager_tls && sched.tls_full && tls_bind_eager(gp) != 0) {
+        gfput(pp, gp);
+        *err = EAGAIN;
+        return NULL;
+    }
     gp->fn = fn;
     gp->arg = arg;
     gp->goid = __atomic_add_fetch(&sched.goidgen, 1, __ATOMIC_RELAXED);
     gp->flags &= ~(uint32_t)G_STARTED;
     gp->waitreason = waitReasonZero;
-    castatus_or_throw(gp, Gdead, Grunnable, "newproc");
     __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);
+    if (a && a->suspended) {
+        castatus_or_throw(gp, Gdead, Gwaiting, "newproc");
+        return gp;
+    }
+    castatus_or_throw(gp, Gdead, Grunnable, "newproc");
     if (pp)
         pp->nspawn++;
     runnable_to(pp, gp);
@@ -308,6 +319,55 @@ void bind_stack(struct m *mp, struct g *gp)
         }
     }
 #endif
+}
+
+/* Bind a TCB to a G about to run for the first time (full TLS mode). */
+void bind_tcb(struct m *mp, struct g *gp)
+{
+    if (gp->flags & G_TCB_BOUND) {
+        gp->flags &= ~(uint32_t)G_TCB_BOUND; /* bound at spawn (tls_bind_eager) */
+        goto stack;
+    }
+    struct g *dead = mp->rel.kind == REL_EXIT ? mp->rel.gp : NULL;
+    if (dead && dead->tcb && dead->tcb == mp->curfs && !(dead->flags & (G_MAIN | G_KEEP_TCB))) {
+        /* Hand the exiting G's TCB, already installed, to the new G. */
+        void *t = gp->tcb;
+        uint32_t dirty = gp->flags & G_TCB_DIRTY;
+        gp->tcb = dead->tcb;
+        gp->flags |= G_TCB_DIRTY;
+        dead->tcb = t;
+        dead->flags = (dead->flags & ~(uint32_t)G_TCB_DIRTY) | dirty;
+    }
+    if (gp->tcb == NULL) {
+        gp->tcb = tls_tcb_new();
+        if (gp->tcb == NULL)
+            goshim_throw("execute: out of memory for a thread control block");
+    } else if (gp->flags & G_TCB_DIRTY) {
+        tls_tcb_reset(gp->tcb);
+    }
+    gp->flags |= G_TCB_DIRTY;
+    *(struct g **)((char *)gp->tcb + sched.tls_g_off) = gp;
+stack:
+    tls_tcb_set_stack(gp->tcb, gp->stack.lo - gp->stack.guard,
+                      (size_t)(gp->stack.hi - gp->stack.lo) + gp->stack.guard, gp->stack.guard);
+}
+
+/*
+ * Give gp its TCB now rather than at first run, so that its pthread_t (the
+ * TCB address, as in glibc) exists when pthread_create returns.
+ */
+static int tls_bind_eager(struct g *gp)
+{
+    if (gp->tcb == NULL) {
+        gp->tcb = tls_tcb_new();
+        if (gp->tcb == NULL)
+            return EAGAIN;
+    } else if (gp->flags & G_TCB_DIRTY) {
+        tls_tcb_reset(gp->tcb);
+    }
+    gp->flags |= G_TCB_DIRTY | G_TCB_BOUND;
+    *(struct g **)((char *)gp->tcb + sched.tls_g_off) = gp;
+    return 0;
 }
 
 /* ---- park, ready, yield ------------------------------------------------ */
@@ -408,6 +468,10 @@ void release_commit(struct m *mp)
     case REL_EXIT:
         castatus_or_throw(r.gp, Grunning, Gdead, "goexit0");
         r.gp->m = NULL;
+        /* The G's TCB is installed nowhere now: a joiner may free it. */
+        if (sched_exit_hook)
+            sched_exit_hook(r.gp);
+        r.gp->flags &= ~(uint32_t)G_KEEP_TCB;
         if (r.gp->san_fiber && !(r.gp->flags & G_MAIN)) {
             san_fiber_destroy(r.gp->san_fiber);
             r.gp->san_fiber = NULL;

@@ -55,6 +55,8 @@ enum {
     G_STARTED = 1,   /* has run: its TCB holds a thread's state */
     G_TCB_DIRTY = 2, /* TCB used by a previous thread: reset before reuse */
     G_MAIN = 4,      /* the adopted main thread: its TCB and stack are glibc's, never reused */
+    G_TCB_BOUND = 8, /* TCB bound at spawn (pthread_create needs the pthread_t); not yet run */
+    G_KEEP_TCB = 16, /* exiting, its TCB (a joinable pthread_t) goes to sched_exit_hook, not reuse */
 };
 
 struct g {
@@ -75,6 +77,7 @@ struct g {
     size_t want_stacksize; /* stack requested at spawn, bound at first run */
     size_t want_guard;
     void *want_stackaddr; /* pthread_attr_setstack memory, or NULL */
+    void *thr;            /* the shim's thread record (a pthread), or NULL */
     void *san_fake;       /* ASan fake stack while switched out (sanitizer builds) */
     void *san_fiber;      /* TSan fiber (sanitizer builds) */
 };

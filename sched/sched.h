@@ -57,6 +57,8 @@ struct spawn_attr {
     size_t stacksize; /* 0 = default */
     size_t guardsize; /* (size_t)-1 = default */
     void *stackaddr;  /* user stack (pthread_attr_setstack) or NULL */
+    bool eager_tls;   /* bind the TCB now: gp->tcb is the pthread_t (full TLS mode) */
+    bool suspended;   /* leave the G waiting: the caller makes it runnable with goready */
 };
 
 /* Create a G running fn(arg). From a G: it goes to this P's runnext. From
@@ -82,6 +84,14 @@ void goready(struct g *gp);
 /* gopark's usual unlockf: unlock a runtime_lock. */
 bool park_unlock(struct g *gp, void *lock);
 
+/*
+ * Called on g0 for every G that exited, once its TCB is no longer
+ * installed on any M (so a joiner may free it) and before the G is
+ * recycled. The shim sets it; it may take gp->tcb (set it to NULL) when
+ * the G had G_KEEP_TCB. It must not block.
+ */
+extern void (*sched_exit_hook)(struct g *gp);
+
 /* End the current G (what returning from its function does). */
 __attribute__((noreturn)) void goexit(void);
 
@@ -105,6 +115,7 @@ struct g *gfget(struct p *pp);
 void gfput(struct p *pp, struct g *gp);
 void release_commit(struct m *mp);
 void bind_stack(struct m *mp, struct g *gp);
+void bind_tcb(struct m *mp, struct g *gp);
 struct g *malg(void);
 
 /* schedule.c */
@@ -148,5 +159,12 @@ void stats_at_exit(void);
 
 /* tls glue (proc.c) */
 int sched_stack_lookup(void *addr, unsigned long *id, size_t *size);
+
+/* ---- timers and the idle Ms (machines.c; timer API in timer.h) ---------- */
+
+/* timer_add made a new earliest timer, due at when: wake an M for it. */
+void timer_wakeup(int64_t when);
+/* Take mp off sched.midle; false if not there. sched.lock must be held. */
+bool mremove(struct m *mp);
 
 #endif

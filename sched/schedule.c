@@ -20,9 +20,17 @@
  * M re-checks every run queue after dropping its spinning count, which
  * closes the race with a producer that saw it still spinning (the two
  * sides order their accesses with sequentially consistent atomics).
+ *
+ * Timers (timer.c) come first in findrunnable: when the earliest one is
+ * due, the M installs its own FS base and commits the pending release
+ * before it runs them, because a timer's function takes locks (a futex
+ * bucket) that the G this M just parked may still hold until its release
+ * is committed. An M that goes idle sleeps at most until the earliest
+ * timer (stopm).
  */
 #include "sched.h"
 #include "throw.h"
+#include "timer.h"
 #include "tls.h"
 
 extern __thread struct g *tls_g;
@@ -159,6 +167,17 @@ static struct g *findrunnable(struct m *mp, bool *inherit, bool *self_resume)
     *self_resume = false;
 top:;
     struct p *pp = mp->p;
+    int64_t next = timers_next();
+    if (next >= 0) {
+        int64_t now = nanotime();
+        if (next <= now) {
+            /* The parked G's lock (unlockf) must be free before timer
+             * functions run; its TCB must not be our FS base then. */
+            restore_own_fs(mp);
+            release_commit(mp);
+            timers_run(now);
+        }
+    }
     if ((gp = findrunnable_local(pp, inherit)))
         return gp;
 
@@ -228,32 +247,6 @@ top:;
     }
     stopm();
     goto top;
-}
-
-/* Bind a TCB to a G about to run for the first time (full TLS mode). */
-static void bind_tcb(struct m *mp, struct g *gp)
-{
-    struct g *dead = mp->rel.kind == REL_EXIT ? mp->rel.gp : NULL;
-    if (dead && dead->tcb && dead->tcb == mp->curfs && !(dead->flags & G_MAIN)) {
-        /* Hand the exiting G's TCB, already installed, to the new G. */
-        void *t = gp->tcb;
-        uint32_t dirty = gp->flags & G_TCB_DIRTY;
-        gp->tcb = dead->tcb;
-        gp->flags |= G_TCB_DIRTY;
-        dead->tcb = t;
-        dead->flags = (dead->flags & ~(uint32_t)G_TCB_DIRTY) | dirty;
-    }
-    if (gp->tcb == NULL) {
-        gp->tcb = tls_tcb_new();
-        if (gp->tcb == NULL)
-            goshim_throw("execute: out of memory for a thread control block");
-    } else if (gp->flags & G_TCB_DIRTY) {
-        tls_tcb_reset(gp->tcb);
-    }
-    gp->flags |= G_TCB_DIRTY;
-    tls_tcb_set_stack(gp->tcb, gp->stack.lo - gp->stack.guard,
-                      (size_t)(gp->stack.hi - gp->stack.lo) + gp->stack.guard, gp->stack.guard);
-    *(struct g **)((char *)gp->tcb + sched.tls_g_off) = gp;
 }
 
 /* Run gp on the current M. Never returns. */

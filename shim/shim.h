@@ -1,0 +1,30 @@
+/*
+ * What every interposer needs: the export marker, the real functions, and
+ * goshim_active(), the one test that decides between goshim and glibc.
+ *
+ * An interposer passes straight through to REAL(name) unless the runtime
+ * is running and the caller is a G: before start-up, inside the loader or
+ * libc start-up, with GOSHIM_DISABLE=1, and on threads goshim does not
+ * manage (its own monitor thread, a foreign thread) glibc does the work.
+ * Objects that must stay glibc's (process-shared, robust, PI) also go to
+ * REAL, always — whoever calls.
+ */
+#ifndef GOSHIM_SHIM_H
+#define GOSHIM_SHIM_H
+
+#include <stdbool.h>
+
+#include "preload/goshim.h"
+#include "preload/real.h"
+#include "sched/sched.h"
+
+/* Set by the constructor once the runtime runs and the main thread is the main G. */
+extern bool goshim_on;
+
+/* True when the caller is a G of a running runtime. TLS read, no call. */
+static inline bool goshim_active(void)
+{
+    return __builtin_expect(goshim_on, 1) && sched_self() != NULL;
+}
+
+#endif

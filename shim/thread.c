@@ -1,0 +1,612 @@
+/*
+ * Thread lifecycle: pthread_create and friends, on Gs.
+ *
+ * A pthread is a G plus a thread record (struct sthread). In full TLS mode
+ * the pthread_t is the G's glibc TCB, exactly as glibc's pthread_t is its
+ * struct pthread: pthread_self() and pthread_equal() need no interposer,
+ * and glibc code that takes THREAD_SELF keeps working. pthread_create
+ * therefore binds the TCB when it creates the G (spawn_attr.eager_tls). In
+ * GOSHIM_TLS=errno mode Gs share their M's TCB, so the pthread_t is the
+ * thread record and pthread_self is interposed.
+ *
+ * The record is reached from a pthread_t through goshim's own __thread
+ * variable tls_thr, read inside that TCB; it outlives the G until the
+ * thread is joined or, if detached, until it exits.
+ *
+ * Exit. A joinable thread keeps its TCB (its pthread_t) until joined: the
+ * G is marked G_KEEP_TCB, and the scheduler's exit hook, which runs only
+ * once the TCB is installed on no M, hands it to the record and wakes the
+ * joiner. The joiner frees it. Signalling the joiner any earlier would let
+ * it free a TCB that is still the FS base of the exiting thread's M.
+ *
+ * pthread_exit and cancellation unwind the thread's stack like glibc:
+ * _Unwind_ForcedUnwind runs C++ destructors, and our stop function jumps
+ * into the buffers that C's pthread_cleanup_push registered (through the
+ * interposed __pthread_register_cancel) so their handlers run, innermost
+ * first, and finally back to the thread's entry frame. glibc's own
+ * pthread_exit cannot be used: it ends with a longjmp to a buffer that only
+ * its start_thread sets up.
+ *
+ * Rejected: keeping the thread record in struct g (Gs are recycled at
+ * exit, a pthread_t must stay valid until join).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unwind.h>
+
+#include "sched/gfutex.h"
+#include "sched/throw.h"
+#include "sched/tls.h"
+#include "shim/shim.h"
+#include "shim/thread.h"
+
+#define STHREAD_MAGIC 0x67746872u /* "gthr" */
+
+enum { JS_JOINABLE, JS_DETACHED, JS_JOINING };
+
+struct sthread {
+    uint32_t magic;
+    uint32_t exited;        /* futex word: 1 once the exit hook ran */
+    struct runtime_lock lock;
+    int joinstate;          /* JS_*; lock */
+    bool is_main;
+    void *tcb;              /* the pthread_t (full mode) */
+    void *(*fn)(void *);
+    void *arg;
+    void *retval;
+    jmp_buf exit_jb;        /* in thread_main: where an unwind ends */
+    uintptr_t exit_cfa;     /* thread_main's frame: unwinding past it ends the unwind */
+    __pthread_unwind_buf_t *cleanup; /* C cleanup buffers, innermost first */
+    struct _Unwind_Exception exc;
+    int cancelstate;        /* PTHREAD_CANCEL_ENABLE/DISABLE */
+    int canceltype;         /* PTHREAD_CANCEL_DEFERRED/ASYNCHRONOUS (stored only) */
+    uint32_t cancelreq;     /* pthread_cancel was called */
+    char name[16];
+};
+
+/* The current thread's record, per G (full mode: each G has its own TLS). */
+static __thread struct sthread *tls_thr __attribute__((tls_model("initial-exec")));
+static size_t tls_thr_off;
+static struct sthread main_thread;
+static int32_t nthreads = 1; /* live pthreads, main included: the last one's exit ends the process */
+
+/* Key destructors, recorded by the pthread_key_create interposer. */
+#define NKEYS 1024
+static void (*key_dtor[NKEYS])(void *);
+
+static struct sthread *self_thread(void)
+{
+    struct sthread *st = tls_thr;
+    __asm__ volatile("" ::: "memory");
+    return st;
+}
+
+static pthread_t thread_id(struct sthread *st)
+{
+    return sched.tls_full ? (pthread_t)st->tcb : (pthread_t)st;
+}
+
+/* The record of pthread_t t, or NULL if t is not a goshim thread. */
+static struct sthread *lookup(pthread_t t)
+{
+    struct sthread *st;
+    if (t == 0)
+        return NULL;
+    if (sched.tls_full)
+        st = *(struct sthread **)((char *)t + tls_thr_off);
+    else
+        st = (struct sthread *)t;
+    return st && st->magic == STHREAD_MAGIC ? st : NULL;
+}
+
+/* ---- exit ---------------------------------------------------------------- */
+
+static void run_key_destructors(void)
+{
+    for (int round = 0; round < PTHREAD_DESTRUCTOR_ITERATIONS; round++) {
+        bool again = false;
+        for (pthread_key_t k = 0; k < NKEYS; k++) {
+            void (*dtor)(void *) = __atomic_load_n(&key_dtor[k], __ATOMIC_ACQUIRE);
+            if (!dtor)
+                continue;
+            void *v = REAL(pthread_getspecific)(k);
+            if (!v)
+                continue;
+            REAL(pthread_setspecific)(k, NULL);
+            dtor(v);
+            again = true;
+        }
+        if (!again)
+            break;
+    }
+}
+
+static void free_thread(struct sthread *st)
+{
+    if (st->is_main)
+        return; /* glibc's own TCB, a static record */
+    if (st->tcb && sched.tls_full)
+        tls_tcb_destroy(st->tcb);
+    st->magic = 0;
+    free(st);
+}
+
+/* The thread's last acts on its own stack: destructors, then its record
+ * goes to the exit hook (via the G) and the G ends. */
+static void thread_finish(struct sthread *st)
+{
+    if (sched.tls_full)
+        tls_thread_exit(); /* C++ thread_local destructors first, as glibc */
+    run_key_destructors();
+    struct g *gp = sched_self();
+    runtime_lock(&st->lock);
+    if (st->joinstate != JS_DETACHED && !st->is_main)
+        gp->flags |= G_KEEP_TCB;
+    runtime_unlock(&st->lock);
+    if (__atomic_sub_fetch(&nthreads, 1, __ATOMIC_ACQ_REL) == 0)
+        exit(0); /* the last thread of a process whose main called pthread_exit */
+}
+
+/* Runs on g0 once gp's TCB is installed nowhere (see the top comment). */
+static void exit_hook(struct g *gp)
+{
+    struct sthread *st = gp->thr;
+    if (!st)
+        return;
+    gp->thr = NULL;
+    runtime_lock(&st->lock);
+    bool detached = st->joinstate == JS_DETACHED;
+    if (!detached && (gp->flags & G_KEEP_TCB)) {
+        st->tcb = gp->tcb; /* the pthread_t stays valid until joined */
+        gp->tcb = NULL;
+    }
+    if (!detached) {
+        __atomic_store_n(&st->exited, 1, __ATOMIC_RELEASE);
+        runtime_unlock(&st->lock);
+        gfutex_wake(&st->exited, INT_MAX);
+        return;
+    }
+    runtime_unlock(&st->lock);
+    if (!st->is_main) {
+        st->tcb = NULL; /* the G keeps it for reuse */
+        free_thread(st);
+    }
+}
+
+static _Unwind_Reason_Code exit_stop(int version, _Unwind_Action actions,
+                                     _Unwind_Exception_Class cls, struct _Unwind_Exception *exc,
+                                     struct _Unwind_Context *ctx, void *param);
+
+static uintptr_t jmpbuf_sp(const __pthread_unwind_buf_t *buf)
+{
+    /* glibc mangles the saved SP (x86-64 PTR_MANGLE: xor the pointer guard, rotate left 17). */
+    uintptr_t v = (uintptr_t)buf->__cancel_jmp_buf[0].__cancel_jmp_buf[6];
+    uintptr_t guard;
+    __asm__("mov %%fs:0x30, %0" : "=r"(guard));
+    v = (v >> 17) | (v << 47);
+    return v ^ guard;
+}
+
+__attribute__((noreturn)) static void unwind_thread(struct sthread *st)
+{
+    memset(&st->exc, 0, sizeof st->exc);
+    st->exc.exception_class = 0x474f5348494d0000ULL; /* "GOSHIM\0\0" */
+    _Unwind_ForcedUnwind(&st->exc, exit_stop, st);
+    /* No unwind information at all: skip the cleanups rather than crash. */
+    rt_print(2, "goshim: pthread_exit: cannot unwind the thread's stack; cleanup handlers "
+                "and destructors are skipped\n");
+    if (st->is_main) {
+        thread_finish(st);
+        goexit();
+    }
+    _longjmp(st->exit_jb, 1);
+}
+
+static _Unwind_Reason_Code exit_stop(int version, _Unwind_Action actions,
+                                     _Unwind_Exception_Class cls, struct _Unwind_Exception *exc,
+                                     struct _Unwind_Context *ctx, void *param)
+{
+    (void)version;
+    (void)cls;
+    (void)exc;
+    struct sthread *st = param;
+    bool end = (actions & _UA_END_OF_STACK) != 0;
+    uintptr_t cfa = end ? UINTPTR_MAX : (uintptr_t)_Unwind_GetCFA(ctx);
+    __pthread_unwind_buf_t *buf = st->cleanup;
+    if (buf && cfa > jmpbuf_sp(buf)) { /* about to leave the frame that pushed it */
+        /* The buffer is a jmp_buf without the signal mask (glibc's
+         * __sigsetjmp(buf, 0)); longjmp reads the mask only when saved. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+        longjmp((struct __jmp_buf_tag *)(void *)buf->__cancel_jmp_buf, 1);
+#pragma GCC diagnostic pop
+    }
+    if (st->is_main) {
+        if (end) {
+            thread_finish(st);
+            goexit();
+        }
+    } else if (end || cfa > st->exit_cfa) {
+        _longjmp(st->exit_jb, 1);
+    }
+    return _URC_NO_REASON;
+}
+
+/* Entry of every pthread G. */
+static void thread_main(void *arg)
+{
+    struct sthread *volatile st = arg;
+    tls_thr = st;
+    if (_setjmp(st->exit_jb) == 0) {
+        st->exit_cfa = (uintptr_t)__builtin_frame_address(0);
+        st->retval = st->fn(st->arg);
+    }
+    thread_finish(st);
+}
+
+/* ---- create, join, detach, exit ------------------------------------------- */
+
+GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                 void *(*fn)(void *), void *arg)
+{
+    if (!goshim_active())
+        return REAL(pthread_create)(thread, attr, fn, arg);
+    struct spawn_attr sa = {.stacksize = 0, .guardsize = (size_t)-1, .eager_tls = true,
+                            .suspended = true};
+    int detach = PTHREAD_CREATE_JOINABLE;
+    if (attr) {
+        void *base = NULL;
+        size_t size = 0, ssize = 0, guard = 0;
+        pthread_attr_getdetachstate(attr, &detach);
+        pthread_attr_getstacksize(attr, &size);
+        pthread_attr_getguardsize(attr, &guard);
+        /* glibc keeps the stack's top, NULL unless pthread_attr_setstack set it,
+         * so the base it reports is (void *)-size when none was set. */
+        pthread_attr_getstack(attr, &base, &ssize);
+        sa.stacksize = size;
+        sa.guardsize = guard;
+        if ((uintptr_t)base + ssize != 0)
+            sa.stackaddr = base;
+    }
+    struct sthread *st = calloc(1, sizeof *st);
+    if (!st)
+        return EAGAIN;
+    st->magic = STHREAD_MAGIC;
+    st->fn = fn;
+    st->arg = arg;
+    st->joinstate = detach == PTHREAD_CREATE_DETACHED ? JS_DETACHED : JS_JOINABLE;
+    st->cancelstate = PTHREAD_CANCEL_ENABLE;
+    st->canceltype = PTHREAD_CANCEL_DEFERRED;
+    int err = 0;
+    struct g *gp = sched_spawn(thread_main, st, &sa, &err);
+    if (!gp) {
+        free(st);
+        return err ? err : EAGAIN;
+    }
+    gp->thr = st;
+    st->tcb = gp->tcb;
+    if (sched.tls_full)
+        *(struct sthread **)((char *)gp->tcb + tls_thr_off) = st;
+    __atomic_add_fetch(&nthreads, 1, __ATOMIC_RELAXED);
+    *thread = thread_id(st); /* before the thread runs, as glibc */
+    goready(gp);
+    return 0;
+}
+
+static int join(pthread_t t, void **ret, int64_t deadline, bool try)
+{
+    struct sthread *st = lookup(t);
+    struct sthread *self = self_thread();
+    if (st == self)
+        return EDEADLK;
+    runtime_lock(&st->lock);
+    if (st->joinstate != JS_JOINABLE) {
+        runtime_unlock(&st->lock);
+        return EINVAL;
+    }
+    if (try && !__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE)) {
+        runtime_unlock(&st->lock);
+        return EBUSY;
+    }
+    st->joinstate = JS_JOINING;
+    runtime_unlock(&st->lock);
+    while (!__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE)) {
+        if (gfutex_wait(&st->exited, 0, deadline) == ETIMEDOUT &&
+            !__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE)) {
+            runtime_lock(&st->lock);
+            st->joinstate = JS_JOINABLE;
+            runtime_unlock(&st->lock);
+            return ETIMEDOUT;
+        }
+    }
+    if (ret)
+        *ret = st->retval;
+    free_thread(st);
+    return 0;
+}
+
+GOSHIM_EXPORT int pthread_join(pthread_t t, void **ret)
+{
+    if (!goshim_active() || !lookup(t))
+        return REAL(pthread_join)(t, ret);
+    return join(t, ret, -1, false);
+}
+
+GOSHIM_EXPORT int pthread_tryjoin_np(pthread_t t, void **ret)
+{
+    if (!goshim_active() || !lookup(t))
+        return REAL(pthread_tryjoin_np)(t, ret);
+    return join(t, ret, -1, true);
+}
+
+GOSHIM_EXPORT int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t clock,
+                                       const struct timespec *abstime)
+{
+    if (!goshim_active() || !lookup(t))
+        return REAL(pthread_clockjoin_np)(t, ret, clock, abstime);
+    int64_t deadline = -1;
+    if (abstime) {
+        if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC)
+            return EINVAL;
+        int err = gfutex_deadline(clock, abstime, &deadline);
+        if (err)
+            return err;
+    }
+    return join(t, ret, deadline, false);
+}
+
+GOSHIM_EXPORT int pthread_timedjoin_np(pthread_t t, void **ret, const struct timespec *abstime)
+{
+    if (!goshim_active() || !lookup(t))
+        return REAL(pthread_timedjoin_np)(t, ret, abstime);
+    return pthread_clockjoin_np(t, ret, CLOCK_REALTIME, abstime);
+}
+
+GOSHIM_EXPORT int pthread_detach(pthread_t t)
+{
+    struct sthread *st;
+    if (!goshim_active() || !(st = lookup(t)))
+        return REAL(pthread_detach)(t);
+    runtime_lock(&st->lock);
+    if (st->joinstate != JS_JOINABLE) {
+        runtime_unlock(&st->lock);
+        return EINVAL;
+    }
+    st->joinstate = JS_DETACHED;
+    bool exited = __atomic_load_n(&st->exited, __ATOMIC_ACQUIRE);
+    runtime_unlock(&st->lock);
+    if (exited && !st->is_main)
+        free_thread(st); /* nobody will join it */
+    return 0;
+}
+
+GOSHIM_EXPORT void pthread_exit(void *retval)
+{
+    struct sthread *st;
+    if (!goshim_active() || !(st = self_thread()))
+        REAL(pthread_exit)(retval);
+    st->retval = retval;
+    unwind_thread(st);
+}
+
+GOSHIM_EXPORT pthread_t pthread_self(void)
+{
+    if (goshim_on && !sched.tls_full) {
+        struct sthread *st = self_thread();
+        if (st && sched_self())
+            return (pthread_t)st;
+    }
+    return REAL(pthread_self)();
+}
+
+/* ---- C cleanup handlers: the buffers pthread_cleanup_push registers ------- */
+
+GOSHIM_EXPORT void __pthread_register_cancel(__pthread_unwind_buf_t *buf)
+{
+    struct sthread *st = goshim_on ? self_thread() : NULL;
+    if (!st || !sched_self()) {
+        REAL(__pthread_register_cancel)(buf);
+        return;
+    }
+    buf->__pad[0] = st->cleanup; /* priv.data.prev */
+    st->cleanup = buf;
+}
+
+GOSHIM_EXPORT void __pthread_unregister_cancel(__pthread_unwind_buf_t *buf)
+{
+    struct sthread *st = goshim_on ? self_thread() : NULL;
+    if (!st || !sched_self()) {
+        REAL(__pthread_unregister_cancel)(buf);
+        return;
+    }
+    st->cleanup = buf->__pad[0];
+}
+
+GOSHIM_EXPORT void __pthread_unwind_next(__pthread_unwind_buf_t *buf)
+{
+    struct sthread *st = goshim_on ? self_thread() : NULL;
+    if (!st || !sched_self())
+        REAL(__pthread_unwind_next)(buf);
+    st->cleanup = buf->__pad[0];
+    unwind_thread(st);
+}
+
+/* ---- cancellation (deferred) ------------------------------------------------ */
+
+GOSHIM_EXPORT int pthread_setcancelstate(int state, int *old)
+{
+    struct sthread *st;
+    if (!goshim_active() || !(st = self_thread()))
+        return REAL(pthread_setcancelstate)(state, old);
+    if (state != PTHREAD_CANCEL_ENABLE && state != PTHREAD_CANCEL_DISABLE)
+        return EINVAL;
+    if (old)
+        *old = st->cancelstate;
+    st->cancelstate = state;
+    return 0;
+}
+
+GOSHIM_EXPORT int pthread_setcanceltype(int type, int *old)
+{
+    struct sthread *st;
+    if (!goshim_active() || !(st = self_thread()))
+        return REAL(pthread_setcanceltype)(type, old);
+    if (type != PTHREAD_CANCEL_DEFERRED && type != PTHREAD_CANCEL_ASYNCHRONOUS)
+        return EINVAL;
+    if (old)
+        *old = st->canceltype;
+    st->canceltype = type;
+    return 0;
+}
+
+GOSHIM_EXPORT void pthread_testcancel(void)
+{
+    struct sthread *st;
+    if (!goshim_active() || !(st = self_thread())) {
+        REAL(pthread_testcancel)();
+        return;
+    }
+    if (st->cancelstate == PTHREAD_CANCEL_ENABLE &&
+        __atomic_load_n(&st->cancelreq, __ATOMIC_ACQUIRE)) {
+        st->retval = PTHREAD_CANCELED;
+        unwind_thread(st);
+    }
+}
+
+GOSHIM_EXPORT int pthread_cancel(pthread_t t)
+{
+    struct sthread *st;
+    if (!goshim_active() || !(st = lookup(t)))
+        return REAL(pthread_cancel)(t);
+    if (__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE))
+        return 0; /* glibc: cancelling a terminated, unjoined thread succeeds */
+    __atomic_store_n(&st->cancelreq, 1, __ATOMIC_RELEASE);
+    if (st == self_thread())
+        pthread_testcancel();
+    return 0;
+}
+
+/* ---- keys, once, yield, attributes, names ------------------------------------ */
+
+GOSHIM_EXPORT int pthread_key_create(pthread_key_t *key, void (*dtor)(void *))
+{
+    int err = REAL(pthread_key_create)(key, dtor);
+    if (err == 0 && *key < NKEYS)
+        __atomic_store_n(&key_dtor[*key], dtor, __ATOMIC_RELEASE);
+    return err;
+}
+
+GOSHIM_EXPORT int pthread_key_delete(pthread_key_t key)
+{
+    int err = REAL(pthread_key_delete)(key);
+    if (err == 0 && key < NKEYS)
+        __atomic_store_n(&key_dtor[key], NULL, __ATOMIC_RELEASE);
+    return err;
+}
+
+/* glibc's once word: 0 never run, bit 0 running, bit 1 done (upper bits: fork generation). */
+enum { ONCE_RUNNING = 1, ONCE_DONE = 2 };
+
+GOSHIM_EXPORT int pthread_once(pthread_once_t *once, void (*init)(void))
+{
+    uint32_t *w = (uint32_t *)once;
+    if (__atomic_load_n(w, __ATOMIC_ACQUIRE) & ONCE_DONE)
+        return 0;
+    if (!goshim_active())
+        return REAL(pthread_once)(once, init);
+    for (;;) {
+        uint32_t v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+        if (v & ONCE_DONE)
+            return 0;
+        if (v == 0) {
+            if (!__atomic_compare_exchange_n(w, &v, ONCE_RUNNING, 0, __ATOMIC_ACQUIRE,
+                                             __ATOMIC_RELAXED))
+                continue;
+            init();
+            __atomic_store_n(w, ONCE_DONE, __ATOMIC_RELEASE);
+            gfutex_wake(w, INT_MAX);
+            return 0;
+        }
+        gfutex_wait(w, v, -1);
+    }
+}
+
+GOSHIM_EXPORT int sched_yield(void)
+{
+    if (!goshim_active())
+        return REAL(sched_yield)();
+    sched_goyield();
+    return 0;
+}
+
+GOSHIM_EXPORT int pthread_getattr_np(pthread_t t, pthread_attr_t *attr)
+{
+    struct sthread *st;
+    if (!goshim_on || !(st = lookup(t)) || st->is_main)
+        return REAL(pthread_getattr_np)(t, attr);
+    int err = pthread_attr_init(attr);
+    if (err)
+        return err;
+    struct g *gp = NULL;
+    if (sched.tls_full && st->tcb)
+        gp = *(struct g **)((char *)st->tcb + sched.tls_g_off);
+    if (gp && gp->thr == st && gp->stack.lo) {
+        pthread_attr_setstack(attr, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo));
+        pthread_attr_setguardsize(attr, gp->stack.guard);
+    }
+    runtime_lock(&st->lock);
+    pthread_attr_setdetachstate(attr, st->joinstate == JS_DETACHED ? PTHREAD_CREATE_DETACHED
+                                                                   : PTHREAD_CREATE_JOINABLE);
+    runtime_unlock(&st->lock);
+    return 0;
+}
+
+GOSHIM_EXPORT int pthread_setname_np(pthread_t t, const char *name)
+{
+    struct sthread *st;
+    if (!goshim_on || !(st = lookup(t)) || st->is_main)
+        return REAL(pthread_setname_np)(t, name);
+    size_t n = strlen(name);
+    if (n >= sizeof st->name)
+        return ERANGE;
+    memcpy(st->name, name, n + 1);
+    return 0;
+}
+
+GOSHIM_EXPORT int pthread_getname_np(pthread_t t, char *buf, size_t len)
+{
+    struct sthread *st;
+    if (!goshim_on || !(st = lookup(t)) || st->is_main)
+        return REAL(pthread_getname_np)(t, buf, len);
+    size_t n = strlen(st->name);
+    if (len < n + 1)
+        return ERANGE;
+    memcpy(buf, st->name, n + 1);
+    return 0;
+}
+
+/* ---- start-up ------------------------------------------------------------------ */
+
+int shim_thread_init(void)
+{
+    tls_thr_off = (size_t)((char *)&tls_thr - (char *)tls_self());
+    sched_exit_hook = exit_hook;
+    return 0;
+}
+
+void shim_thread_adopted_main(void)
+{
+    struct sthread *st = &main_thread;
+    st->magic = STHREAD_MAGIC;
+    st->is_main = true;
+    st->joinstate = JS_JOINABLE;
+    st->tcb = tls_self();
+    st->cancelstate = PTHREAD_CANCEL_ENABLE;
+    st->canceltype = PTHREAD_CANCEL_DEFERRED;
+    tls_thr = st;
+    sched_self()->thr = st;
+}

@@ -1,0 +1,545 @@
+/*
+ * The G-aware futex (sched/gfutex.c) and the timers under it
+ * (sched/timer.c): waits and wakes between Gs and plain threads, requeue,
+ * timeouts racing with wakes, idle Ms that sleep exactly until a timer.
+ * Criterion runs each test in its own process, so each starts the runtime
+ * afresh. Times are asserted from below only (never "took less than").
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sched/gfutex.h"
+#include "sched/sched.h"
+#include "sched/timer.h"
+#include "tests/helpers.h"
+
+#define MS 1000000LL
+#define US 1000LL
+
+static void start(int nprocs)
+{
+    struct sched_config c;
+    sched_config_from_env(&c);
+    c.nprocs = nprocs;
+    cr_assert_eq(sched_init(&c), 0);
+}
+
+static struct sched_wg wg;
+
+static struct g *go(void (*fn)(void *), void *arg)
+{
+    int err;
+    sched_wg_add(&wg, 1);
+    struct g *gp = sched_spawn(fn, arg, NULL, &err);
+    cr_assert_not_null(gp, "spawn failed: %d", err);
+    return gp;
+}
+
+static long load(long *p)
+{
+    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
+}
+
+/* Poll (from the test thread) until *p == want; the test's timeout bounds it. */
+static void wait_until_eq(long *p, long want)
+{
+    while (load(p) != want)
+        usleep(500);
+}
+
+static void wait_until_waiters(uint32_t *addr, int want)
+{
+    while (gfutex_nwaiters(addr) != want)
+        usleep(500);
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
+/* ---- value check -------------------------------------------------------- */
+
+static uint32_t word;
+static long results[64];
+static long returned;
+
+static void eagain_g(void *arg)
+{
+    (void)arg;
+    results[0] = gfutex_wait(&word, 0, -1);
+    results[1] = gfutex_wait(&word, 0, nanotime() + 1000 * MS);
+    sched_wg_done(&wg);
+}
+
+Test(gfutex, wait_returns_eagain_when_value_differs, .timeout = 20)
+{
+    start(2);
+    sched_wg_init(&wg);
+    word = 1;
+    go(eagain_g, NULL);
+    sched_wg_wait(&wg);
+    cr_assert_eq(results[0], EAGAIN, "G, untimed: %ld", results[0]);
+    cr_assert_eq(results[1], EAGAIN, "G, timed: %ld", results[1]);
+    cr_assert_eq(timers_next(), -1, "the timed wait's timer was removed");
+    cr_assert_eq(gfutex_wait(&word, 0, -1), EAGAIN, "thread, untimed");
+    cr_assert_eq(gfutex_wait(&word, 0, nanotime() + 1000 * MS), EAGAIN, "thread, timed");
+    cr_assert_eq(gfutex_nwaiters(&word), 0);
+}
+
+/* ---- wake counts -------------------------------------------------------- */
+
+static void waiter_g(void *arg)
+{
+    long i = (long)arg;
+    results[i] = gfutex_wait(&word, 0, -1);
+    __atomic_fetch_add(&returned, 1, __ATOMIC_SEQ_CST);
+    sched_wg_done(&wg);
+}
+
+Test(gfutex, wake_one_wakes_exactly_one_then_wake_all_the_rest, .timeout = 30)
+{
+    enum { N = 8 };
+    start(2);
+    sched_wg_init(&wg);
+    for (long i = 0; i < N; i++)
+        go(waiter_g, (void *)i);
+    wait_until_waiters(&word, N);
+    cr_assert_eq(gfutex_wake(&word, 1), 1);
+    wait_until_eq(&returned, 1);
+    usleep(20000); /* give a wrongly woken second G time to show up */
+    cr_assert_eq(load(&returned), 1, "wake(1) let %ld Gs go", load(&returned));
+    cr_assert_eq(gfutex_nwaiters(&word), N - 1);
+    cr_assert_eq(gfutex_wake(&word, INT_MAX), N - 1);
+    sched_wg_wait(&wg);
+    cr_assert_eq(load(&returned), N);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(results[i], 0, "waiter %d returned %ld", i, results[i]);
+    cr_assert_eq(gfutex_wake(&word, INT_MAX), 0, "nobody left");
+}
+
+/* ---- timeouts ----------------------------------------------------------- */
+
+static int64_t deadlines[64], woke_at[64];
+
+static void timed_g(void *arg)
+{
+    long i = (long)arg;
+    results[i] = gfutex_wait(&word, 0, deadlines[i]);
+    woke_at[i] = nanotime();
+    sched_wg_done(&wg);
+}
+
+Test(gfutex, timed_wait_times_out_not_before_its_deadline, .timeout = 30)
+{
+    enum { N = 6 };
+    start(2);
+    sched_wg_init(&wg);
+    int64_t now = nanotime();
+    for (long i = 0; i < N; i++) {
+        deadlines[i] = now + (N - i) * 15 * MS;
+        go(timed_g, (void *)i);
+    }
+    sched_wg_wait(&wg);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(results[i], ETIMEDOUT, "G %d returned %ld", i, results[i]);
+        cr_assert_geq(woke_at[i], deadlines[i], "G %d woke %lld ns early", i,
+                      (long long)(deadlines[i] - woke_at[i]));
+    }
+    /* A plain thread: the kernel futex with the same deadline semantics. */
+    int64_t d = nanotime() + 20 * MS;
+    cr_assert_eq(gfutex_wait(&word, 0, d), ETIMEDOUT);
+    cr_assert_geq(nanotime(), d);
+    cr_assert_eq(gfutex_wait(&word, 0, 0), ETIMEDOUT, "a past deadline");
+    cr_assert_eq(timers_next(), -1);
+}
+
+static void sleeper_g(void *arg)
+{
+    long rounds = (long)arg;
+    for (long i = 0; i < rounds; i++) {
+        deadlines[i] = nanotime() + 50 * MS;
+        results[i] = gfutex_wait(&word, 0, deadlines[i]);
+        woke_at[i] = nanotime();
+    }
+    sched_wg_done(&wg);
+}
+
+/* One G waits with a timeout while every other M is idle: only the idle
+ * M's timed sleep can wake it, and it must not spin meanwhile. */
+static void idle_m_sleeps_until_timer(int nprocs)
+{
+    enum { ROUNDS = 3 };
+    start(nprocs);
+    sched_wg_init(&wg);
+    double cpu0 = cpu_seconds();
+    int64_t t0 = nanotime();
+    go(sleeper_g, (void *)(long)ROUNDS);
+    sched_wg_wait(&wg);
+    double elapsed = (double)(nanotime() - t0) / 1e9, cpu = cpu_seconds() - cpu0;
+    for (int i = 0; i < ROUNDS; i++) {
+        cr_assert_eq(results[i], ETIMEDOUT, "round %d returned %ld", i, results[i]);
+        cr_assert_geq(woke_at[i], deadlines[i], "round %d woke early", i);
+    }
+    cr_assert_lt(cpu, elapsed / 2, "idle Ms spun: %.3f s of CPU in %.3f s", cpu, elapsed);
+    /* And with no timer left, the Ms park for good. */
+    cr_assert_eq(timers_next(), -1);
+}
+
+Test(gfutex, idle_m_sleeps_until_the_timer_p1, .timeout = 30)
+{
+    idle_m_sleeps_until_timer(1);
+}
+
+Test(gfutex, idle_m_sleeps_until_the_timer_p4, .timeout = 30)
+{
+    idle_m_sleeps_until_timer(4);
+}
+
+/* ---- wake racing with timeout ------------------------------------------- */
+
+static long race_iters, race_woken, race_timedout, race_bad, race_wakes, race_done;
+
+static void race_waiter(void *arg)
+{
+    long id = (long)arg;
+    for (long i = 0; i < race_iters; i++) {
+        int64_t d = nanotime() + (1 + (i + id) % 8) * US;
+        int r = gfutex_wait(&word, 0, d);
+        if (r == 0)
+            __atomic_fetch_add(&race_woken, 1, __ATOMIC_SEQ_CST);
+        else if (r == ETIMEDOUT)
+            __atomic_fetch_add(&race_timedout, 1, __ATOMIC_SEQ_CST);
+        else
+            __atomic_fetch_add(&race_bad, 1, __ATOMIC_SEQ_CST);
+    }
+    __atomic_fetch_add(&race_done, 1, __ATOMIC_SEQ_CST);
+    sched_wg_done(&wg);
+}
+
+static void race_waker(void *arg)
+{
+    long nwaiters = (long)arg;
+    for (long i = 0; load(&race_done) < nwaiters; i++) {
+        __atomic_fetch_add(&race_wakes, gfutex_wake(&word, 1), __ATOMIC_SEQ_CST);
+        if (i % 64 == 0)
+            sched_goyield();
+    }
+    sched_wg_done(&wg);
+}
+
+Test(gfutex, wake_racing_timeout_readies_once_and_loses_nobody, .timeout = 120)
+{
+    enum { WAITERS = 2 };
+    start(2);
+    sched_wg_init(&wg);
+    race_iters = test_scale(10000);
+    for (long i = 0; i < WAITERS; i++)
+        go(race_waiter, (void *)i);
+    go(race_waker, (void *)(long)WAITERS);
+    sched_wg_wait(&wg);
+    cr_log_info("woken %ld, timed out %ld", race_woken, race_timedout);
+    cr_assert_eq(race_bad, 0);
+    cr_assert_eq(race_woken + race_timedout, WAITERS * race_iters);
+    cr_assert_eq(race_wakes, race_woken, "wake counted %ld, waiters saw %ld wakeups", race_wakes,
+                 race_woken);
+    cr_assert_eq(gfutex_nwaiters(&word), 0);
+    cr_assert_eq(timers_next(), -1, "no timer left behind");
+}
+
+/* ---- threads and Gs ----------------------------------------------------- */
+
+static long wake_result;
+
+static void waker_of_thread(void *arg)
+{
+    (void)arg;
+    uint32_t dummy = 0;
+    long n;
+    /* wake(1) reports 1 only once the thread sleeps in the kernel. */
+    while ((n = gfutex_wake(&word, 1)) == 0)
+        gfutex_wait(&dummy, 0, nanotime() + 200 * US);
+    wake_result = n;
+    sched_wg_done(&wg);
+}
+
+Test(gfutex, thread_waiter_is_woken_by_a_g, .timeout = 30)
+{
+    start(2);
+    sched_wg_init(&wg);
+    go(waker_of_thread, NULL);
+    int r = gfutex_wait(&word, 0, -1);
+    sched_wg_wait(&wg);
+    cr_assert_eq(r, 0);
+    cr_assert_eq(wake_result, 1);
+}
+
+Test(gfutex, g_waiter_is_woken_by_a_thread, .timeout = 30)
+{
+    start(2);
+    sched_wg_init(&wg);
+    go(waiter_g, (void *)0L);
+    int n;
+    while ((n = gfutex_wake(&word, 1)) == 0)
+        usleep(500);
+    sched_wg_wait(&wg);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(results[0], 0);
+    cr_assert_eq(returned, 1);
+}
+
+/* A three-state futex mutex (Drepper) on gfutex, taken by Gs and the
+ * test thread at once: no lost wakeup, no lost increment. */
+static uint32_t mtx;
+static long counter, mtx_rounds;
+
+static void mtx_lock(void)
+{
+    uint32_t c = 0;
+    if (__atomic_compare_exchange_n(&mtx, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return;
+    if (c != 2)
+        c = __atomic_exchange_n(&mtx, 2, __ATOMIC_ACQUIRE);
+    while (c != 0) {
+        gfutex_wait(&mtx, 2, -1);
+        c = __atomic_exchange_n(&mtx, 2, __ATOMIC_ACQUIRE);
+    }
+}
+
+static void mtx_unlock(void)
+{
+    if (__atomic_exchange_n(&mtx, 0, __ATOMIC_RELEASE) == 2)
+        gfutex_wake(&mtx, 1);
+}
+
+static void mtx_worker(void *arg)
+{
+    (void)arg;
+    for (long i = 0; i < mtx_rounds; i++) {
+        mtx_lock();
+        counter++;
+        if (i % 16 == 0)
+            sched_goyield(); /* hold it across a switch: others must park */
+        mtx_unlock();
+    }
+    sched_wg_done(&wg);
+}
+
+Test(gfutex, mutex_built_on_it_excludes_gs_and_threads, .timeout = 120)
+{
+    enum { NG = 8 };
+    start(2);
+    sched_wg_init(&wg);
+    mtx_rounds = test_scale(20000);
+    for (int i = 0; i < NG; i++)
+        go(mtx_worker, NULL);
+    for (long i = 0; i < mtx_rounds; i++) {
+        mtx_lock();
+        counter++;
+        mtx_unlock();
+    }
+    sched_wg_wait(&wg);
+    cr_assert_eq(counter, (NG + 1) * mtx_rounds);
+}
+
+/* ---- requeue ------------------------------------------------------------ */
+
+static uint32_t words[256];
+
+static long rq_bad;
+
+static void rq_waiter(void *arg)
+{
+    uint32_t *a = arg;
+    if (gfutex_wait(a, 0, -1) != 0)
+        __atomic_fetch_add(&rq_bad, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&returned, 1, __ATOMIC_SEQ_CST);
+    sched_wg_done(&wg);
+}
+
+static void requeue_moves(uint32_t *a, uint32_t *b)
+{
+    enum { N = 6 };
+    returned = 0;
+    sched_wg_init(&wg);
+    for (int i = 0; i < N; i++)
+        go(rq_waiter, a);
+    wait_until_waiters(a, N);
+    cr_assert_eq(gfutex_requeue(a, 1, 1, b, INT_MAX), -EAGAIN, "*a != val");
+    cr_assert_eq(gfutex_requeue(a, 0, 1, a, INT_MAX), -EINVAL, "a == a2");
+    cr_assert_eq(gfutex_requeue(a, 0, 1, b, INT_MAX), N, "1 woken + N-1 moved");
+    wait_until_eq(&returned, 1);
+    cr_assert_eq(gfutex_nwaiters(a), 0);
+    cr_assert_eq(gfutex_nwaiters(b), N - 1);
+    cr_assert_eq(gfutex_wake(a, INT_MAX), 0, "nobody waits on a any more");
+    usleep(10000);
+    cr_assert_eq(load(&returned), 1, "requeued waiters stay asleep");
+    cr_assert_eq(gfutex_requeue(b, 0, 0, a, 2), 2, "move 2 back, wake none");
+    cr_assert_eq(gfutex_wake(b, INT_MAX), N - 3);
+    cr_assert_eq(gfutex_wake(a, INT_MAX), 2);
+    sched_wg_wait(&wg);
+    cr_assert_eq(load(&returned), N);
+    cr_assert_eq(load(&rq_bad), 0, "a requeued waiter did not return 0");
+}
+
+Test(gfutex, requeue_moves_waiters_to_another_word, .timeout = 30)
+{
+    start(2);
+    requeue_moves(&words[0], &words[1]);       /* different buckets */
+    requeue_moves(&words[2], &words[2 + 251]); /* the same bucket */
+}
+
+static void rq_timed(void *arg)
+{
+    uint32_t *a = arg;
+    deadlines[0] = nanotime() + 40 * MS;
+    results[0] = gfutex_wait(a, 0, deadlines[0]);
+    woke_at[0] = nanotime();
+    sched_wg_done(&wg);
+}
+
+Test(gfutex, requeued_waiter_still_times_out, .timeout = 30)
+{
+    start(2);
+    sched_wg_init(&wg);
+    go(rq_timed, &words[0]);
+    wait_until_waiters(&words[0], 1);
+    cr_assert_eq(gfutex_requeue(&words[0], 0, 0, &words[1], 1), 1);
+    sched_wg_wait(&wg);
+    cr_assert_eq(results[0], ETIMEDOUT);
+    cr_assert_geq(woke_at[0], deadlines[0]);
+    cr_assert_eq(gfutex_nwaiters(&words[1]), 0);
+}
+
+/* ---- deadlines ---------------------------------------------------------- */
+
+Test(gfutex, deadline_conversion, .timeout = 10)
+{
+    int64_t d;
+    cr_assert_eq(gfutex_deadline(CLOCK_MONOTONIC, &(struct timespec){1, 5}, &d), 0);
+    cr_assert_eq(d, 1000000005LL);
+    cr_assert_eq(gfutex_deadline(CLOCK_MONOTONIC, &(struct timespec){1, 1000000000}, &d), EINVAL);
+    cr_assert_eq(gfutex_deadline(CLOCK_MONOTONIC, &(struct timespec){1, -1}, &d), EINVAL);
+    cr_assert_eq(gfutex_deadline(CLOCK_PROCESS_CPUTIME_ID, &(struct timespec){1, 0}, &d), EINVAL);
+    cr_assert_eq(gfutex_deadline(CLOCK_REALTIME, &(struct timespec){-5, 0}, &d), 0);
+    cr_assert_eq(d, 0, "the past is already expired");
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    rt.tv_sec += 10;
+    int64_t mono = nanotime();
+    cr_assert_eq(gfutex_deadline(CLOCK_REALTIME, &rt, &d), 0);
+    cr_assert(d > mono + 9000 * MS && d < mono + 11000 * MS, "10 s ahead, got %lld",
+              (long long)(d - mono));
+    cr_assert_eq(gfutex_deadline(CLOCK_REALTIME, &(struct timespec){INT64_MAX, 0}, &d), 0);
+    cr_assert_eq(d, INT64_MAX, "unreachable: no deadline");
+}
+
+/* ---- timers ------------------------------------------------------------- */
+
+enum { NT = 200 };
+static struct timer tm[NT];
+static long fired[NT], nfired, fired_early;
+
+static void record(void *arg)
+{
+    long i = (long)arg;
+    if (nanotime() < tm[i].when)
+        __atomic_fetch_add(&fired_early, 1, __ATOMIC_SEQ_CST);
+    fired[__atomic_fetch_add(&nfired, 1, __ATOMIC_SEQ_CST)] = i;
+}
+
+static void shuffle(long *perm, long n)
+{
+    for (long i = 0; i < n; i++)
+        perm[i] = i;
+    for (long i = n - 1; i > 0; i--) {
+        long j = rand() % (i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+/* The heap alone, run by hand (no runtime): order, removal, next. */
+Test(gfutex, timers_run_expired_in_deadline_order, .timeout = 10)
+{
+    long perm[NT];
+    srand(42);
+    shuffle(perm, NT);
+    for (long k = 0; k < NT; k++) {
+        long i = perm[k];
+        tm[i] = (struct timer){.when = 1000 + i * 10, .f = record, .arg = (void *)i};
+        timer_add(&tm[i]);
+    }
+    for (long i = 1; i < NT; i += 7)
+        cr_assert(timer_del(&tm[i]), "timer %ld was pending", i);
+    cr_assert_eq(timers_next(), 1000);
+    int64_t next = timers_run(1000 + 100 * 10);
+    cr_assert_eq(next, 1000 + 101 * 10, "the next one: %lld", (long long)next);
+    next = timers_run(INT64_MAX);
+    cr_assert_eq(next, -1);
+    cr_assert_eq(timers_next(), -1);
+    long expect = 0;
+    for (long k = 0; k < nfired; k++, expect++) {
+        if (expect % 7 == 1)
+            expect++;
+        cr_assert_eq(fired[k], expect, "position %ld: timer %ld", k, fired[k]);
+    }
+    cr_assert_eq(nfired, NT - (NT + 5) / 7);
+    for (long i = 1; i < NT; i += 7)
+        cr_assert_not(timer_del(&tm[i]), "already deleted");
+    cr_assert_not(timer_del(&tm[0]), "already fired");
+}
+
+/* With the runtime: idle Ms wake up for each timer, in deadline order. */
+Test(gfutex, timers_fire_in_deadline_order, .timeout = 30)
+{
+    enum { N = 40 };
+    long perm[N];
+    start(1); /* one P: one M runs timers at a time, so order is observable */
+    srand(7);
+    shuffle(perm, N);
+    int64_t base = nanotime() + 200 * MS; /* all added before the first is due */
+    for (long k = 0; k < N; k++) {
+        long i = perm[k];
+        tm[i] = (struct timer){.when = base + i * 2 * MS, .f = record, .arg = (void *)i};
+        timer_add(&tm[i]);
+    }
+    cr_assert_lt(nanotime(), base, "setting up took over 200 ms: the order is not testable");
+    wait_until_eq(&nfired, N);
+    for (long k = 0; k < N; k++)
+        cr_assert_eq(fired[k], k, "position %ld: timer %ld", k, fired[k]);
+    cr_assert_eq(fired_early, 0);
+}
+
+static long flag1, flag2;
+
+static void set_flag(void *arg)
+{
+    __atomic_store_n((long *)arg, 1, __ATOMIC_SEQ_CST);
+}
+
+Test(gfutex, timer_del_before_firing_prevents_the_call, .timeout = 30)
+{
+    start(2);
+    int64_t now = nanotime();
+    struct timer t1 = {.when = now + 30 * MS, .f = set_flag, .arg = &flag1};
+    struct timer t2 = {.when = now + 60 * MS, .f = set_flag, .arg = &flag2};
+    timer_add(&t1);
+    timer_add(&t2);
+    cr_assert(timer_del(&t1));
+    wait_until_eq(&flag2, 1);
+    cr_assert_geq(nanotime(), t2.when);
+    cr_assert_eq(load(&flag1), 0, "a deleted timer fired");
+    cr_assert_not(timer_del(&t2), "t2 already fired");
+    cr_assert_not(timer_del(&t1));
+    usleep(10000);
+    cr_assert_eq(load(&flag1), 0);
+}
