@@ -87,7 +87,9 @@ FMT_FILES := $(wildcard sched/*.c sched/*.h shim/*.c shim/*.h preload/*.c preloa
 SCHED_OBJ := $(SCHED_C:%.c=$(BUILD)/%.o) $(SCHED_S:%.S=$(BUILD)/%.S.o)
 SO_OBJ    := $(SO_C:%.c=$(BUILD)/%.o)
 TEST_OBJ  := $(TEST_C:%.c=$(BUILD)/%.o)
+PROG_CXX  := $(wildcard tests/progs/*.cc)
 PROGS     := $(PROG_C:tests/progs/%.c=$(BUILD)/tests/progs/%)
+PROGS_CXX := $(PROG_CXX:tests/progs/%.cc=$(BUILD)/tests/progs/%)
 BENCHES   := $(BENCH_C:tests/bench/%.c=$(BUILD)/bench/%)
 
 LIBSCHED  := $(BUILD)/libsched.a
@@ -116,7 +118,7 @@ endif
         format-check deps
 .DEFAULT_GOAL := all
 
-all: $(LIBSCHED) $(LIBGOSHIM) $(PROGS) $(UNIT) $(BENCHES)
+all: $(LIBSCHED) $(LIBGOSHIM) $(PROGS) $(PROGS_CXX) $(UNIT) $(BENCHES)
 	@:
 
 $(BUILD)/sched/%.o: sched/%.c $(STAMP)
@@ -164,6 +166,12 @@ $(PROGS): $(BUILD)/tests/progs/%: tests/progs/%.c $(STAMP)
 	$(call msg,CC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -MMD -MP -MF $@.d $(TESTWARN) $(CFLAGS) $(LDFLAGS) -pthread \
+	    -o $@ $<
+
+$(PROGS_CXX): $(BUILD)/tests/progs/%: tests/progs/%.cc $(STAMP)
+	$(call msg,CXX,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CXX) -std=gnu++17 -MMD -MP -MF $@.d -Wall -Wextra -Werror $(CFLAGS) $(LDFLAGS) -pthread \
 	    -o $@ $<
 
 # Benchmarks and the demo: linked like the tests, without Criterion.

@@ -68,3 +68,8 @@ Test(preload_thread, disabled_runs_natively, .timeout = 60)
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d\n%s", st, out);
     cr_assert_null(strstr(out, "goshim stats:"), "GOSHIM_DISABLE=1 still started the runtime");
 }
+
+Test(preload_thread, cxx_thread_mutex_condvar_thread_local, .timeout = 60)
+{
+    same_as_native("prog_thread_cxx", 20);
+}

@@ -1,0 +1,159 @@
+/*
+ * Unnamed semaphores (sem_t) on gfutex, in glibc's own representation.
+ *
+ * glibc x86-64 (nptl/semaphoreP.h, 64-bit atomics): a uint64_t `data` whose
+ * low 32 bits are the value (the futex word) and high 32 bits the number of
+ * waiters, then `private` (0 private, non-zero process-shared). goshim runs
+ * glibc's algorithm with gfutex in place of the kernel futex, so sem_init,
+ * sem_destroy, sem_getvalue and sem_trywait stay glibc's (not interposed)
+ * and a semaphore used before start-up keeps working after it.
+ * Process-shared semaphores go to glibc on every call.
+ *
+ * sem_post is an atomic increment plus, when waiters are registered,
+ * gfutex_wake: async-signal-safe exactly as far as gfutex_wake is (see
+ * sched/gfutex.h). Every caller takes this path once the runtime runs, also
+ * a signal handler on an M's scheduler context: glibc's kernel FUTEX_WAKE
+ * could not wake a parked G.
+ *
+ * Differences from glibc: sem_wait/timedwait/clockwait are not
+ * cancellation points yet and never fail with EINTR (a signal handler runs
+ * and the wait goes on, which POSIX allows under SA_RESTART semantics).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "sched/gfutex.h"
+#include "shim/shim.h"
+
+struct gsem {
+    uint64_t data; /* value | nwaiters << 32 */
+    int private;
+    int pad;
+};
+
+_Static_assert(sizeof(struct gsem) <= sizeof(sem_t), "sem fits");
+
+enum { SEM_NWAITERS_SHIFT = 32 };
+#define SEM_VALUE_MASK ((uint64_t)0xffffffffu)
+#define SEM_ONE_WAITER ((uint64_t)1 << SEM_NWAITERS_SHIFT)
+
+static inline struct gsem *gsem_of(sem_t *s)
+{
+    return (struct gsem *)(void *)s;
+}
+
+static inline uint32_t *sem_word(struct gsem *gs)
+{
+    return (uint32_t *)(void *)&gs->data; /* little-endian: the value half */
+}
+
+static inline bool sem_ours(struct gsem *gs)
+{
+    return __builtin_expect(goshim_on, 1) && __atomic_load_n(&gs->private, __ATOMIC_RELAXED) == 0;
+}
+
+/* glibc's __new_sem_wait_fast: take a token if there is one. */
+static inline bool sem_take(struct gsem *gs)
+{
+    uint64_t d = __atomic_load_n(&gs->data, __ATOMIC_RELAXED);
+
+    while ((d & SEM_VALUE_MASK) != 0) {
+        if (__atomic_compare_exchange_n(&gs->data, &d, d - 1, true, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return true;
+    }
+    return false;
+}
+
+/* glibc's __new_sem_wait_slow: register as a waiter, park while the value is 0. */
+static int sem_wait_slow(struct gsem *gs, int64_t deadline)
+{
+    uint64_t d = __atomic_fetch_add(&gs->data, SEM_ONE_WAITER, __ATOMIC_RELAXED) + SEM_ONE_WAITER;
+
+    for (;;) {
+        if ((d & SEM_VALUE_MASK) == 0) {
+            if (gfutex_wait(sem_word(gs), 0, deadline) == ETIMEDOUT) {
+                __atomic_fetch_sub(&gs->data, SEM_ONE_WAITER, __ATOMIC_RELAXED);
+                return ETIMEDOUT;
+            }
+            d = __atomic_load_n(&gs->data, __ATOMIC_RELAXED);
+        } else if (__atomic_compare_exchange_n(&gs->data, &d, d - 1 - SEM_ONE_WAITER, true,
+                                               __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            return 0;
+        }
+    }
+}
+
+static int sem_timed(sem_t *s, clockid_t clk, const struct timespec *abstime)
+{
+    struct gsem *gs = gsem_of(s);
+    int64_t deadline;
+    int r;
+
+    if (abstime->tv_nsec < 0 || abstime->tv_nsec >= 1000000000) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (sem_take(gs))
+        return 0;
+    r = gfutex_deadline(clk, abstime, &deadline);
+    if (r == 0)
+        r = sem_wait_slow(gs, deadline);
+    if (r != 0) {
+        errno = r;
+        return -1;
+    }
+    return 0;
+}
+
+GOSHIM_EXPORT int sem_wait(sem_t *s)
+{
+    struct gsem *gs = gsem_of(s);
+
+    if (!sem_ours(gs))
+        return REAL(sem_wait)(s);
+    if (sem_take(gs))
+        return 0;
+    return sem_wait_slow(gs, -1);
+}
+
+GOSHIM_EXPORT int sem_timedwait(sem_t *s, const struct timespec *abstime)
+{
+    if (!sem_ours(gsem_of(s)))
+        return REAL(sem_timedwait)(s, abstime);
+    return sem_timed(s, CLOCK_REALTIME, abstime);
+}
+
+GOSHIM_EXPORT int sem_clockwait(sem_t *s, clockid_t clk, const struct timespec *abstime)
+{
+    if (!sem_ours(gsem_of(s)))
+        return REAL(sem_clockwait)(s, clk, abstime);
+    if (clk != CLOCK_REALTIME && clk != CLOCK_MONOTONIC) {
+        errno = EINVAL;
+        return -1;
+    }
+    return sem_timed(s, clk, abstime);
+}
+
+GOSHIM_EXPORT int sem_post(sem_t *s)
+{
+    struct gsem *gs = gsem_of(s);
+    uint64_t d;
+
+    if (!sem_ours(gs))
+        return REAL(sem_post)(s);
+    d = __atomic_load_n(&gs->data, __ATOMIC_RELAXED);
+    do {
+        if ((d & SEM_VALUE_MASK) == SEM_VALUE_MAX) {
+            errno = EOVERFLOW;
+            return -1;
+        }
+    } while (!__atomic_compare_exchange_n(&gs->data, &d, d + 1, true, __ATOMIC_RELEASE,
+                                          __ATOMIC_RELAXED));
+    /* Only the address from here on: a waiter may destroy the semaphore at once. */
+    if ((d >> SEM_NWAITERS_SHIFT) != 0)
+        gfutex_wake(sem_word(gs), 1);
+    return 0;
+}

@@ -1,0 +1,42 @@
+/*
+ * pthread_spin_lock that lets the holder run.
+ *
+ * glibc's x86-64 spinlock word is 1 when free and 0 (or negative, after
+ * failed `lock decl`s) when held; pthread_spin_init and pthread_spin_unlock
+ * store 1 and pthread_spin_trylock is cmpxchg 1 -> 0. goshim keeps that
+ * encoding, so glibc's init, trylock, unlock and destroy (not interposed)
+ * and a glibc spinner on another thread all agree with this one.
+ *
+ * Only lock is goshim's: a G spins with PAUSE a bounded number of times,
+ * then yields its P (the holder may be a G waiting on this very P) and
+ * tries again. Non-G callers spin in glibc, as a thread would.
+ */
+#include "shim/shim.h"
+
+enum {
+    SPIN_FREE = 1,  /* glibc x86-64: pthread_spin_init/unlock store 1 */
+    SPIN_HELD = 0,  /* what a successful acquire leaves */
+    SPIN_TRIES = 200, /* PAUSEs between yields */
+};
+
+static inline bool spin_try(pthread_spinlock_t *l)
+{
+    int free = SPIN_FREE;
+    return __atomic_compare_exchange_n(l, &free, SPIN_HELD, false, __ATOMIC_ACQUIRE,
+                                       __ATOMIC_RELAXED);
+}
+
+GOSHIM_EXPORT int pthread_spin_lock(pthread_spinlock_t *l)
+{
+    if (!goshim_active())
+        return REAL(pthread_spin_lock)(l);
+    while (!spin_try(l)) {
+        int i = 0;
+
+        while (__atomic_load_n(l, __ATOMIC_RELAXED) != SPIN_FREE && i++ < SPIN_TRIES)
+            __builtin_ia32_pause();
+        if (__atomic_load_n(l, __ATOMIC_RELAXED) != SPIN_FREE)
+            sched_goyield();
+    }
+    return 0;
+}
