@@ -209,7 +209,7 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
     }
     w.state = W_QUEUED;
     enqueue(b, &w);
-    gopark(park_unlock, &b->lock, waitReasonSemacquire);
+    gopark(park_unlock, &b->lock, waitReasonFutex);
     /* Readied by exactly one of wake, requeue or the timer. */
     if (timed)
         timer_del(&w.t);

@@ -6,7 +6,8 @@
  * A G that waits is parked (its M runs other Gs); any other thread blocks
  * in the kernel futex on the same address, so it is also woken by a raw
  * FUTEX_WAKE from code goshim does not see. Everything is process-private.
- * Return values are error numbers, never errno: G paths touch no TLS.
+ * Return values are error numbers, never errno: G paths touch no TLS but
+ * the current-G lookup (sched_self).
  */
 #ifndef GOSHIM_GFUTEX_H
 #define GOSHIM_GFUTEX_H
@@ -39,7 +40,8 @@ int gfutex_requeue(uint32_t *addr, uint32_t val, int nwake, uint32_t *addr2, int
 /* Convert an absolute timespec on clock (CLOCK_REALTIME or CLOCK_MONOTONIC) to the
  * monotonic ns deadline above; EINVAL for a bad tv_nsec or another clock. A time
  * in the past gives 0 (already expired); CLOCK_REALTIME is converted once, so a
- * later change of the wall clock does not move the deadline. */
+ * later change of the wall clock does not move the deadline. A time too far
+ * ahead gives INT64_MAX, which gfutex_wait treats as no deadline. */
 int gfutex_deadline(clockid_t clock, const struct timespec *abstime, int64_t *out);
 
 /* Diagnostics (tests): G waiters queued on addr, plus the thread waiters

@@ -39,6 +39,7 @@ enum waitreason {
     waitReasonWaitGroup,
     waitReasonSemacquire,
     waitReasonTest,
+    waitReasonFutex,
     waitReasonCount
 };
 

@@ -25,7 +25,7 @@ static int32_t nmonitor;
 
 static const char *const gstatus_name[] = {"idle",    "runnable", "running",
                                            "syscall", "waiting",  "dead"};
-static const char *const waitreason_name[] = {"", "wait group", "semacquire", "test"};
+static const char *const waitreason_name[] = {"", "wait group", "semacquire", "test", "futex"};
 
 void schedtrace(bool detailed)
 {

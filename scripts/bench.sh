@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run benchmark binaries in turn; each prints its own lines
-# ("bench_<name>: N ops, X ns/op"). Exits non-zero if any benchmark fails.
+# ("bench_<name>: N ops, X ns/op"); then scripts/bench_shim.sh (plain pthread
+# programs, native vs LD_PRELOAD). Exits non-zero if any benchmark fails.
 #   usage: scripts/bench.sh [BINARY...]   (default: every build/bench/bench_*)
 # `make bench` passes the binaries built from tests/bench/bench_*.c.
 set -uo pipefail
@@ -27,4 +28,9 @@ for b in "${benches[@]}"; do
         status=1
     fi
 done
+echo
+if ! "$root/scripts/bench_shim.sh"; then
+    echo "bench: bench_shim.sh failed" >&2
+    status=1
+fi
 exit $status

@@ -10,8 +10,16 @@
  *   __kind    set by the initializer or pthread_mutex_init, never changed here
  * So every static initializer (all-zero = PTHREAD_MUTEX_INITIALIZER, the
  * recursive/errorcheck/adaptive _NP ones) and glibc's pthread_mutex_init,
- * which we do not interpose, stay valid. Kinds with the robust, PI, PP or
+ * which we do not interpose, stay valid. Kinds with the robust, PP or
  * process-shared bit (and garbage kinds) go to glibc on every call.
+ *
+ * Priority-inheritance mutexes (PTHREAD_PRIO_INHERIT, not robust, not
+ * shared) are handled here too, without the inheritance (goshim has no
+ * priorities): glibc's PI protocol stores the owner tid in __lock and lets
+ * the kernel (FUTEX_LOCK_PI) look the owner up, which cannot work with a G's
+ * TCB tid (not a kernel task) nor with Gs that migrate between Ms. Their
+ * error returns stay glibc's: EPERM for an unlock by a non-owner of any
+ * type, EDEADLK for trylock of an errorcheck one by its owner.
  *
  * Owner id: the tid in the caller's TCB in full TLS mode, which is what
  * glibc itself writes (each G has its own TCB and tid); in GOSHIM_TLS=errno
@@ -49,6 +57,7 @@ enum {
     MX_ERRORCHECK = PTHREAD_MUTEX_ERRORCHECK_NP,
     MX_ADAPTIVE = PTHREAD_MUTEX_ADAPTIVE_NP,
     MX_KIND_MASK = 3,
+    MX_PI = 32, /* PTHREAD_MUTEX_PRIO_INHERIT_NP */
     MX_ELISION_FLAGS = 256 | 512, /* elision hints: ignored, the kind is what counts */
     MX_SPIN = 100,                /* adaptive: PAUSEs before parking (glibc's default max) */
 };
@@ -92,7 +101,7 @@ static inline int mx_kind(pthread_mutex_t *m)
 /* True when goshim's code handles this kind (no robust/PI/PP/pshared bit, no garbage). */
 static inline bool mx_simple(int kind)
 {
-    return (kind & ~(MX_KIND_MASK | MX_ELISION_FLAGS)) == 0;
+    return (kind & ~(MX_KIND_MASK | MX_PI | MX_ELISION_FLAGS)) == 0;
 }
 
 bool gmutex_ours(pthread_mutex_t *m)
@@ -191,7 +200,7 @@ static int mutex_unlock(pthread_mutex_t *m, int kind, bool decr)
             return EPERM;
         if (--m->__data.__count != 0)
             return 0;
-    } else if (type == MX_ERRORCHECK) {
+    } else if (type == MX_ERRORCHECK || (kind & MX_PI)) {
         if (m->__data.__owner != gsync_self() ||
             __atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) == 0)
             return EPERM;
@@ -264,6 +273,8 @@ GOSHIM_EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
             return EBUSY;
         m->__data.__count = 1;
     } else if (!lock_try(&m->__data.__lock)) {
+        if ((kind & (MX_PI | MX_KIND_MASK)) == (MX_PI | MX_ERRORCHECK) && m->__data.__owner == id)
+            return EDEADLK;
         return EBUSY;
     }
     m->__data.__owner = id;

@@ -446,14 +446,15 @@ Test(gfutex, deadline_conversion, .timeout = 10)
 
 enum { NT = 200 };
 static struct timer tm[NT];
-static long fired[NT], nfired, fired_early;
+static long fired[NT], nslot, nfired, fired_early;
 
 static void record(void *arg)
 {
     long i = (long)arg;
     if (nanotime() < tm[i].when)
         __atomic_fetch_add(&fired_early, 1, __ATOMIC_SEQ_CST);
-    fired[__atomic_fetch_add(&nfired, 1, __ATOMIC_SEQ_CST)] = i;
+    __atomic_store_n(&fired[__atomic_fetch_add(&nslot, 1, __ATOMIC_SEQ_CST)], i, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&nfired, 1, __ATOMIC_SEQ_CST); /* after the slot is written */
 }
 
 static void shuffle(long *perm, long n)

@@ -1,0 +1,234 @@
+/*
+ * prog_sync_sem: unnamed semaphores. A producer/consumer count through two
+ * semaphores; trywait EAGAIN; timedwait and clockwait ETIMEDOUT (both
+ * clocks) and EINVAL; sem_post EOVERFLOW at SEM_VALUE_MAX; sem_init EINVAL;
+ * getvalue; sem_post from a signal handler waking a thread in sem_wait;
+ * a process-shared semaphore (left to glibc).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "prog_sync_sem:%d: %s failed (errno %d: %s)\n", __LINE__, #cond,       \
+                    errno, strerror(errno));                                                       \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static long scaled(long n)
+{
+    const char *s = getenv("GOSHIM_TEST_SCALE");
+    double f = s ? atof(s) : 1.0;
+    long r = f > 0 ? (long)(n * f) : n;
+    return r < 1 ? 1 : r;
+}
+
+static struct timespec in_ms(clockid_t clk, long ms)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    return ts;
+}
+
+/* sem_wait, retried on EINTR (glibc reports it when a handler interrupts the wait). */
+static int wait_sem(sem_t *s)
+{
+    int r;
+    while ((r = sem_wait(s)) == -1 && errno == EINTR)
+        ;
+    return r;
+}
+
+/* ---- producer/consumer ---- */
+
+#define SLOTS 4
+static sem_t empty, full;
+static long ring[SLOTS], nitems;
+
+static void *producer(void *arg)
+{
+    (void)arg;
+    for (long i = 0; i < nitems; i++) {
+        CHECK(wait_sem(&empty) == 0);
+        ring[i % SLOTS] = i;
+        CHECK(sem_post(&full) == 0);
+    }
+    return NULL;
+}
+
+static void producer_consumer(void)
+{
+    pthread_t t;
+    long sum = 0;
+
+    nitems = scaled(50000);
+    CHECK(sem_init(&empty, 0, SLOTS) == 0);
+    CHECK(sem_init(&full, 0, 0) == 0);
+    CHECK(pthread_create(&t, NULL, producer, NULL) == 0);
+    for (long i = 0; i < nitems; i++) {
+        CHECK(wait_sem(&full) == 0);
+        sum += ring[i % SLOTS];
+        CHECK(sem_post(&empty) == 0);
+    }
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(sum == nitems * (nitems - 1) / 2);
+    CHECK(sem_destroy(&empty) == 0 && sem_destroy(&full) == 0);
+    printf("producer/consumer: sum ok\n");
+}
+
+/* ---- counters from many threads ---- */
+
+static sem_t counter;
+
+static void *poster(void *arg)
+{
+    for (long i = 0; i < (long)arg; i++)
+        CHECK(sem_post(&counter) == 0);
+    return NULL;
+}
+
+static void *taker(void *arg)
+{
+    for (long i = 0; i < (long)arg; i++)
+        CHECK(wait_sem(&counter) == 0);
+    return NULL;
+}
+
+static void many(void)
+{
+    enum { N = 8 };
+    pthread_t th[2 * N];
+    long per = scaled(5000);
+    int v;
+
+    CHECK(sem_init(&counter, 0, 0) == 0);
+    for (int i = 0; i < 2 * N; i++)
+        CHECK(pthread_create(&th[i], NULL, i % 2 ? poster : taker, (void *)per) == 0);
+    for (int i = 0; i < 2 * N; i++)
+        CHECK(pthread_join(th[i], NULL) == 0);
+    CHECK(sem_getvalue(&counter, &v) == 0 && v == 0);
+    CHECK(sem_destroy(&counter) == 0);
+    printf("%d posters, %d takers: value back to 0\n", N, N);
+}
+
+/* ---- errors and timeouts ---- */
+
+static void errors(int pshared, const char *name)
+{
+    sem_t s;
+    struct timespec ts, t0, t1;
+    int v;
+
+    CHECK(sem_init(&s, pshared, 0) == 0);
+    errno = 0;
+    CHECK(sem_trywait(&s) == -1 && errno == EAGAIN);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ts = in_ms(CLOCK_REALTIME, 50);
+    errno = 0;
+    CHECK(sem_timedwait(&s, &ts) == -1 && errno == ETIMEDOUT);
+    ts = in_ms(CLOCK_MONOTONIC, 50);
+    errno = 0;
+    CHECK(sem_clockwait(&s, CLOCK_MONOTONIC, &ts) == -1 && errno == ETIMEDOUT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 95);
+    ts = in_ms(CLOCK_REALTIME, 50);
+    errno = 0;
+    CHECK(sem_clockwait(&s, CLOCK_REALTIME, &ts) == -1 && errno == ETIMEDOUT);
+    ts.tv_nsec = 1000000000;
+    errno = 0;
+    CHECK(sem_timedwait(&s, &ts) == -1 && errno == EINVAL);
+    ts.tv_nsec = 0;
+    errno = 0;
+    CHECK(sem_clockwait(&s, CLOCK_PROCESS_CPUTIME_ID, &ts) == -1 && errno == EINVAL);
+    ts = in_ms(CLOCK_REALTIME, -1000);
+    errno = 0;
+    CHECK(sem_timedwait(&s, &ts) == -1 && errno == ETIMEDOUT);
+    CHECK(sem_post(&s) == 0 && sem_post(&s) == 0);
+    CHECK(sem_getvalue(&s, &v) == 0 && v == 2);
+    CHECK(sem_timedwait(&s, &ts) == 0); /* a token: no timeout even in the past */
+    CHECK(sem_trywait(&s) == 0);
+    CHECK(sem_getvalue(&s, &v) == 0 && v == 0);
+    CHECK(sem_destroy(&s) == 0);
+
+    CHECK(sem_init(&s, pshared, SEM_VALUE_MAX) == 0);
+    errno = 0;
+    CHECK(sem_post(&s) == -1 && errno == EOVERFLOW);
+    CHECK(sem_getvalue(&s, &v) == 0 && v == SEM_VALUE_MAX);
+    CHECK(sem_destroy(&s) == 0);
+    errno = 0;
+    CHECK(sem_init(&s, pshared, (unsigned)SEM_VALUE_MAX + 1) == -1 && errno == EINVAL);
+    printf("%s: EAGAIN, ETIMEDOUT, EINVAL, EOVERFLOW ok\n", name);
+}
+
+/* ---- sem_post from a signal handler ---- */
+
+static sem_t sigsem, ack;
+
+static void on_usr1(int sig)
+{
+    int saved = errno;
+    (void)sig;
+    sem_post(&sigsem);
+    errno = saved;
+}
+
+static void *signaller(void *arg)
+{
+    for (long i = 0; i < (long)arg; i++) {
+        kill(getpid(), SIGUSR1);
+        CHECK(wait_sem(&ack) == 0);
+    }
+    return NULL;
+}
+
+static void from_handler(void)
+{
+    struct sigaction sa;
+    pthread_t t;
+    long n = scaled(200);
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+    CHECK(sem_init(&sigsem, 0, 0) == 0 && sem_init(&ack, 0, 0) == 0);
+    CHECK(pthread_create(&t, NULL, signaller, (void *)n) == 0);
+    for (long i = 0; i < n; i++) {
+        struct timespec ts = in_ms(CLOCK_REALTIME, 10000);
+        int r;
+        while ((r = sem_timedwait(&sigsem, &ts)) == -1 && errno == EINTR)
+            ;
+        CHECK(r == 0);
+        CHECK(sem_post(&ack) == 0);
+    }
+    CHECK(pthread_join(t, NULL) == 0);
+    printf("sem_post from a signal handler: %ld wake-ups\n", n);
+}
+
+int main(void)
+{
+    producer_consumer();
+    many();
+    errors(0, "private");
+    errors(1, "process-shared");
+    from_handler();
+    printf("done\n");
+    return 0;
+}
