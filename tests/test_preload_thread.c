@@ -73,3 +73,21 @@ Test(preload_thread, cxx_thread_mutex_condvar_thread_local, .timeout = 60)
 {
     same_as_native("prog_thread_cxx", 20);
 }
+
+Test(preload_thread, hundred_thousand_threads_blocked_at_once, .timeout = 300)
+{
+    static char out[1 << 14];
+    char n[32];
+    long want = test_scale(100000);
+    snprintf(n, sizeof n, "%ld", want);
+    char path[4096];
+    char *const argv[] = {(char *)test_prog_path("prog_many_threads", path, sizeof path), n, NULL};
+    int sp = run_preloaded("prog_many_threads", argv, NULL, out, sizeof out);
+    cr_assert(WIFEXITED(sp) && WEXITSTATUS(sp) == 0, "under goshim: status %d\n%s", sp, out);
+    char line[64];
+    snprintf(line, sizeof line, "released and joined %ld threads", want);
+    cr_assert(strstr(out, line), "under goshim: %s", out);
+    /* Natively this stops near pid_max: information only. */
+    int sn = run_native("prog_many_threads", argv, NULL, out, sizeof out);
+    cr_log_info("natively: status %d: %s", sn, out);
+}
