@@ -44,8 +44,7 @@ static inline struct gbarrier *gbarrier_of(pthread_barrier_t *b)
 
 static inline bool barrier_ours(struct gbarrier *gb)
 {
-    return __builtin_expect(goshim_on, 1) &&
-           __atomic_load_n(&gb->shared, __ATOMIC_RELAXED) == 0;
+    return __builtin_expect(goshim_on, 1) && __atomic_load_n(&gb->shared, __ATOMIC_RELAXED) == 0;
 }
 
 GOSHIM_EXPORT int pthread_barrier_wait(pthread_barrier_t *b)

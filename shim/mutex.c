@@ -57,7 +57,7 @@ enum {
     MX_ERRORCHECK = PTHREAD_MUTEX_ERRORCHECK_NP,
     MX_ADAPTIVE = PTHREAD_MUTEX_ADAPTIVE_NP,
     MX_KIND_MASK = 3,
-    MX_PI = 32, /* PTHREAD_MUTEX_PRIO_INHERIT_NP */
+    MX_PI = 32,                   /* PTHREAD_MUTEX_PRIO_INHERIT_NP */
     MX_ELISION_FLAGS = 256 | 512, /* elision hints: ignored, the kind is what counts */
     MX_SPIN = 100,                /* adaptive: PAUSEs before parking (glibc's default max) */
 };
@@ -178,8 +178,7 @@ static int mutex_lock(pthread_mutex_t *m, int kind, bool timed, clockid_t clk,
             return r;
         m->__data.__count = 1;
     } else {
-        if (type == MX_ERRORCHECK &&
-            __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == id)
+        if (type == MX_ERRORCHECK && __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == id)
             return EDEADLK;
         r = lock_word(m, type, timed, clk, abstime);
         if (r != 0)

@@ -14,8 +14,8 @@
 #include "shim/shim.h"
 
 enum {
-    SPIN_FREE = 1,  /* glibc x86-64: pthread_spin_init/unlock store 1 */
-    SPIN_HELD = 0,  /* what a successful acquire leaves */
+    SPIN_FREE = 1,    /* glibc x86-64: pthread_spin_init/unlock store 1 */
+    SPIN_HELD = 0,    /* what a successful acquire leaves */
     SPIN_TRIES = 200, /* PAUSEs between yields */
 };
 

@@ -54,6 +54,7 @@ struct sthread {
     struct runtime_lock lock;
     int joinstate;          /* JS_*; lock */
     bool is_main;
+    struct g *gp;           /* its G while it runs; NULL after exit */
     void *tcb;              /* the pthread_t (full mode) */
     void *(*fn)(void *);
     void *arg;
@@ -80,6 +81,10 @@ static void (*key_dtor[NKEYS])(void *);
 
 static struct sthread *self_thread(void)
 {
+    if (!sched.tls_full) { /* errno mode: TLS is the M's, the record hangs off the G */
+        struct g *gp = sched_self();
+        return gp ? gp->thr : NULL;
+    }
     struct sthread *st = tls_thr;
     __asm__ volatile("" ::: "memory");
     return st;
@@ -101,6 +106,12 @@ static struct sthread *lookup(pthread_t t)
     else
         st = (struct sthread *)t;
     return st && st->magic == STHREAD_MAGIC ? st : NULL;
+}
+
+/* glibc's own pthread_t for the main thread (differs from ours in errno mode). */
+static pthread_t glibc_id(pthread_t t, struct sthread *st)
+{
+    return st && st->is_main ? (pthread_t)st->tcb : t;
 }
 
 /* ---- exit ---------------------------------------------------------------- */
@@ -159,6 +170,7 @@ static void exit_hook(struct g *gp)
         return;
     gp->thr = NULL;
     runtime_lock(&st->lock);
+    st->gp = NULL;
     bool detached = st->joinstate == JS_DETACHED;
     if (!detached && (gp->flags & G_KEEP_TCB)) {
         st->tcb = gp->tcb; /* the pthread_t stays valid until joined */
@@ -288,6 +300,7 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
         return err ? err : EAGAIN;
     }
     gp->thr = st;
+    st->gp = gp;
     st->tcb = gp->tcb;
     if (sched.tls_full)
         *(struct sthread **)((char *)gp->tcb + tls_thr_off) = st;
@@ -545,16 +558,16 @@ GOSHIM_EXPORT int sched_yield(void)
 
 GOSHIM_EXPORT int pthread_getattr_np(pthread_t t, pthread_attr_t *attr)
 {
-    struct sthread *st;
-    if (!goshim_on || !(st = lookup(t)) || st->is_main)
-        return REAL(pthread_getattr_np)(t, attr);
+    struct sthread *st = goshim_on ? lookup(t) : NULL;
+    if (!st || st->is_main)
+        return REAL(pthread_getattr_np)(glibc_id(t, st), attr);
     int err = pthread_attr_init(attr);
     if (err)
         return err;
-    struct g *gp = NULL;
-    if (sched.tls_full && st->tcb)
-        gp = *(struct g **)((char *)st->tcb + sched.tls_g_off);
-    if (gp && gp->thr == st && gp->stack.lo) {
+    runtime_lock(&st->lock);
+    struct g *gp = st->gp;
+    runtime_unlock(&st->lock);
+    if (gp && gp->stack.lo) {
         pthread_attr_setstack(attr, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo));
         pthread_attr_setguardsize(attr, gp->stack.guard);
     }
@@ -567,9 +580,9 @@ GOSHIM_EXPORT int pthread_getattr_np(pthread_t t, pthread_attr_t *attr)
 
 GOSHIM_EXPORT int pthread_setname_np(pthread_t t, const char *name)
 {
-    struct sthread *st;
-    if (!goshim_on || !(st = lookup(t)) || st->is_main)
-        return REAL(pthread_setname_np)(t, name);
+    struct sthread *st = goshim_on ? lookup(t) : NULL;
+    if (!st || st->is_main)
+        return REAL(pthread_setname_np)(glibc_id(t, st), name);
     size_t n = strlen(name);
     if (n >= sizeof st->name)
         return ERANGE;
@@ -579,9 +592,9 @@ GOSHIM_EXPORT int pthread_setname_np(pthread_t t, const char *name)
 
 GOSHIM_EXPORT int pthread_getname_np(pthread_t t, char *buf, size_t len)
 {
-    struct sthread *st;
-    if (!goshim_on || !(st = lookup(t)) || st->is_main)
-        return REAL(pthread_getname_np)(t, buf, len);
+    struct sthread *st = goshim_on ? lookup(t) : NULL;
+    if (!st || st->is_main)
+        return REAL(pthread_getname_np)(glibc_id(t, st), buf, len);
     size_t n = strlen(st->name);
     if (len < n + 1)
         return ERANGE;

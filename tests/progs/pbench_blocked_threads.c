@@ -85,8 +85,8 @@ int main(int argc, char **argv)
         return 3;
     }
     if (made < n) {
-        printf("failed_after=%ld seconds=%.3f peak_rss_kb=%ld error=%s\n", made, secs,
-               ru.ru_maxrss, strerror(err));
+        printf("failed_after=%ld seconds=%.3f peak_rss_kb=%ld error=%s\n", made, secs, ru.ru_maxrss,
+               strerror(err));
         return 2;
     }
     printf("seconds=%.3f peak_rss_kb=%ld threads=%ld\n", secs, ru.ru_maxrss, n);

@@ -277,8 +277,7 @@ static void preference(pthread_rwlock_t *rw, int prefer_writer, const char *name
     }
     EXPECT(pthread_rwlock_unlock(rw), 0);
     EXPECT(pthread_join(w, NULL), 0);
-    printf("%s: new readers %s while a writer waits\n", name,
-           prefer_writer ? "wait" : "enter");
+    printf("%s: new readers %s while a writer waits\n", name, prefer_writer ? "wait" : "enter");
     if (prefer_writer)
         writer_gives_up(rw, name);
 }
