@@ -192,9 +192,10 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
     struct gfbucket *b = bucketof(addr);
     struct gfwaiter w = {.addr = addr, .gp = gp, .b = b, .state = W_ARMING};
     bool timed = deadline_ns >= 0;
+    if (timed && deadline_ns <= nanotime())
+        return __atomic_load_n(addr, __ATOMIC_SEQ_CST) != val ? EAGAIN : ETIMEDOUT;
+    struct m *mp = acquirem(); /* dropped by gopark, or below */
     if (timed) {
-        if (deadline_ns <= nanotime())
-            return __atomic_load_n(addr, __ATOMIC_SEQ_CST) != val ? EAGAIN : ETIMEDOUT;
         w.t = (struct timer){.when = deadline_ns, .f = gfutex_timeout, .arg = &w};
         timer_add(&w.t);
     }
@@ -205,14 +206,18 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
         runtime_unlock(&b->lock);
         if (timed)
             timer_del(&w.t);
+        releasem(mp);
         return r;
     }
     w.state = W_QUEUED;
     enqueue(b, &w);
     gopark(park_unlock, &b->lock, waitReasonFutex);
     /* Readied by exactly one of wake, requeue or the timer. */
-    if (timed)
+    if (timed) {
+        mp = acquirem();
         timer_del(&w.t);
+        releasem(mp);
+    }
     return w.state == W_TIMEDOUT ? ETIMEDOUT : 0;
 }
 
@@ -223,6 +228,7 @@ int gfutex_wake(uint32_t *addr, int n)
     struct gfbucket *b = bucketof(addr);
     struct gfwaiter *chain = NULL, **tail = &chain;
     int woken = 0;
+    struct m *mp = acquirem();
     runtime_lock(&b->lock);
     for (struct gfwaiter *w = b->head, *next; w && woken < n; w = next) {
         next = w->next;
@@ -242,10 +248,21 @@ int gfutex_wake(uint32_t *addr, int n)
         if (r > 0)
             woken += (int)r;
     }
+    releasem(mp);
     return woken;
 }
 
+static int requeue(uint32_t *addr, uint32_t val, int nwake, uint32_t *addr2, int nrequeue);
+
 int gfutex_requeue(uint32_t *addr, uint32_t val, int nwake, uint32_t *addr2, int nrequeue)
+{
+    struct m *mp = acquirem();
+    int r = requeue(addr, val, nwake, addr2, nrequeue);
+    releasem(mp);
+    return r;
+}
+
+static int requeue(uint32_t *addr, uint32_t val, int nwake, uint32_t *addr2, int nrequeue)
 {
     if (nwake < 0 || nrequeue < 0 || addr == addr2)
         return -EINVAL;
@@ -333,4 +350,87 @@ int gfutex_nwaiters(uint32_t *addr)
     n += (int)__atomic_load_n(&b->nthreads, __ATOMIC_SEQ_CST);
     runtime_unlock(&b->lock);
     return n;
+}
+
+/*
+ * Wakes from signal handlers.
+ *
+ * A handler runs on whatever the thread was doing. If that thread is an M
+ * inside the runtime (m_in_runtime: g0, or a G between acquirem and
+ * releasem) it may hold the very bucket lock or sched.lock a wake needs, or
+ * be halfway through its P's run queue: a direct wake would deadlock or
+ * corrupt. Then the address goes into a small lock-free table and a waker
+ * thread, which holds nothing, does the wake. Wakes may be spurious, so a
+ * full table simply makes the waker wake every G waiter once.
+ */
+enum { DEFER_SLOTS = 64 };
+static uint32_t *defer_slot[DEFER_SLOTS];
+static uint32_t defer_full;
+static uint32_t defer_seq; /* futex word of the waker thread */
+
+static void wake_every_g(void)
+{
+    for (int i = 0; i < GFUTEX_BUCKETS; i++) {
+        struct gfbucket *b = &table[i];
+        struct gfwaiter *chain = NULL, **tail = &chain;
+        runtime_lock(&b->lock);
+        for (struct gfwaiter *w = b->head, *next; w; w = next) {
+            next = w->next;
+            dequeue(b, w);
+            w->state = W_WOKEN;
+            *tail = w;
+            tail = &w->next;
+        }
+        runtime_unlock(&b->lock);
+        ready_chain(chain);
+    }
+}
+
+static void *waker(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        uint32_t seq = __atomic_load_n(&defer_seq, __ATOMIC_ACQUIRE);
+        for (int i = 0; i < DEFER_SLOTS; i++) {
+            uint32_t *addr = __atomic_exchange_n(&defer_slot[i], NULL, __ATOMIC_ACQ_REL);
+            if (addr)
+                gfutex_wake(addr, INT_MAX);
+        }
+        if (__atomic_exchange_n(&defer_full, 0, __ATOMIC_ACQ_REL))
+            wake_every_g();
+        futexsleep(&defer_seq, seq, -1);
+    }
+    return NULL;
+}
+
+int gfutex_init(void)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    int err = sched_thread_create(&t, &attr, waker, NULL);
+    pthread_attr_destroy(&attr);
+    return err;
+}
+
+int gfutex_wake_async(uint32_t *addr, int n)
+{
+    if (!m_in_runtime())
+        return gfutex_wake(addr, n);
+    int i;
+    for (i = 0; i < DEFER_SLOTS; i++) {
+        uint32_t *expect = NULL;
+        if (__atomic_load_n(&defer_slot[i], __ATOMIC_RELAXED) == addr)
+            break; /* already pending */
+        if (__atomic_compare_exchange_n(&defer_slot[i], &expect, addr, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+            break;
+    }
+    if (i == DEFER_SLOTS)
+        __atomic_store_n(&defer_full, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&defer_seq, 1, __ATOMIC_RELEASE);
+    futexwakeup(&defer_seq, 1);
+    return 0;
 }

@@ -48,4 +48,13 @@ int gfutex_deadline(clockid_t clock, const struct timespec *abstime, int64_t *ou
  * counted on addr's bucket (which may wait on other addresses). */
 int gfutex_nwaiters(uint32_t *addr);
 
+/*
+ * gfutex_wake for async-signal contexts (sem_post): wakes directly when
+ * the calling thread is not inside the runtime, else hands the wake to
+ * the waker thread (it may then be spurious, and it returns 0).
+ */
+int gfutex_wake_async(uint32_t *addr, int n);
+/* Start the waker thread (sched_init does). 0 or an errno value. */
+int gfutex_init(void);
+
 #endif

@@ -55,6 +55,8 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
     mp->g0tcb = tls_self();
     mp->curfs = mp->g0tcb;
+    mp->ong0 = 1;
+    m_mark_own_tls(mp, mp->g0tcb);
     stack_thread_init();
     /* Everything below this point of the thread stack is the g0 stack. */
     mp->g0_sp = ((uintptr_t)__builtin_frame_address(0) - 1024) & ~(uintptr_t)15;

@@ -63,6 +63,40 @@ struct g *sched_self(void)
     return sched.started ? getg() : NULL;
 }
 
+/* Set in an M's own TCB (its g0 context), NULL in every G's and elsewhere. */
+static __thread struct m *tls_own_m __attribute__((tls_model("initial-exec")));
+
+void m_mark_own_tls(struct m *mp, void *tcb)
+{
+    *(struct m **)((char *)tcb + ((char *)&tls_own_m - (char *)tls_self())) = mp;
+}
+
+struct m *acquirem(void)
+{
+    if (!sched.started || !getg())
+        return NULL;
+    struct m *mp = getm();
+    mp->locks++;
+    return mp;
+}
+
+void releasem(struct m *mp)
+{
+    if (mp)
+        mp->locks--;
+}
+
+bool m_in_runtime(void)
+{
+    if (!sched.started)
+        return false;
+    if (getg()) {
+        struct m *mp = getm();
+        return mp->ong0 || mp->locks > 0;
+    }
+    return tls_own_m != NULL; /* g0 with the M's own TCB installed */
+}
+
 bool casgstatus(struct g *gp, uint32_t oldval, uint32_t newval)
 {
     return __atomic_compare_exchange_n(&gp->atomicstatus, &oldval, newval, 0, __ATOMIC_ACQ_REL,
@@ -212,6 +246,8 @@ static void switch_out(struct m *mp, struct g *gp)
 {
     if (!sched.tls_full)
         gp->errno_save = errno_get();
+    mp->ong0 = 1;
+    mp->locks = 0;
     san_switch_begin(&gp->san_fake, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
     ctx_mcall(&gp->sched, mcall_schedule, NULL, mp->g0_sp);
     san_switch_end(gp->san_fake);
@@ -226,12 +262,14 @@ GOSHIM_NO_TSAN void goexit(void)
         tls_thread_exit();
     struct m *mp = getm();
     mp->rel = (struct release){REL_EXIT, gp, NULL, NULL};
+    mp->ong0 = 1;
+    mp->locks = 0;
     san_switch_begin(NULL, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
     ctx_mcall(&gp->sched, mcall_schedule, NULL, mp->g0_sp);
     goshim_throw("goexit: dead G resumed");
 }
 
-struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err)
+static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err)
 {
     struct g *self = sched_self();
     struct p *pp = self ? getm()->p : NULL;
@@ -270,6 +308,14 @@ struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a,
     if (pp)
         pp->nspawn++;
     runnable_to(pp, gp);
+    return gp;
+}
+
+struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err)
+{
+    struct m *mp = acquirem(); /* newproc works on this P's queues and caches */
+    struct g *gp = newproc(fn, arg, a, err);
+    releasem(mp);
     return gp;
 }
 
@@ -410,11 +456,13 @@ bool park_unlock(struct g *gp, void *lock)
 
 void goready(struct g *gp)
 {
+    struct m *mp = acquirem();
     castatus_or_throw(gp, Gwaiting, Grunnable, "goready");
     struct p *pp = sched_self() ? getm()->p : NULL;
     if (pp)
         pp->nready++;
     runnable_to(pp, gp);
+    releasem(mp);
 }
 
 void sched_gosched(void)

@@ -117,6 +117,15 @@ struct m {
     /* counters (owner writes, relaxed; readers tolerate tearing-free 64-bit loads) */
     uint64_t nstopm; /* times it parked on its note */
     uint64_t nwoken; /* times it was woken by startm */
+    /*
+     * "Inside the runtime": a signal handler that runs here must not take
+     * scheduler locks or touch this P's queues, because the code it
+     * interrupted may hold or be changing them (gfutex_wake_async defers
+     * then). locks counts acquirem() by G code; ong0 is set from the moment
+     * a G starts switching to g0 until g0 resumes a G. Owner only.
+     */
+    int32_t locks;
+    uint32_t ong0;
 };
 
 struct p {

@@ -92,6 +92,18 @@ bool park_unlock(struct g *gp, void *lock);
  */
 extern void (*sched_exit_hook)(struct g *gp);
 
+/*
+ * acquirem marks the M of the calling G "inside the runtime" until
+ * releasem (see struct m); NULL (and nothing to release) when not on a G.
+ * A G that parks drops its marks: do not releasem after gopark returns.
+ */
+struct m *acquirem(void);
+void releasem(struct m *mp);
+/* True when the calling thread is an M inside the runtime (see struct m). */
+bool m_in_runtime(void);
+/* The M's own TCB marker: set on an M's own thread (g0's TLS). */
+void m_mark_own_tls(struct m *mp, void *tcb);
+
 /* End the current G (what returning from its function does). */
 __attribute__((noreturn)) void goexit(void);
 

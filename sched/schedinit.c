@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <sys/syscall.h>
 
+#include "gfutex.h"
 #include "sched.h"
 #include "throw.h"
 #include "tls.h"
@@ -40,6 +41,9 @@ int sched_init(const struct sched_config *c)
     if (procresize(nprocs) != 0)
         return ENOMEM;
     sched_steal_order_init((uint32_t)nprocs);
+    if (gfutex_init() != 0)
+        rt_print(2, "goshim: cannot start the waker thread: sem_post in signal handlers may "
+                    "deadlock\n");
     sched.starttime = nanotime();
     sched.started = true;
     if (c->schedtrace_ms > 0)
@@ -79,6 +83,8 @@ int sched_adopt_main(void)
     mp->g0tcb = g0tcb;
     mp->curfs = self;
     mp->g0_sp = (uintptr_t)g0stack.hi & ~(uintptr_t)15;
+    if (g0tcb != self)
+        m_mark_own_tls(mp, g0tcb); /* errno mode: g0 shares main's TLS, no marker */
     mp->g0_lo = g0stack.lo;
     mp->g0_fiber = san_fiber_create();
     stack_thread_init();

@@ -278,6 +278,7 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) static void execute(struct m *mp, struc
     gp->flags |= G_STARTED;
     release_commit(mp);
     san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
+    mp->ong0 = 0;
     ctx_gogo(&gp->sched);
 }
 
@@ -297,6 +298,7 @@ GOSHIM_NO_TSAN void schedule(void)
         if (!sched.tls_full)
             tls_g = gp;
         san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
+        mp->ong0 = 0;
         ctx_gogo(&gp->sched);
     }
     execute(mp, gp, inherit);

@@ -10,15 +10,12 @@
  * Process-shared semaphores go to glibc on every call.
  *
  * sem_post is an atomic increment plus, when waiters are registered,
- * gfutex_wake: async-signal-safe exactly as far as gfutex_wake is. Every
- * caller takes this path once the runtime runs, also a signal handler on an
- * M's scheduler context: glibc's kernel FUTEX_WAKE could not wake a parked G.
- * KNOWN BUG (not in this file): gfutex_wake takes the bucket's runtime_lock
- * and goready takes scheduler locks, and the M that parked a G in
- * gfutex_wait keeps that bucket locked until findrunnable has picked the
- * next G (release_commit). A handler that runs on that M then and posts a
- * semaphore hashing to that bucket (typically the one being waited on)
- * deadlocks (seen once in 10 runs of prog_sync_sem_signal, confirmed in gdb).
+ * gfutex_wake_async: async-signal-safe. Every caller takes this path once
+ * the runtime runs, also a signal handler on an M's scheduler context:
+ * glibc's kernel FUTEX_WAKE could not wake a parked G. A handler that
+ * interrupts an M inside the runtime (holding a gfutex bucket lock,
+ * sched.lock, or changing its P's queues) must not wake directly: the wake
+ * is then deferred to the waker thread (see gfutex.c).
  *
  * Differences from glibc: sem_wait/timedwait/clockwait are not
  * cancellation points yet and never fail with EINTR (a signal handler runs
@@ -159,6 +156,6 @@ GOSHIM_EXPORT int sem_post(sem_t *s)
                                           __ATOMIC_RELAXED));
     /* Only the address from here on: a waiter may destroy the semaphore at once. */
     if ((d >> SEM_NWAITERS_SHIFT) != 0)
-        gfutex_wake(sem_word(gs), 1);
+        gfutex_wake_async(sem_word(gs), 1);
     return 0;
 }

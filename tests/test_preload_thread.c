@@ -7,57 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/helpers.h"
-
-/* Remove the "goshim stats:" lines from out; return the G count they name (-1 if none). */
-static long strip_stats(char *out)
-{
-    long gs = -1;
-    char *line = out, *dst = out;
-    while (*line) {
-        char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
-        if (!strncmp(line, "goshim stats:", 13)) {
-            char *p = strstr(line, "gs_created=");
-            if (p && p < line + len)
-                gs = atol(p + 11);
-        } else {
-            memmove(dst, line, len);
-            dst += len;
-        }
-        line += len;
-    }
-    *dst = '\0';
-    return gs;
-}
-
-static void same_as_native(const char *prog, long min_gs)
-{
-    static char nat[1 << 16], pre[1 << 16];
-    int sn = run_native(prog, NULL, NULL, nat, sizeof nat);
-    int sp = run_preloaded(prog, NULL, "GOSHIM_STATS=1", pre, sizeof pre);
-    long gs = strip_stats(pre);
-    cr_assert(WIFEXITED(sn), "%s natively: status %d\n%s", prog, sn, nat);
-    cr_assert_eq(WEXITSTATUS(sn), 0, "%s fails natively:\n%s", prog, nat);
-    cr_assert(WIFEXITED(sp), "%s under goshim died: status %d\n%s", prog, sp, pre);
-    cr_assert_eq(WEXITSTATUS(sp), 0, "%s fails under goshim:\n%s", prog, pre);
-    cr_assert_str_eq(pre, nat, "%s prints differently under goshim", prog);
-    cr_assert_geq(gs, min_gs, "%s: only %ld Gs ran under goshim (stats line missing?)", prog, gs);
-}
+#include "tests/preload_helpers.h"
 
 Test(preload_thread, lifecycle_same_as_native, .timeout = 60)
 {
-    same_as_native("prog_thread_basic", 30);
+    same_as_native_in_order("prog_thread_basic", NULL, 30);
 }
 
 Test(preload_thread, exit_cancel_cleanup_same_as_native, .timeout = 60)
 {
-    same_as_native("prog_thread_exit", 4);
+    same_as_native_in_order("prog_thread_exit", NULL, 4);
 }
 
 Test(preload_thread, errno_and_thread_locals_per_thread, .timeout = 120)
 {
-    same_as_native("prog_thread_tls", 9);
+    same_as_native_in_order("prog_thread_tls", NULL, 9);
 }
 
 Test(preload_thread, disabled_runs_natively, .timeout = 60)
@@ -71,7 +35,7 @@ Test(preload_thread, disabled_runs_natively, .timeout = 60)
 
 Test(preload_thread, cxx_thread_mutex_condvar_thread_local, .timeout = 60)
 {
-    same_as_native("prog_thread_cxx", 20);
+    same_as_native_in_order("prog_thread_cxx", NULL, 20);
 }
 
 Test(preload_thread, hundred_thousand_threads_blocked_at_once, .timeout = 300)

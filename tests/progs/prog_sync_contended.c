@@ -7,19 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prog_check.h"
+
 #define NTHREADS 64
 
 static pthread_mutex_t normal = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t adaptive = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 static long counter, iters;
-
-static long scaled(long n)
-{
-    const char *s = getenv("GOSHIM_TEST_SCALE");
-    double f = s ? atof(s) : 1.0;
-    long r = f > 0 ? (long)(n * f) : n;
-    return r < 1 ? 1 : r;
-}
 
 static void *worker(void *arg)
 {

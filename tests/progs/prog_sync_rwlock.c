@@ -14,40 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-static void fail(int line, const char *what, int got, int want)
-{
-    fprintf(stderr, "prog_sync_rwlock:%d: %s returned %d (%s), want %d (%s)\n", line, what, got,
-            strerror(got), want, strerror(want));
-    exit(1);
-}
-
-#define EXPECT(expr, want)                                                                         \
-    do {                                                                                           \
-        int got_ = (expr);                                                                         \
-        if (got_ != (want))                                                                        \
-            fail(__LINE__, #expr, got_, (want));                                                   \
-    } while (0)
-
-static long scaled(long n)
-{
-    const char *s = getenv("GOSHIM_TEST_SCALE");
-    double f = s ? atof(s) : 1.0;
-    long r = f > 0 ? (long)(n * f) : n;
-    return r < 1 ? 1 : r;
-}
-
-static struct timespec in_ms(clockid_t clk, long ms)
-{
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
-    return ts;
-}
+#include "prog_check.h"
 
 static void sleep_ms(long ms)
 {

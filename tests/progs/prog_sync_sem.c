@@ -14,44 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "prog_sync_sem:%d: %s failed (errno %d: %s)\n", __LINE__, #cond,       \
-                    errno, strerror(errno));                                                       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
-static long scaled(long n)
-{
-    const char *s = getenv("GOSHIM_TEST_SCALE");
-    double f = s ? atof(s) : 1.0;
-    long r = f > 0 ? (long)(n * f) : n;
-    return r < 1 ? 1 : r;
-}
-
-static struct timespec in_ms(clockid_t clk, long ms)
-{
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
-    return ts;
-}
-
-/* sem_wait, retried on EINTR (glibc reports it when a handler interrupts the wait). */
-static int wait_sem(sem_t *s)
-{
-    int r;
-    while ((r = sem_wait(s)) == -1 && errno == EINTR)
-        ;
-    return r;
-}
+#include "prog_check.h"
 
 /* ---- producer/consumer ---- */
 

@@ -8,18 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prog_check.h"
+
 #define NTHREADS 8
 
 static pthread_spinlock_t lock;
 static long counter, iters;
-
-static long scaled(long n)
-{
-    const char *s = getenv("GOSHIM_TEST_SCALE");
-    double f = s ? atof(s) : 1.0;
-    long r = f > 0 ? (long)(n * f) : n;
-    return r < 1 ? 1 : r;
-}
 
 static void *worker(void *arg)
 {

@@ -1,0 +1,80 @@
+/*
+ * Shared by the LD_PRELOAD suites (tests/test_preload_*.c): run a
+ * tests/progs program natively and under libgoshim.so with GOSHIM_STATS=1
+ * and compare. Everything is static inline so a suite may use only part.
+ */
+#ifndef GOSHIM_TESTS_PRELOAD_HELPERS_H
+#define GOSHIM_TESTS_PRELOAD_HELPERS_H
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/helpers.h"
+
+/* Remove the "goshim stats:" lines from out; return the G count they name (-1 if none). */
+static inline long strip_stats(char *out)
+{
+    long gs = -1;
+    char *line = out, *dst = out;
+
+    while (*line) {
+        char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
+
+        if (!strncmp(line, "goshim stats:", 13)) {
+            char *p = strstr(line, "gs_created=");
+            if (p && p < line + len)
+                gs = atol(p + 11);
+        } else {
+            memmove(dst, line, len);
+            dst += len;
+        }
+        line += len;
+    }
+    *dst = '\0';
+    return gs;
+}
+
+/*
+ * Run prog natively and preloaded (with env, e.g. "GOSHIM_PROCS=1", or NULL,
+ * added to GOSHIM_STATS=1): both must exit 0 and print the same, in the same
+ * order unless sorted (then line order is ignored), and at least min_gs Gs
+ * must have run under goshim.
+ */
+static inline void compare_with_native(const char *prog, const char *env, long min_gs, int sorted)
+{
+    static char nat[1 << 16], pre[1 << 16];
+    char penv[256];
+    int sn, sp;
+    long gs;
+
+    snprintf(penv, sizeof penv, "GOSHIM_STATS=1 %s", env ? env : "");
+    sn = run_native(prog, NULL, NULL, nat, sizeof nat);
+    sp = run_preloaded(prog, NULL, penv, pre, sizeof pre);
+    gs = strip_stats(pre);
+    cr_assert(WIFEXITED(sn), "%s natively: status %d\n%s", prog, sn, nat);
+    cr_assert_eq(WEXITSTATUS(sn), 0, "%s fails natively:\n%s", prog, nat);
+    cr_assert(WIFEXITED(sp), "%s under goshim (%s) died: status %d\n%s", prog, penv, sp, pre);
+    cr_assert_eq(WEXITSTATUS(sp), 0, "%s fails under goshim (%s):\n%s", prog, penv, pre);
+    if (sorted) {
+        sort_lines(nat);
+        sort_lines(pre);
+    }
+    cr_assert_str_eq(pre, nat, "%s prints differently under goshim (%s)", prog, penv);
+    cr_assert_geq(gs, min_gs, "%s: only %ld Gs ran under goshim (stats line missing?)", prog, gs);
+}
+
+/* compare_with_native, ignoring the order of output lines (threads print in any order). */
+static inline void same_as_native(const char *prog, const char *env, long min_gs)
+{
+    compare_with_native(prog, env, min_gs, 1);
+}
+
+/* compare_with_native, with output lines in the same order. */
+static inline void same_as_native_in_order(const char *prog, const char *env, long min_gs)
+{
+    compare_with_native(prog, env, min_gs, 0);
+}
+
+#endif
