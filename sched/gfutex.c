@@ -55,6 +55,7 @@ enum wstate {
     W_QUEUED,   /* on b's list */
     W_WOKEN,    /* dequeued by wake/requeue (or the value check failed) */
     W_TIMEDOUT, /* dequeued, or never queued, by the timer */
+    W_INTERRUPTED, /* dequeued by gfutex_interrupt */
 };
 
 struct gfbucket;
@@ -84,6 +85,7 @@ static struct gfbucket *bucketof(uint32_t *addr)
 
 static void enqueue(struct gfbucket *b, struct gfwaiter *w)
 {
+    w->gp->gfqueued = 1;
     w->next = NULL;
     w->prev = b->tail;
     if (b->tail)
@@ -95,6 +97,7 @@ static void enqueue(struct gfbucket *b, struct gfwaiter *w)
 
 static void dequeue(struct gfbucket *b, struct gfwaiter *w)
 {
+    w->gp->gfqueued = 0;
     if (w->prev)
         w->prev->next = w->next;
     else
@@ -199,10 +202,15 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
         w.t = (struct timer){.when = deadline_ns, .f = gfutex_timeout, .arg = &w};
         timer_add(&w.t);
     }
+    /* Publish the bucket before reading interrupt: gfutex_interrupt stores
+     * interrupt, then reads the bucket; one of the two sees the other. */
+    __atomic_store_n(&gp->gfbucket, b, __ATOMIC_SEQ_CST);
     runtime_lock(&b->lock);
-    if (w.state == W_TIMEDOUT || __atomic_load_n(addr, __ATOMIC_SEQ_CST) != val) {
-        int r = w.state == W_TIMEDOUT ? ETIMEDOUT : EAGAIN;
+    bool intr = __atomic_exchange_n(&gp->interrupt, 0, __ATOMIC_SEQ_CST);
+    if (w.state == W_TIMEDOUT || intr || __atomic_load_n(addr, __ATOMIC_SEQ_CST) != val) {
+        int r = w.state == W_TIMEDOUT ? ETIMEDOUT : intr ? EINTR : EAGAIN;
         w.state = W_WOKEN; /* the timer function, if it runs now, leaves w alone */
+        __atomic_store_n(&gp->gfbucket, NULL, __ATOMIC_RELEASE);
         runtime_unlock(&b->lock);
         if (timed)
             timer_del(&w.t);
@@ -210,15 +218,20 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
         return r;
     }
     w.state = W_QUEUED;
+    gp->gfwaiter = &w;
     enqueue(b, &w);
     gopark(park_unlock, &b->lock, waitReasonFutex);
-    /* Readied by exactly one of wake, requeue or the timer. */
-    if (timed) {
-        mp = acquirem();
+    /* Readied by exactly one of wake, requeue, the timer or an interrupt. */
+    mp = acquirem();
+    struct gfbucket *wb = __atomic_load_n(&w.b, __ATOMIC_ACQUIRE);
+    runtime_lock(&wb->lock); /* an interrupter may be looking at gp's fields */
+    gp->gfwaiter = NULL;
+    __atomic_store_n(&gp->gfbucket, NULL, __ATOMIC_RELEASE);
+    runtime_unlock(&wb->lock);
+    if (timed)
         timer_del(&w.t);
-        releasem(mp);
-    }
-    return w.state == W_TIMEDOUT ? ETIMEDOUT : 0;
+    releasem(mp);
+    return w.state == W_TIMEDOUT ? ETIMEDOUT : w.state == W_INTERRUPTED ? EINTR : 0;
 }
 
 int gfutex_wake(uint32_t *addr, int n)
@@ -294,6 +307,7 @@ static int requeue(uint32_t *addr, uint32_t val, int nwake, uint32_t *addr2, int
         } else {
             w->addr = addr2;
             __atomic_store_n(&w->b, b2, __ATOMIC_RELEASE);
+            __atomic_store_n(&w->gp->gfbucket, b2, __ATOMIC_RELEASE);
             enqueue(b2, w);
             moved++;
         }
@@ -433,4 +447,38 @@ int gfutex_wake_async(uint32_t *addr, int n)
     __atomic_add_fetch(&defer_seq, 1, __ATOMIC_RELEASE);
     futexwakeup(&defer_seq, 1);
     return 0;
+}
+
+/*
+ * Interrupt gp's gfutex wait: if it is parked in one, dequeue it and make
+ * it return EINTR; if it is about to wait, its wait returns EINTR at once.
+ * For cancellation (and later signals). Callable from any thread; not from
+ * a signal handler.
+ */
+void gfutex_interrupt(struct g *gp)
+{
+    __atomic_store_n(&gp->interrupt, 1, __ATOMIC_SEQ_CST);
+    struct m *mp = acquirem();
+    for (;;) {
+        struct gfbucket *b = __atomic_load_n(&gp->gfbucket, __ATOMIC_SEQ_CST);
+        if (!b)
+            break;
+        runtime_lock(&b->lock);
+        if (__atomic_load_n(&gp->gfbucket, __ATOMIC_ACQUIRE) != b) {
+            runtime_unlock(&b->lock); /* requeued meanwhile: look again */
+            continue;
+        }
+        struct gfwaiter *w = gp->gfqueued ? gp->gfwaiter : NULL;
+        if (w && w->b == b) {
+            dequeue(b, w);
+            w->state = W_INTERRUPTED;
+            __atomic_store_n(&gp->interrupt, 0, __ATOMIC_SEQ_CST); /* consumed */
+            runtime_unlock(&b->lock);
+            goready(gp);
+        } else {
+            runtime_unlock(&b->lock);
+        }
+        break;
+    }
+    releasem(mp);
 }

@@ -54,6 +54,13 @@ int gfutex_nwaiters(uint32_t *addr);
  * the waker thread (it may then be spurious, and it returns 0).
  */
 int gfutex_wake_async(uint32_t *addr, int n);
+/*
+ * Make gp's current or next gfutex_wait return EINTR (dequeuing it if it is
+ * parked). For cancellation points. Not async-signal-safe.
+ */
+struct g;
+void gfutex_interrupt(struct g *gp);
+
 /* Start the waker thread (sched_init does). 0 or an errno value. */
 int gfutex_init(void);
 

@@ -81,6 +81,13 @@ struct g {
     void *thr;            /* the shim's thread record (a pthread), or NULL */
     void *san_fake;       /* ASan fake stack while switched out (sanitizer builds) */
     void *san_fiber;      /* TSan fiber (sanitizer builds) */
+    /* gfutex: the bucket it waits in (set before it checks interrupt; changed by requeue
+     * under the bucket locks), its waiter record and whether that is queued (bucket lock),
+     * and a pending gfutex_interrupt, consumed by the next or current wait (EINTR). */
+    void *gfbucket;
+    void *gfwaiter;
+    uint32_t gfqueued;
+    uint32_t interrupt;
 };
 
 /*

@@ -37,6 +37,7 @@
 
 #include "sched/gfutex.h"
 #include "shim/shim.h"
+#include "shim/thread.h"
 
 /* From mutex.c. */
 void gsync_yield(void);
@@ -78,6 +79,7 @@ static int cond_wait(pthread_cond_t *c, pthread_mutex_t *m, bool timed, clockid_
         if (r != 0)
             return r;
     }
+    shim_testcancel(); /* a cancellation point: the mutex is held, as POSIX wants */
     __atomic_fetch_add(COND_NWAITERS(c), 1, __ATOMIC_SEQ_CST);
     seq = __atomic_load_n(COND_SEQ(c), __ATOMIC_SEQ_CST);
     r = gmutex_cond_unlock(m, &saved);
@@ -90,6 +92,7 @@ static int cond_wait(pthread_cond_t *c, pthread_mutex_t *m, bool timed, clockid_
     r2 = gmutex_cond_lock(m, saved);
     if (r2 != 0)
         return r2;
+    shim_testcancel(); /* cancelled while waiting: unwind with the mutex re-acquired */
     return r == ETIMEDOUT ? ETIMEDOUT : 0;
 }
 

@@ -28,6 +28,7 @@
 
 #include "sched/gfutex.h"
 #include "shim/shim.h"
+#include "shim/thread.h"
 
 struct gsem {
     uint64_t data; /* value | nwaiters << 32 */
@@ -76,6 +77,10 @@ static int sem_wait_slow(struct gsem *gs, int64_t deadline)
 
     for (;;) {
         if ((d & SEM_VALUE_MASK) == 0) {
+            if (shim_cancel_pending()) { /* a cancellation point */
+                __atomic_fetch_sub(&gs->data, SEM_ONE_WAITER, __ATOMIC_RELAXED);
+                shim_testcancel();
+            }
             if (gfutex_wait(sem_word(gs), 0, deadline) == ETIMEDOUT) {
                 __atomic_fetch_sub(&gs->data, SEM_ONE_WAITER, __ATOMIC_RELAXED);
                 return ETIMEDOUT;

@@ -328,6 +328,12 @@ static int join(pthread_t t, void **ret, int64_t deadline, bool try)
     st->joinstate = JS_JOINING;
     runtime_unlock(&st->lock);
     while (!__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE)) {
+        if (!try && shim_cancel_pending()) {
+            runtime_lock(&st->lock);
+            st->joinstate = JS_JOINABLE; /* as glibc: the target stays joinable */
+            runtime_unlock(&st->lock);
+            shim_testcancel();
+        }
         if (gfutex_wait(&st->exited, 0, deadline) == ETIMEDOUT &&
             !__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE)) {
             runtime_lock(&st->lock);
@@ -460,7 +466,7 @@ GOSHIM_EXPORT int pthread_setcancelstate(int state, int *old)
     if (old)
         *old = st->cancelstate;
     st->cancelstate = state;
-    return 0;
+    return 0; /* a request made while disabled is acted on at the next cancellation point */
 }
 
 GOSHIM_EXPORT int pthread_setcanceltype(int type, int *old)
@@ -476,18 +482,30 @@ GOSHIM_EXPORT int pthread_setcanceltype(int type, int *old)
     return 0;
 }
 
-GOSHIM_EXPORT void pthread_testcancel(void)
+bool shim_cancel_pending(void)
 {
-    struct sthread *st;
-    if (!goshim_active() || !(st = self_thread())) {
-        REAL(pthread_testcancel)();
-        return;
-    }
-    if (st->cancelstate == PTHREAD_CANCEL_ENABLE &&
-        __atomic_load_n(&st->cancelreq, __ATOMIC_ACQUIRE)) {
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    return st && st->cancelstate == PTHREAD_CANCEL_ENABLE &&
+           __atomic_load_n(&st->cancelreq, __ATOMIC_ACQUIRE);
+}
+
+void shim_testcancel(void)
+{
+    if (shim_cancel_pending()) {
+        struct sthread *st = self_thread();
+        st->cancelstate = PTHREAD_CANCEL_DISABLE; /* as glibc: no second cancel while unwinding */
         st->retval = PTHREAD_CANCELED;
         unwind_thread(st);
     }
+}
+
+GOSHIM_EXPORT void pthread_testcancel(void)
+{
+    if (!goshim_active() || !self_thread()) {
+        REAL(pthread_testcancel)();
+        return;
+    }
+    shim_testcancel();
 }
 
 GOSHIM_EXPORT int pthread_cancel(pthread_t t)
@@ -497,9 +515,17 @@ GOSHIM_EXPORT int pthread_cancel(pthread_t t)
         return REAL(pthread_cancel)(t);
     if (__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE))
         return 0; /* glibc: cancelling a terminated, unjoined thread succeeds */
-    __atomic_store_n(&st->cancelreq, 1, __ATOMIC_RELEASE);
-    if (st == self_thread())
+    __atomic_store_n(&st->cancelreq, 1, __ATOMIC_SEQ_CST);
+    if (st == self_thread()) {
         pthread_testcancel();
+        return 0;
+    }
+    /* Wake it if it waits at a cancellation point (any other wait of it
+     * just sees a spurious wake-up and waits again). */
+    runtime_lock(&st->lock);
+    if (st->gp && st->cancelstate == PTHREAD_CANCEL_ENABLE)
+        gfutex_interrupt(st->gp);
+    runtime_unlock(&st->lock);
     return 0;
 }
 

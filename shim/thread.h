@@ -9,4 +9,15 @@ int shim_thread_init(void);
 /* After sched_adopt_main: give the main G its thread record. */
 void shim_thread_adopted_main(void);
 
+/*
+ * Cancellation points (deferred cancellation). shim_testcancel acts on a
+ * pending, enabled cancel request: it unwinds the thread and does not
+ * return. shim_cancel_pending says whether it would. A blocking wait that
+ * is a cancellation point calls shim_testcancel on entry and after every
+ * wake-up (pthread_cancel interrupts its gfutex_wait with EINTR).
+ */
+#include <stdbool.h>
+void shim_testcancel(void);
+bool shim_cancel_pending(void);
+
 #endif

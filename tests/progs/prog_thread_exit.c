@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #endif
 #include <pthread.h>
+#include <semaphore.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,56 @@ static void *popper(void *arg)
     return (void *)1L;
 }
 
+static pthread_mutex_t cm = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cc = PTHREAD_COND_INITIALIZER;
+static int cond_waiting;
+
+static void unlock_cm(void *arg)
+{
+    (void)arg;
+    note("m");
+    pthread_mutex_unlock(&cm); /* the cancelled cond_wait re-acquired it */
+}
+
+static void *cond_waiter(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&cm);
+    pthread_cleanup_push(unlock_cm, NULL);
+    cond_waiting = 1;
+    pthread_cond_signal(&cc);
+    for (;;)
+        pthread_cond_wait(&cc, &cm); /* nobody signals: only cancellation ends it */
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+static sem_t never;
+static void *sem_waiter(void *arg)
+{
+    (void)arg;
+    pthread_cleanup_push(note, "s");
+    sem_wait(&never);
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+static void *forever(void *arg)
+{
+    (void)arg;
+    for (;;)
+        sem_wait(&never);
+    return NULL;
+}
+
+static void *joiner(void *arg)
+{
+    pthread_cleanup_push(note, "j");
+    pthread_join(*(pthread_t *)arg, NULL);
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
 static volatile int late_done;
 static void *late(void *arg)
 {
@@ -96,6 +147,44 @@ int main(void)
     pthread_cancel(t);
     pthread_join(t, &r);
     printf("cancel: canceled %d, handler ran as %.*s\n", r == PTHREAD_CANCELED, norder, order);
+
+    norder = 0;
+    pthread_create(&t, NULL, cond_waiter, NULL);
+    pthread_mutex_lock(&cm);
+    while (!cond_waiting)
+        pthread_cond_wait(&cc, &cm);
+    pthread_mutex_unlock(&cm);
+    pthread_cancel(t);
+    pthread_join(t, &r);
+    int relock = pthread_mutex_trylock(&cm);
+    if (relock == 0)
+        pthread_mutex_unlock(&cm);
+    printf("cancel in cond_wait: canceled %d, handler ran as %.*s, mutex free %d\n",
+           r == PTHREAD_CANCELED, norder, order, relock == 0);
+
+    norder = 0;
+    sem_init(&never, 0, 0);
+    pthread_create(&t, NULL, sem_waiter, NULL);
+    for (int i = 0; i < 100; i++)
+        sched_yield();
+    pthread_cancel(t);
+    pthread_join(t, &r);
+    printf("cancel in sem_wait: canceled %d, handler ran as %.*s\n", r == PTHREAD_CANCELED,
+           norder, order);
+
+    norder = 0;
+    pthread_t target, j;
+    pthread_create(&target, NULL, forever, NULL);
+    pthread_create(&j, NULL, joiner, &target);
+    for (int i = 0; i < 100; i++)
+        sched_yield();
+    pthread_cancel(j);
+    pthread_join(j, &r);
+    printf("cancel in pthread_join: canceled %d, handler ran as %.*s\n", r == PTHREAD_CANCELED,
+           norder, order);
+    pthread_cancel(target);
+    pthread_join(target, &r);
+    printf("its target stayed joinable: canceled %d\n", r == PTHREAD_CANCELED);
 
     norder = 0;
     pthread_create(&t, NULL, popper, NULL);
