@@ -63,3 +63,13 @@ Test(preload_thread, hundred_thousand_threads_blocked_at_once, .timeout = 300)
     }
     cr_log_info("goshim ran %ld blocked threads; natively at most pid_max = %ld", want, pid_max);
 }
+
+Test(preload_thread, exit_while_threads_run_or_wait, .timeout = 60)
+{
+    static char nat[4096], pre[4096];
+    int sn = run_native("prog_exit_while_running", NULL, NULL, nat, sizeof nat);
+    int sp = run_preloaded("prog_exit_while_running", NULL, NULL, pre, sizeof pre);
+    cr_assert(WIFEXITED(sn) && WEXITSTATUS(sn) == 3, "natively: status %d\n%s", sn, nat);
+    cr_assert(WIFEXITED(sp) && WEXITSTATUS(sp) == 3, "under goshim: status %d\n%s", sp, pre);
+    cr_assert_str_eq(pre, nat);
+}
