@@ -168,6 +168,7 @@ void schedtrace(bool detailed);
 int trace_start(int period_ms, bool detailed);
 void stats_print(int fd);
 void stats_at_exit(void);
+void stats_open(void);
 
 /* tls glue (proc.c) */
 int sched_stack_lookup(void *addr, unsigned long *id, size_t *size);

@@ -48,8 +48,10 @@ int sched_init(const struct sched_config *c)
     sched.started = true;
     if (c->schedtrace_ms > 0)
         trace_start(c->schedtrace_ms, c->scheddetail);
-    if (c->stats)
+    if (c->stats) {
+        stats_open();
         atexit(stats_at_exit);
+    }
     return 0;
 }
 

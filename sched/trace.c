@@ -12,6 +12,7 @@
  * Everything is read without stopping the world: the numbers are a
  * snapshot that may be slightly inconsistent, as Go's are.
  */
+#include <fcntl.h>
 #include <pthread.h>
 
 #include "sched.h"
@@ -160,7 +161,19 @@ void stats_print(int fd)
              ss.mmaps, ss.munmaps, ss.cache_hits, ss.arena_stacks, ts.tcbs_created, ts.tcbs_reset);
 }
 
+/* A private copy of stderr, taken at start-up: programs that close fd 2
+ * in their own atexit handlers (coreutils' close_stdout) still get the
+ * counters, and they go where stderr went. */
+static int stats_fd = 2;
+
+void stats_open(void)
+{
+    int fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
+    if (fd >= 0)
+        stats_fd = fd;
+}
+
 void stats_at_exit(void)
 {
-    stats_print(2);
+    stats_print(stats_fd);
 }
