@@ -550,6 +550,14 @@ GOSHIM_EXPORT int pthread_key_delete(pthread_key_t key)
 /* glibc's once word: 0 never run, bit 0 running, bit 1 done (upper bits: fork generation). */
 enum { ONCE_RUNNING = 1, ONCE_DONE = 2 };
 
+/* The init routine was cancelled or called pthread_exit: let another call run it (glibc too). */
+static void once_reset(void *arg)
+{
+    uint32_t *w = arg;
+    __atomic_store_n(w, 0, __ATOMIC_RELEASE);
+    gfutex_wake(w, INT_MAX);
+}
+
 GOSHIM_EXPORT int pthread_once(pthread_once_t *once, void (*init)(void))
 {
     uint32_t *w = (uint32_t *)once;
@@ -565,7 +573,9 @@ GOSHIM_EXPORT int pthread_once(pthread_once_t *once, void (*init)(void))
             if (!__atomic_compare_exchange_n(w, &v, ONCE_RUNNING, 0, __ATOMIC_ACQUIRE,
                                              __ATOMIC_RELAXED))
                 continue;
+            pthread_cleanup_push(once_reset, w);
             init();
+            pthread_cleanup_pop(0);
             __atomic_store_n(w, ONCE_DONE, __ATOMIC_RELEASE);
             gfutex_wake(w, INT_MAX);
             return 0;

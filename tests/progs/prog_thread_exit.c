@@ -117,6 +117,20 @@ static void *joiner(void *arg)
     return NULL;
 }
 
+static pthread_once_t once2 = PTHREAD_ONCE_INIT;
+static int once2_runs;
+static void once2_init(void)
+{
+    if (once2_runs++ == 0)
+        pthread_exit(NULL); /* the first init never finishes */
+}
+static void *once2_thread(void *arg)
+{
+    (void)arg;
+    pthread_once(&once2, once2_init);
+    return (void *)1L;
+}
+
 static volatile int late_done;
 static void *late(void *arg)
 {
@@ -190,6 +204,14 @@ int main(void)
     pthread_create(&t, NULL, popper, NULL);
     pthread_join(t, &r);
     printf("pop: value %ld, handlers ran as %.*s\n", (long)r, norder, order);
+
+    void *r1, *r2;
+    pthread_create(&t, NULL, once2_thread, NULL);
+    pthread_join(t, &r1);
+    pthread_create(&t, NULL, once2_thread, NULL);
+    pthread_join(t, &r2);
+    printf("once whose init exited: ran %d times, returns %ld then %ld\n", once2_runs, (long)r1,
+           (long)r2);
 
     atexit(at_exit);
     pthread_create(&t, NULL, late, NULL);
