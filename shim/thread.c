@@ -32,7 +32,9 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +69,12 @@ struct sthread {
     int canceltype;         /* PTHREAD_CANCEL_DEFERRED/ASYNCHRONOUS (stored only) */
     uint32_t cancelreq;     /* pthread_cancel was called */
     char name[16];
+    /* Per-thread kernel settings a G cannot have (its tid is not the
+     * kernel's): accepted, kept and reported back, not enforced. */
+    bool has_affinity;
+    cpu_set_t affinity;
+    int policy;
+    struct sched_param param;
 };
 
 /* The current thread's record, per G (full mode: each G has its own TLS). */
@@ -658,4 +666,110 @@ void shim_thread_adopted_main(void)
     st->canceltype = PTHREAD_CANCEL_DEFERRED;
     tls_thr = st;
     sched_self()->thr = st;
+}
+
+/* ---- calls that would hand the G's (fake) tid to the kernel ------------------- */
+
+GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
+{
+    struct sthread *st = goshim_on ? lookup(t) : NULL;
+    if (!st || st->is_main || st == self_thread())
+        return REAL(pthread_kill)(glibc_id(t, st), sig); /* glibc signals itself by gettid */
+    if (sig < 0 || sig >= 65)
+        return EINVAL;
+    if (__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE))
+        return ESRCH;
+    if (sig == 0)
+        return 0; /* the probe: it exists */
+    /* Signals to another G need per-G delivery (later work): say so. */
+    return REAL(pthread_kill)(t, sig);
+}
+
+GOSHIM_EXPORT int pthread_getaffinity_np(pthread_t t, size_t size, cpu_set_t *set)
+{
+    struct sthread *st = goshim_on ? lookup(t) : NULL;
+    if (!st || st->is_main)
+        return REAL(pthread_getaffinity_np)(glibc_id(t, st), size, set);
+    runtime_lock(&st->lock);
+    bool have = st->has_affinity;
+    cpu_set_t mine = st->affinity;
+    runtime_unlock(&st->lock);
+    if (!have)
+        return sched_getaffinity(0, size, set) == 0 ? 0 : errno;
+    if (size < sizeof(cpu_set_t)) {
+        memset(set, 0, size);
+        memcpy(set, &mine, size);
+        return 0;
+    }
+    memset(set, 0, size);
+    memcpy(set, &mine, sizeof mine);
+    return 0;
+}
+
+GOSHIM_EXPORT int pthread_setaffinity_np(pthread_t t, size_t size, const cpu_set_t *set)
+{
+    struct sthread *st = goshim_on ? lookup(t) : NULL;
+    if (!st || st->is_main)
+        return REAL(pthread_setaffinity_np)(glibc_id(t, st), size, set);
+    cpu_set_t allowed, want;
+    CPU_ZERO(&want);
+    memcpy(&want, set, size < sizeof want ? size : sizeof want);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return errno;
+    CPU_AND(&allowed, &allowed, &want);
+    if (CPU_COUNT(&allowed) == 0)
+        return EINVAL; /* as the kernel: no usable CPU in the mask */
+    runtime_lock(&st->lock);
+    st->affinity = want;
+    st->has_affinity = true;
+    runtime_unlock(&st->lock);
+    return 0;
+}
+
+GOSHIM_EXPORT int pthread_getschedparam(pthread_t t, int *policy, struct sched_param *param)
+{
+    struct sthread *st = goshim_on ? lookup(t) : NULL;
+    if (!st || st->is_main)
+        return REAL(pthread_getschedparam)(glibc_id(t, st), policy, param);
+    runtime_lock(&st->lock);
+    *policy = st->policy;
+    *param = st->param;
+    runtime_unlock(&st->lock);
+    return 0;
+}
+
+static int check_sched(int policy, int prio)
+{
+    int lo = sched_get_priority_min(policy), hi = sched_get_priority_max(policy);
+    if (lo < 0 || hi < 0 || prio < lo || prio > hi)
+        return EINVAL;
+    return 0;
+}
+
+GOSHIM_EXPORT int pthread_setschedparam(pthread_t t, int policy, const struct sched_param *param)
+{
+    struct sthread *st = goshim_on ? lookup(t) : NULL;
+    if (!st || st->is_main)
+        return REAL(pthread_setschedparam)(glibc_id(t, st), policy, param);
+    int err = check_sched(policy, param->sched_priority);
+    if (err)
+        return err;
+    runtime_lock(&st->lock);
+    st->policy = policy;
+    st->param = *param;
+    runtime_unlock(&st->lock);
+    return 0;
+}
+
+GOSHIM_EXPORT int pthread_setschedprio(pthread_t t, int prio)
+{
+    struct sthread *st = goshim_on ? lookup(t) : NULL;
+    if (!st || st->is_main)
+        return REAL(pthread_setschedprio)(glibc_id(t, st), prio);
+    runtime_lock(&st->lock);
+    int err = check_sched(st->policy, prio);
+    if (!err)
+        st->param.sched_priority = prio;
+    runtime_unlock(&st->lock);
+    return err;
 }

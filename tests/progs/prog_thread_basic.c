@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,29 @@ int main(void)
           dtor_sum);
     pthread_key_delete(key);
     printf("keys: 8 destructors ran with their values\n");
+
+    /* Calls glibc makes with the kernel tid: affinity, scheduling, the kill probe. */
+    release_flag = 0;
+    pthread_create(&w, NULL, wait_flag, NULL);
+    cpu_set_t cs;
+    CPU_ZERO(&cs);
+    CHECK(pthread_getaffinity_np(w, sizeof cs, &cs) == 0 && CPU_COUNT(&cs) >= 1, "getaffinity");
+    CPU_ZERO(&cs);
+    CPU_SET(0, &cs);
+    CHECK(pthread_setaffinity_np(w, sizeof cs, &cs) == 0, "setaffinity");
+    CPU_ZERO(&cs);
+    pthread_getaffinity_np(w, sizeof cs, &cs);
+    CHECK(CPU_COUNT(&cs) == 1 && CPU_ISSET(0, &cs), "affinity reads back");
+    int pol = -1;
+    struct sched_param sp = {0};
+    CHECK(pthread_getschedparam(w, &pol, &sp) == 0 && pol == SCHED_OTHER && sp.sched_priority == 0,
+          "getschedparam");
+    sp.sched_priority = 5;
+    CHECK(pthread_setschedparam(w, SCHED_OTHER, &sp) == EINVAL, "SCHED_OTHER priority 5 is EINVAL");
+    CHECK(pthread_kill(w, 0) == 0, "pthread_kill(t, 0) finds a live thread");
+    __atomic_store_n(&release_flag, 1, __ATOMIC_RELEASE);
+    pthread_join(w, NULL);
+    printf("affinity, scheduling, kill probe: as natively\n");
 
     CHECK(sched_yield() == 0, "sched_yield");
     printf("%s\n", failures ? "FAILED" : "all passed");
