@@ -113,6 +113,22 @@ static inline int test_collect_(pid_t pid, int rfd, char *out, size_t outlen)
     return status;
 }
 
+/* Flush stdio, make a close-on-exec pipe and fork: the pid (0 in the child), or -1. */
+static inline pid_t test_fork_piped_(int fds[2])
+{
+    pid_t pid;
+
+    fflush(NULL);
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return -1;
+    pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+    }
+    return pid;
+}
+
 /*
  * run_child runs fn(arg) in a forked child whose stdout and stderr go to a
  * pipe; the output is copied into out (NUL-terminated, truncated to outlen).
@@ -123,17 +139,10 @@ static inline int test_collect_(pid_t pid, int rfd, char *out, size_t outlen)
 static inline int run_child(int (*fn)(void *), void *arg, char *out, size_t outlen)
 {
     int fds[2];
-    pid_t pid;
+    pid_t pid = test_fork_piped_(fds);
 
-    fflush(NULL);
-    if (pipe2(fds, O_CLOEXEC) < 0)
+    if (pid < 0)
         return -1;
-    pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
     if (pid == 0) {
         int rc;
 
@@ -159,17 +168,10 @@ static inline int run_exec(const char *path, char *const argv[], const char *env
                            const char *preload, char *out, size_t outlen)
 {
     int fds[2];
-    pid_t pid;
+    pid_t pid = test_fork_piped_(fds);
 
-    fflush(NULL);
-    if (pipe2(fds, O_CLOEXEC) < 0)
+    if (pid < 0)
         return -1;
-    pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
     if (pid == 0) {
         char *const default_argv[] = {(char *)path, NULL};
 

@@ -314,11 +314,12 @@ struct hello {
     int fs_method;
 };
 
-static bool read_all(int fd, void *buf, size_t n)
+/* Move exactly n bytes through fd with read(2) or write(2), retrying on EINTR. */
+static bool xfer_all(int fd, void *buf, size_t n, bool reading)
 {
     char *p = buf;
     while (n > 0) {
-        ssize_t r = read(fd, p, n);
+        ssize_t r = reading ? read(fd, p, n) : write(fd, p, n);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -329,19 +330,14 @@ static bool read_all(int fd, void *buf, size_t n)
     return true;
 }
 
+static bool read_all(int fd, void *buf, size_t n)
+{
+    return xfer_all(fd, buf, n, true);
+}
+
 static bool write_all(int fd, const void *buf, size_t n)
 {
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t r = write(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return false;
-        p += r;
-        n -= (size_t)r;
-    }
-    return true;
+    return xfer_all(fd, (void *)buf, n, false);
 }
 
 static int worker(int nprocs, int in, int out)
