@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <semaphore.h>
+#include <threads.h>
 #include <time.h>
 
 struct real_syms {

@@ -73,3 +73,10 @@ Test(preload_thread, exit_while_threads_run_or_wait, .timeout = 60)
     cr_assert(WIFEXITED(sp) && WEXITSTATUS(sp) == 3, "under goshim: status %d\n%s", sp, pre);
     cr_assert_str_eq(pre, nat);
 }
+
+/* glibc's C11 functions call its internal pthread code: the shim maps them
+ * back onto Gs (with one P, a C11 wait that blocked the M would hang). */
+Test(preload_thread, c11_threads_are_gs, .timeout = 60)
+{
+    same_as_native_in_order("prog_c11_threads", "GOSHIM_PROCS=1", 4);
+}
