@@ -278,7 +278,12 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     struct spawn_attr sa = {.stacksize = 0, .guardsize = (size_t)-1, .eager_tls = true,
                             .suspended = true};
     int detach = PTHREAD_CREATE_JOINABLE;
+    int inherit = PTHREAD_INHERIT_SCHED, policy = SCHED_OTHER;
+    struct sched_param param = {0};
     if (attr) {
+        pthread_attr_getinheritsched(attr, &inherit);
+        pthread_attr_getschedpolicy(attr, &policy);
+        pthread_attr_getschedparam(attr, &param);
         void *base = NULL;
         size_t size = 0, ssize = 0, guard = 0;
         pthread_attr_getdetachstate(attr, &detach);
@@ -301,6 +306,16 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     st->joinstate = detach == PTHREAD_CREATE_DETACHED ? JS_DETACHED : JS_JOINABLE;
     st->cancelstate = PTHREAD_CANCEL_ENABLE;
     st->canceltype = PTHREAD_CANCEL_DEFERRED;
+    if (inherit == PTHREAD_EXPLICIT_SCHED) { /* kept and reported, not enforced */
+        st->policy = policy;
+        st->param = param;
+    } else {
+        struct sthread *self = self_thread();
+        if (self && !self->is_main) {
+            st->policy = self->policy;
+            st->param = self->param;
+        }
+    }
     int err = 0;
     struct g *gp = sched_spawn(thread_main, st, &sa, &err);
     if (!gp) {
