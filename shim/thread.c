@@ -71,6 +71,7 @@ struct sthread {
     char name[16];
     /* Per-thread kernel settings a G cannot have (its tid is not the
      * kernel's): accepted, kept and reported back, not enforced. */
+    void **keyblk[32];      /* errno mode: pthread key values, 32 blocks of 32, lazily */
     bool has_affinity;
     cpu_set_t affinity;
     int policy;
@@ -122,6 +123,64 @@ static pthread_t glibc_id(pthread_t t, struct sthread *st)
     return st && st->is_main ? (pthread_t)st->tcb : t;
 }
 
+/* ---- key values ------------------------------------------------------------ */
+
+/*
+ * In full TLS mode every G has its own TCB, so glibc's pthread_getspecific
+ * and pthread_setspecific (which use THREAD_SELF) are per G already. In
+ * errno mode Gs share their M's TCB: the values live in the thread record.
+ */
+static void **key_slot(struct sthread *st, pthread_key_t k, bool create)
+{
+    void **blk = st->keyblk[k / 32];
+    if (!blk) {
+        if (!create || !(blk = calloc(32, sizeof *blk)))
+            return NULL;
+        st->keyblk[k / 32] = blk;
+    }
+    return &blk[k % 32];
+}
+
+static void *key_get(pthread_key_t k)
+{
+    struct sthread *st;
+    if (!goshim_on || sched.tls_full || !(st = self_thread()))
+        return REAL(pthread_getspecific)(k);
+    if (k >= NKEYS)
+        return NULL;
+    void **slot = key_slot(st, k, false);
+    return slot ? *slot : NULL;
+}
+
+__attribute__((noinline)) static int key_set(pthread_key_t k, const void *v)
+{
+    struct sthread *st;
+    if (!goshim_on || sched.tls_full || !(st = self_thread()))
+        return REAL(pthread_setspecific)(k, v);
+    if (k >= NKEYS)
+        return EINVAL;
+    void **slot = key_slot(st, k, v != NULL);
+    if (slot)
+        *slot = (void *)v;
+    else if (v)
+        return ENOMEM;
+    return 0;
+}
+
+GOSHIM_EXPORT void *pthread_getspecific(pthread_key_t k)
+{
+    return key_get(k);
+}
+
+/* glibc declares v access(none): it is stored, never read; say so to gcc. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+GOSHIM_EXPORT int pthread_setspecific(pthread_key_t k, const void *v)
+{
+    return key_set(k, v);
+}
+#pragma GCC diagnostic pop
+
 /* ---- exit ---------------------------------------------------------------- */
 
 static void run_key_destructors(void)
@@ -132,10 +191,10 @@ static void run_key_destructors(void)
             void (*dtor)(void *) = __atomic_load_n(&key_dtor[k], __ATOMIC_ACQUIRE);
             if (!dtor)
                 continue;
-            void *v = REAL(pthread_getspecific)(k);
+            void *v = key_get(k);
             if (!v)
                 continue;
-            REAL(pthread_setspecific)(k, NULL);
+            key_set(k, NULL);
             dtor(v);
             again = true;
         }
@@ -150,6 +209,8 @@ static void free_thread(struct sthread *st)
         return; /* glibc's own TCB, a static record */
     if (st->tcb && sched.tls_full)
         tls_tcb_destroy(st->tcb);
+    for (int i = 0; i < 32; i++)
+        free(st->keyblk[i]);
     st->magic = 0;
     free(st);
 }

@@ -80,3 +80,13 @@ Test(preload_thread, c11_threads_are_gs, .timeout = 60)
 {
     same_as_native_in_order("prog_c11_threads", "GOSHIM_PROCS=1", 4);
 }
+
+/* GOSHIM_TLS=errno: Gs share their M's TCB, so keys live in the thread record. */
+Test(preload_thread, lifecycle_in_errno_mode, .timeout = 60)
+{
+    static char out[1 << 16];
+    int st = run_preloaded("prog_thread_basic", NULL, "GOSHIM_TLS=errno", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d:\n%s", st, out);
+    cr_assert(strstr(out, "all passed"), "%s", out);
+    cr_assert(strstr(out, "GOSHIM_TLS=errno mode"), "the mode is announced:\n%s", out);
+}
