@@ -12,6 +12,7 @@
 #include <semaphore.h>
 #include <threads.h>
 #include <time.h>
+#include <unistd.h>
 
 struct real_syms {
 #define REAL_SYM(name, ret, args) ret(*name) args;

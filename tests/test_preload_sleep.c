@@ -1,0 +1,22 @@
+/*
+ * Sleeps under LD_PRELOAD: same results as natively, and sleeping threads
+ * are parked Gs: with one P, 100 threads sleeping at once need one M.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "tests/preload_helpers.h"
+
+Test(preload_sleep, sleeps_same_as_native, .timeout = 60)
+{
+    same_as_native_in_order("prog_sleep", NULL, 101);
+}
+
+Test(preload_sleep, sleeping_threads_do_not_hold_ms, .timeout = 60)
+{
+    static char out[1 << 14];
+    int st = run_preloaded("prog_sleep", NULL, "GOSHIM_PROCS=1 GOSHIM_STATS=1", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d:\n%s", st, out);
+    cr_assert(strstr(out, "goshim stats: procs=1 threads=1 "),
+              "100 sleeping threads should need no OS thread beyond M0:\n%s", out);
+}
