@@ -8,7 +8,16 @@
 #ifndef GOSHIM_REAL_H
 #define GOSHIM_REAL_H
 
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/msg.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <semaphore.h>
 #include <threads.h>
 #include <time.h>

@@ -241,18 +241,24 @@ GOSHIM_NO_TSAN static void mcall_schedule(void *arg)
     schedule();
 }
 
-/* Switch the current G out to g0, which commits mp->rel and schedules. */
-static void switch_out(struct m *mp, struct g *gp)
+/* Switch the current G out to g0 and run fn there (it never returns). */
+void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *))
 {
     if (!sched.tls_full)
         gp->errno_save = errno_get();
     mp->ong0 = 1;
     mp->locks = 0;
     san_switch_begin(&gp->san_fake, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
-    ctx_mcall(&gp->sched, mcall_schedule, NULL, mp->g0_sp);
+    ctx_mcall(&gp->sched, fn, NULL, mp->g0_sp);
     san_switch_end(gp->san_fake);
     if (!sched.tls_full)
         errno_set(gp->errno_save);
+}
+
+/* Switch the current G out to g0, which commits mp->rel and schedules. */
+static void switch_out(struct m *mp, struct g *gp)
+{
+    switch_out_to(mp, gp, mcall_schedule);
 }
 
 GOSHIM_NO_TSAN void goexit(void)

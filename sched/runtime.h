@@ -133,6 +133,8 @@ struct m {
      */
     int32_t locks;
     uint32_t ong0;
+    struct p *oldp;  /* the P it gave up in entersyscall; owner */
+    uint64_t nsyscall; /* blocking system calls; owner writes */
 };
 
 struct p {

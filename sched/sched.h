@@ -136,6 +136,13 @@ struct g *findrunnable_local(struct p *pp, bool *inherit);
 struct g *stealwork(struct m *mp, struct p *pp, int *round);
 void wakep(void);
 void resetspinning(struct m *mp);
+void restore_own_fs(struct m *mp);
+__attribute__((noreturn)) void execute(struct m *mp, struct g *gp, bool inherit);
+void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *));
+
+/* syscall.c: around a system call that may block (the P is handed off). */
+void entersyscall(void);
+void exitsyscall(void);
 void sched_steal_order_init(uint32_t n);
 
 /* runq.c */

@@ -148,7 +148,7 @@ static bool any_runq_nonempty(void)
 }
 
 /* Install the M's own TCB as FS base again (full TLS mode). */
-static void restore_own_fs(struct m *mp)
+void restore_own_fs(struct m *mp)
 {
     if (sched.tls_full && mp->curfs != mp->g0tcb) {
         tls_malloc_move(mp->curfs, mp->g0tcb);
@@ -250,7 +250,7 @@ top:;
 }
 
 /* Run gp on the current M. Never returns. */
-GOSHIM_NO_TSAN __attribute__((noreturn)) static void execute(struct m *mp, struct g *gp,
+GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp,
                                                              bool inherit)
 {
     struct p *pp = mp->p;
