@@ -140,8 +140,10 @@ void restore_own_fs(struct m *mp);
 __attribute__((noreturn)) void execute(struct m *mp, struct g *gp, bool inherit);
 void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *));
 
-/* syscall.c: around a system call that may block (the P is handed off). */
-void entersyscall(void);
+/* syscall.c: around a system call that may block (the P is handed off).
+ * entersyscall returns false when it did nothing (not on a G holding a P:
+ * a signal handler inside another call, or g0); then skip exitsyscall. */
+bool entersyscall(void);
 void exitsyscall(void);
 void sched_steal_order_init(uint32_t n);
 

@@ -36,10 +36,14 @@ static void handoffp(struct p *pp)
     runtime_unlock(&sched.lock);
 }
 
-void entersyscall(void)
+bool entersyscall(void)
 {
     struct m *mp = getm();
     struct g *gp = mp->curg;
+    /* Not from a G that holds a P: a signal handler that runs inside
+     * another wrapped call, or on g0. Then the call just goes through. */
+    if (mp->ong0 || mp->p == NULL || gp == NULL || readgstatus(gp) != Grunning)
+        return false;
     mp->locks++;
     mp->nsyscall++;
     if (!casgstatus(gp, Grunning, Gsyscall))
@@ -48,6 +52,7 @@ void entersyscall(void)
     mp->oldp = pp;
     handoffp(pp);
     mp->locks--;
+    return true;
 }
 
 /* Take pp off the idle list if it is there, else any idle P, or NULL. sched.lock held. */

@@ -27,7 +27,8 @@
     {                                                                                              \
         if (!goshim_active())                                                                      \
             return REAL(name) args;                                                                \
-        entersyscall();                                                                            \
+        if (!entersyscall())                                                                       \
+            return REAL(name) args;                                                                \
         ret res_ = REAL(name) args;                                                                \
         exitsyscall();                                                                             \
         return res_;                                                                               \
