@@ -8,6 +8,7 @@
 #ifndef GOSHIM_REAL_H
 #define GOSHIM_REAL_H
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>

@@ -35,3 +35,35 @@
     }
 #include "shim/blocking.def"
 #undef BLOCKING
+
+/*
+ * open and openat take their mode as a variadic argument (read only with
+ * O_CREAT or O_TMPFILE). Opening a FIFO blocks until the other end is
+ * opened, by another thread of this very program as often as not.
+ */
+#include <fcntl.h>
+#include <stdarg.h>
+
+static mode_t open_mode(int flags, va_list ap)
+{
+    return (flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
+}
+
+#define OPEN_WRAPPER(name, params, args)                                                           \
+    GOSHIM_EXPORT int name params                                                                  \
+    {                                                                                              \
+        va_list ap;                                                                                \
+        va_start(ap, flags);                                                                       \
+        mode_t mode = open_mode(flags, ap);                                                        \
+        va_end(ap);                                                                                \
+        if (!goshim_active() || !entersyscall())                                                   \
+            return REAL(name) args;                                                                \
+        int fd = REAL(name) args;                                                                  \
+        exitsyscall();                                                                             \
+        return fd;                                                                                 \
+    }
+OPEN_WRAPPER(open, (const char *path, int flags, ...), (path, flags, mode))
+OPEN_WRAPPER(open64, (const char *path, int flags, ...), (path, flags, mode))
+OPEN_WRAPPER(openat, (int dirfd, const char *path, int flags, ...), (dirfd, path, flags, mode))
+OPEN_WRAPPER(openat64, (int dirfd, const char *path, int flags, ...), (dirfd, path, flags, mode))
+#undef OPEN_WRAPPER

@@ -11,10 +11,25 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 static int p1[2], p2[2];
+static char fifo[64];
+
+static void *fifo_writer(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 100; i++)
+        sched_yield();
+    int fd = open(fifo, O_WRONLY); /* meets the reader's open */
+    if (fd < 0 || write(fd, "fifo", 4) != 4)
+        exit(7);
+    close(fd);
+    return NULL;
+}
 
 static void *writer(void *arg)
 {
@@ -58,5 +73,19 @@ int main(void)
     waitpid(pid, &st, 0); /* blocks until the feeder thread has written */
     pthread_join(f, NULL);
     printf("child exited %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+
+    snprintf(fifo, sizeof fifo, "/tmp/goshim-fifo-%d", (int)getpid());
+    unlink(fifo);
+    if (mkfifo(fifo, 0600))
+        return 8;
+    pthread_t fw;
+    pthread_create(&fw, NULL, fifo_writer, NULL);
+    int fd = open(fifo, O_RDONLY); /* blocks until the writer thread opens */
+    char fb[8] = {0};
+    ssize_t fn = fd >= 0 ? read(fd, fb, sizeof fb - 1) : -1;
+    pthread_join(fw, NULL);
+    close(fd);
+    unlink(fifo);
+    printf("fifo: opened and read %zd bytes: %s\n", fn, fb);
     return 0;
 }
