@@ -26,6 +26,20 @@
 
 	.text
 
+/* A hidden global function with CFI, and its end. */
+.macro FUNC name
+	.globl	\name
+	.hidden	\name
+	.type	\name, @function
+\name:
+	.cfi_startproc
+.endm
+
+.macro ENDFUNC name
+	.cfi_endproc
+	.size	\name, .-\name
+.endm
+
 .macro SAVE_FRAME
 	push	%rbp
 	push	%rbx
@@ -76,11 +90,7 @@
  * Suspend the current context into *save, switch to stack sp and call
  * fn(arg). fn must not return.
  */
-	.globl	ctx_mcall
-	.hidden	ctx_mcall
-	.type	ctx_mcall, @function
-ctx_mcall:
-	.cfi_startproc
+	FUNC	ctx_mcall
 	SAVE_FRAME
 	mov	%rsp, (%rdi)
 	mov	%rcx, %rsp
@@ -88,63 +98,43 @@ ctx_mcall:
 	xor	%ebp, %ebp
 	call	*%rsi
 	ud2
-	.cfi_endproc
-	.size	ctx_mcall, .-ctx_mcall
+	ENDFUNC	ctx_mcall
 
 /*
  * void ctx_gogo(struct gobuf *buf)   -- never returns
  * Resume the context saved in *buf. The current context is abandoned.
  */
-	.globl	ctx_gogo
-	.hidden	ctx_gogo
-	.type	ctx_gogo, @function
-ctx_gogo:
-	.cfi_startproc
+	FUNC	ctx_gogo
 	mov	(%rdi), %rsp
 	RESTORE_FRAME_RET
-	.cfi_endproc
-	.size	ctx_gogo, .-ctx_gogo
+	ENDFUNC	ctx_gogo
 
 /*
  * void ctx_setfs(void *tcb)
  * Install tcb as the FS base. Only for code that touches no thread-local
  * storage afterwards in the same function (the scheduler on g0).
  */
-	.globl	ctx_setfs
-	.hidden	ctx_setfs
-	.type	ctx_setfs, @function
-ctx_setfs:
-	.cfi_startproc
+	FUNC	ctx_setfs
 	SETFS
 	ret
-	.cfi_endproc
-	.size	ctx_setfs, .-ctx_setfs
+	ENDFUNC	ctx_setfs
 
 /*
  * void ctx_switch(struct gobuf *save, struct gobuf *to)
  * Suspend into *save and resume *to: the direct switch (benchmarks, tests).
  */
-	.globl	ctx_switch
-	.hidden	ctx_switch
-	.type	ctx_switch, @function
-ctx_switch:
-	.cfi_startproc
+	FUNC	ctx_switch
 	SAVE_FRAME
 	mov	%rsp, (%rdi)
 	mov	(%rsi), %rsp
 	RESTORE_FRAME_RET
-	.cfi_endproc
-	.size	ctx_switch, .-ctx_switch
+	ENDFUNC	ctx_switch
 
 /*
  * void ctx_switch_fs(struct gobuf *save, struct gobuf *to, void *tcb)
  * ctx_switch plus an FS base write (the cost floor of a task switch).
  */
-	.globl	ctx_switch_fs
-	.hidden	ctx_switch_fs
-	.type	ctx_switch_fs, @function
-ctx_switch_fs:
-	.cfi_startproc
+	FUNC	ctx_switch_fs
 	SAVE_FRAME
 	mov	%rsp, (%rdi)
 	mov	%rsi, %r12
@@ -152,34 +142,24 @@ ctx_switch_fs:
 	SETFS
 	mov	(%r12), %rsp
 	RESTORE_FRAME_RET
-	.cfi_endproc
-	.size	ctx_switch_fs, .-ctx_switch_fs
+	ENDFUNC	ctx_switch_fs
 
 /*
  * void ctx_switch_bare(struct gobuf *save, struct gobuf *to)
  * The floor: callee-saved general registers and SP only, no MXCSR/x87.
  * Frames made by it are resumed only by it.
  */
-	.globl	ctx_switch_bare
-	.hidden	ctx_switch_bare
-	.type	ctx_switch_bare, @function
-ctx_switch_bare:
-	.cfi_startproc
+	FUNC	ctx_switch_bare
 	SAVE_BARE
 	mov	%rsp, (%rdi)
 	mov	(%rsi), %rsp
 	RESTORE_BARE_RET
-	.cfi_endproc
-	.size	ctx_switch_bare, .-ctx_switch_bare
+	ENDFUNC	ctx_switch_bare
 
 /*
  * void ctx_switch_bare_fs(struct gobuf *save, struct gobuf *to, void *tcb)
  */
-	.globl	ctx_switch_bare_fs
-	.hidden	ctx_switch_bare_fs
-	.type	ctx_switch_bare_fs, @function
-ctx_switch_bare_fs:
-	.cfi_startproc
+	FUNC	ctx_switch_bare_fs
 	SAVE_BARE
 	mov	%rsp, (%rdi)
 	mov	%rsi, %r12
@@ -187,26 +167,20 @@ ctx_switch_bare_fs:
 	SETFS
 	mov	(%r12), %rsp
 	RESTORE_BARE_RET
-	.cfi_endproc
-	.size	ctx_switch_bare_fs, .-ctx_switch_bare_fs
+	ENDFUNC	ctx_switch_bare_fs
 
 /*
  * ctx_entry: where a new context starts. ctx_init leaves the entry
  * function in r12 and its argument in r13. The return address is marked
  * undefined so that unwinders (gdb, libunwind) stop here.
  */
-	.globl	ctx_entry
-	.hidden	ctx_entry
-	.type	ctx_entry, @function
-ctx_entry:
-	.cfi_startproc
+	FUNC	ctx_entry
 	.cfi_undefined rip
 	xor	%ebp, %ebp
 	mov	%r13, %rdi
 	and	$-16, %rsp
 	call	*%r12
 	ud2
-	.cfi_endproc
-	.size	ctx_entry, .-ctx_entry
+	ENDFUNC	ctx_entry
 
 	.section .note.GNU-stack,"",@progbits
