@@ -8,12 +8,15 @@
 #ifndef GOSHIM_REAL_H
 #define GOSHIM_REAL_H
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/msg.h>
+#include <sys/sem.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -35,7 +38,7 @@ extern struct real_syms goshim_real;
  * library's constructor, with GOSHIM_DISABLE=1 too) resolves the table first. */
 #define REAL(name)                                                                                 \
     (__builtin_expect(goshim_real.name != NULL, 1) ? goshim_real.name                              \
-                                                    : (goshim_real_init(), goshim_real.name))
+                                                   : (goshim_real_init(), goshim_real.name))
 
 /* Resolve every entry once (later calls return the first result); returns
  * the number that could not be found (each named on stderr). */

@@ -51,10 +51,10 @@
 enum { GFUTEX_BUCKETS = 251 };
 
 enum wstate {
-    W_ARMING,   /* timer armed, not queued yet */
-    W_QUEUED,   /* on b's list */
-    W_WOKEN,    /* dequeued by wake/requeue (or the value check failed) */
-    W_TIMEDOUT, /* dequeued, or never queued, by the timer */
+    W_ARMING,      /* timer armed, not queued yet */
+    W_QUEUED,      /* on b's list */
+    W_WOKEN,       /* dequeued by wake/requeue (or the value check failed) */
+    W_TIMEDOUT,    /* dequeued, or never queued, by the timer */
     W_INTERRUPTED, /* dequeued by gfutex_interrupt */
 };
 
@@ -189,7 +189,9 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
     if (deadline_ns == INT64_MAX)
         deadline_ns = -1;
     struct g *gp = sched_self();
-    if (gp == NULL)
+    /* Not a G, or a G without a P: a signal handler that runs while its G
+     * is in a system call (entersyscall let go of the P). Block the thread. */
+    if (gp == NULL || getm()->p == NULL)
         return thread_wait(addr, val, deadline_ns);
 
     struct gfbucket *b = bucketof(addr);

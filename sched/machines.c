@@ -7,7 +7,8 @@
  * nothing to do releases its P and sleeps on its note in stopm; it never
  * exits. One idle M at a time sleeps with a timeout, until the earliest
  * timer (stopm, timer_wakeup): an idle process wakes up exactly for its
- * timers, and one with no timers sleeps forever. The count is capped by
+ * timers, and one with no timers sleeps forever. While Gs wait for fds,
+ * one idle M blocks in netpoll instead of on its note (poll_m). The count is capped by
  * GOSHIM_MAXTHREADS (default 10000, as Go).
  *
  * Each M records itself in its GS base (arch_prctl(ARCH_SET_GS), once), so
@@ -25,6 +26,7 @@
 #include <sys/syscall.h>
 
 #include "sched.h"
+#include "netpoll.h"
 #include "throw.h"
 #include "timer.h"
 #include "tls.h"
@@ -113,6 +115,21 @@ undo:
     runtime_unlock(&sched.lock);
 fail:
     __atomic_fetch_add(&sched.nmthreadfail, 1, __ATOMIC_RELAXED);
+    /* No M for pp: its Gs go to the global queue, where the next M that
+     * comes back (from a system call, say) finds them; pp goes idle. */
+    struct gqueue q = {NULL, NULL};
+    int32_t nq = 0;
+    bool inherit;
+    for (struct g *gp; (gp = runqget(pp, &inherit)) != NULL; nq++) {
+        gp->schedlink = NULL;
+        if (q.tail)
+            q.tail->schedlink = gp;
+        else
+            q.head = gp;
+        q.tail = gp;
+    }
+    if (nq)
+        globrunqputbatch(&q, nq);
     runtime_lock(&sched.lock);
     pidleput(pp);
     runtime_unlock(&sched.lock);
@@ -164,6 +181,33 @@ void startm(struct p *pp, bool spinning)
 static struct m *timer_m;
 static int64_t timer_m_until;
 
+/* An M blocked in netpoll (off sched.midle), and until when (-1 forever);
+ * sched.lock. */
+static struct m *poll_m;
+static int64_t poll_m_until;
+
+/*
+ * Block in netpoll until an fd event, the earliest timer or netpoll_break,
+ * as the one polling M. Returns with a P if there is work for one; false
+ * (no P) otherwise. Called without sched.lock, without a P.
+ */
+static bool poll_blocking(struct m *mp, int64_t until)
+{
+    netpoll(until);
+    runtime_lock(&sched.lock);
+    poll_m = NULL;
+    struct p *pp = NULL;
+    int64_t next = timers_next();
+    if (sched.runqsize > 0 || (next >= 0 && next <= nanotime()))
+        pp = pidleget();
+    runtime_unlock(&sched.lock);
+    if (!pp)
+        return false;
+    (void)mp;
+    acquirep(pp);
+    return true;
+}
+
 /* Sleep on the M's note until woken or until the monotonic time until.
  * Returns true if woken. */
 static bool m_sleep_until(struct m *mp, int64_t until)
@@ -199,6 +243,17 @@ void stopm(void)
     for (;;) {
         int64_t until = -1;
         runtime_lock(&sched.lock);
+        int64_t next = timers_next();
+        if (poll_m == NULL && netpoll_anywaiters() && sched.runqsize == 0 &&
+            (next < 0 || (watch && next > nanotime()))) {
+            /* Gs wait for fds: this M blocks in epoll, until the next timer. */
+            poll_m = mp;
+            poll_m_until = next;
+            runtime_unlock(&sched.lock);
+            if (poll_blocking(mp, next))
+                return;
+            continue;
+        }
         mput(mp);
         if (watch) {
             /* Read under sched.lock: timer_add publishes when0 before it
@@ -254,6 +309,11 @@ void timer_wakeup(int64_t when)
         return;
     struct m *mp = NULL;
     runtime_lock(&sched.lock);
+    if (poll_m != NULL && (poll_m_until < 0 || poll_m_until > when)) {
+        runtime_unlock(&sched.lock);
+        netpoll_break(); /* it polls again with the new deadline */
+        return;
+    }
     if (timer_m != NULL) {
         if (timer_m_until <= when) {
             runtime_unlock(&sched.lock);

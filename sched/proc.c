@@ -63,6 +63,22 @@ struct g *sched_self(void)
     return sched.started ? getg() : NULL;
 }
 
+uint32_t sched_gstatus(struct g *gp)
+{
+    return readgstatus(gp);
+}
+
+int sched_gtid(struct g *gp)
+{
+    struct m *mp = __atomic_load_n(&gp->m, __ATOMIC_ACQUIRE);
+    return mp ? mp->tid : 0;
+}
+
+int sched_mtid(void)
+{
+    return getm()->tid;
+}
+
 /* Set in an M's own TCB (its g0 context), NULL in every G's and elsewhere. */
 static __thread struct m *tls_own_m __attribute__((tls_model("initial-exec")));
 

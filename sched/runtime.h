@@ -57,7 +57,8 @@ enum {
     G_TCB_DIRTY = 2, /* TCB used by a previous thread: reset before reuse */
     G_MAIN = 4,      /* the adopted main thread: its TCB and stack are glibc's, never reused */
     G_TCB_BOUND = 8, /* TCB bound at spawn (pthread_create needs the pthread_t); not yet run */
-    G_KEEP_TCB = 16, /* exiting, its TCB (a joinable pthread_t) goes to sched_exit_hook, not reuse */
+    G_KEEP_TCB =
+        16, /* exiting, its TCB (a joinable pthread_t) goes to sched_exit_hook, not reuse */
 };
 
 struct g {
@@ -133,16 +134,17 @@ struct m {
      */
     int32_t locks;
     uint32_t ong0;
-    struct p *oldp;  /* the P it gave up in entersyscall; owner */
+    struct p *oldp;    /* the P it gave up in entersyscall; owner */
     uint64_t nsyscall; /* blocking system calls; owner writes */
 };
 
 struct p {
     int32_t id;
-    uint32_t status;    /* enum pstatus */
-    struct p *link;     /* sched.pidle; sched.lock */
-    uint32_t schedtick; /* incremented on every schedule that does not inherit time */
-    struct m *m;        /* owner M, when Prunning */
+    uint32_t status;      /* enum pstatus */
+    struct p *link;       /* sched.pidle; sched.lock */
+    uint32_t schedtick;   /* incremented on every schedule that does not inherit time */
+    uint32_t syscalltick; /* incremented at every system call entry and exit; atomic */
+    struct m *m;          /* owner M, when Prunning */
 
     /* Local run queue: lock-free ring. Only the owner writes runqtail and
      * the slots; thieves advance runqhead with CAS. */

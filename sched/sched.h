@@ -68,6 +68,11 @@ struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a,
 
 /* The current G, or NULL when not called from a G. */
 struct g *sched_self(void);
+/* gp's status (enum gstatus) and the kernel tid of the M running it (0 if
+ * none); a snapshot. The kernel tid of the calling M. */
+uint32_t sched_gstatus(struct g *gp);
+int sched_gtid(struct g *gp);
+int sched_mtid(void);
 
 /* Go's Gosched: the G goes to the global run queue and others run. */
 void sched_gosched(void);
@@ -144,7 +149,14 @@ void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *));
  * entersyscall returns false when it did nothing (not on a G holding a P:
  * a signal handler inside another call, or g0); then skip exitsyscall. */
 bool entersyscall(void);
+bool entersyscallblock(void); /* the same, handing the P off at once */
 void exitsyscall(void);
+void handoffp(struct p *pp);
+
+/* sysmon.c */
+int sysmon_start(int trace_ms, bool detailed);
+int sysmon_threads(void);
+uint64_t sysmon_retakes(void);
 void sched_steal_order_init(uint32_t n);
 
 /* runq.c */
@@ -174,7 +186,6 @@ struct m *allocm(void);
 
 /* trace.c */
 void schedtrace(bool detailed);
-int trace_start(int period_ms, bool detailed);
 void stats_print(int fd);
 void stats_at_exit(void);
 void stats_open(void);

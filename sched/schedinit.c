@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 
 #include "gfutex.h"
+#include "netpoll.h"
 #include "sched.h"
 #include "throw.h"
 #include "tls.h"
@@ -44,10 +45,14 @@ int sched_init(const struct sched_config *c)
     if (gfutex_init() != 0)
         rt_print(2, "goshim: cannot start the waker thread: sem_post in signal handlers may "
                     "deadlock\n");
+    int nerr = netpoll_init();
+    if (nerr != 0) {
+        rt_print(2, "goshim: cannot create the netpoller's epoll instance (error %d)\n", nerr);
+        return nerr;
+    }
     sched.starttime = nanotime();
     sched.started = true;
-    if (c->schedtrace_ms > 0)
-        trace_start(c->schedtrace_ms, c->scheddetail);
+    sysmon_start(c->schedtrace_ms, c->scheddetail);
     if (c->stats) {
         stats_open();
         atexit(stats_at_exit);

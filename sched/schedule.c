@@ -27,8 +27,14 @@
  * bucket) that the G this M just parked may still hold until its release
  * is committed. An M that goes idle sleeps at most until the earliest
  * timer (stopm).
+ *
+ * The netpoller comes last before going idle: when Gs wait for fds that
+ * only epoll can report, a non-blocking netpoll readies them (to this P,
+ * or the global queue); an M with nothing at all to do blocks in netpoll
+ * (stopm).
  */
 #include "sched.h"
+#include "netpoll.h"
 #include "throw.h"
 #include "timer.h"
 #include "tls.h"
@@ -207,6 +213,12 @@ top:;
     if (!runqempty(pp))
         goto top;
 
+    /* Gs waiting for fds that only epoll reports: poll without blocking,
+     * unless an M already blocks in netpoll (lastpoll 0). */
+    if (netpoll_anywaiters() && netpoll_lastpoll() != 0 && netpoll(0) > 0 &&
+        (!runqempty(pp) || __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0))
+        goto top;
+
     if (mp->spinning) {
         int64_t until = nanotime() + IDLE_SPIN_NS;
         while (nanotime() < until) {
@@ -250,8 +262,7 @@ top:;
 }
 
 /* Run gp on the current M. Never returns. */
-GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp,
-                                                             bool inherit)
+GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp, bool inherit)
 {
     struct p *pp = mp->p;
     if (!casgstatus(gp, Grunnable, Grunning))

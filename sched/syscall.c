@@ -4,11 +4,13 @@
  * A G about to make a call that can block the OS thread (a pipe read, a
  * waitpid, a flock) gives its P away first, so the other Gs keep running
  * on another M; without that, one blocked reader with GOSHIM_PROCS=1 stops
- * the whole program, and the writer it waits for never runs. This is Go's
- * entersyscallblock: the P is handed off at once, because there is no
- * sysmon yet to retake it from a call that turned out to block (Go's
- * cheaper entersyscall leaves the P attached and lets sysmon retake it
- * after a tick: that comes with sysmon, issue 4).
+ * the whole program, and the writer it waits for never runs.
+ *
+ * Two entries, as Go: entersyscall leaves the P attached in state Psyscall
+ * (a few stores); if the call lasts, sysmon retakes the P (CAS Psyscall ->
+ * Pidle) and hands it to another M. exitsyscall's fast path CASes it back
+ * to running. entersyscallblock, for calls that block as a rule (waitpid,
+ * sigwait, flock, pause), hands the P off at once.
  *
  * During the call the G stays Gsyscall on its M, which keeps the G's TCB
  * as its FS base; no other M can run the G. Afterwards the G takes an idle
@@ -20,7 +22,7 @@
 #include "throw.h"
 
 /* Give pp to an M if there is work for it, else to the idle list. Go's handoffp. */
-static void handoffp(struct p *pp)
+void handoffp(struct p *pp)
 {
     if (!runqempty(pp) || __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0) {
         startm(pp, false);
@@ -36,25 +38,49 @@ static void handoffp(struct p *pp)
     runtime_unlock(&sched.lock);
 }
 
-bool entersyscall(void)
+/* Common entry: the G becomes Gsyscall and its M lets go of the P (which
+ * stays the M's oldp). NULL when nothing is done (see sched.h). */
+static struct p *syscall_enter(struct m *mp)
 {
-    struct m *mp = getm();
     struct g *gp = mp->curg;
-    /* Not from a G that holds a P: a signal handler that runs inside
-     * another wrapped call, or on g0. Then the call just goes through. */
     if (mp->ong0 || mp->p == NULL || gp == NULL || readgstatus(gp) != Grunning)
-        return false;
-    mp->locks++;
+        return NULL;
     mp->nsyscall++;
     if (!casgstatus(gp, Grunning, Gsyscall))
         goshim_throw("entersyscall: G not running");
-    struct p *pp = releasep();
+    struct p *pp = mp->p;
+    __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
     mp->oldp = pp;
-    handoffp(pp);
-    mp->locks--;
-    return true;
+    return pp;
 }
 
+bool entersyscall(void)
+{
+    struct m *mp = getm();
+    mp->locks++;
+    struct p *pp = syscall_enter(mp);
+    if (pp) {
+        /* The P stays ours unless sysmon retakes it (Psyscall -> Pidle). */
+        mp->p = NULL;
+        pp->m = NULL;
+        __atomic_store_n(&pp->status, Psyscall, __ATOMIC_SEQ_CST);
+    }
+    mp->locks--;
+    return pp != NULL;
+}
+
+bool entersyscallblock(void)
+{
+    struct m *mp = getm();
+    mp->locks++;
+    struct p *pp = syscall_enter(mp);
+    if (pp) {
+        releasep();
+        handoffp(pp);
+    }
+    mp->locks--;
+    return pp != NULL;
+}
 /* Take pp off the idle list if it is there, else any idle P, or NULL. sched.lock held. */
 static struct p *pidleget_prefer(struct p *want)
 {
@@ -98,6 +124,19 @@ void exitsyscall(void)
     struct m *mp = getm();
     struct g *gp = mp->curg;
     mp->locks++;
+    /* Fast path: the P is still ours (sysmon did not retake it). */
+    struct p *oldp = mp->oldp;
+    uint32_t st = Psyscall;
+    if (oldp && __atomic_compare_exchange_n(&oldp->status, &st, Pidle, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+        mp->oldp = NULL;
+        acquirep(oldp);
+        __atomic_add_fetch(&oldp->syscalltick, 1, __ATOMIC_RELEASE);
+        if (!casgstatus(gp, Gsyscall, Grunning))
+            goshim_throw("exitsyscall: G not in a system call");
+        mp->locks--;
+        return;
+    }
     runtime_lock(&sched.lock);
     struct p *pp = pidleget_prefer(mp->oldp);
     runtime_unlock(&sched.lock);

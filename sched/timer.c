@@ -1,30 +1,33 @@
 /*
  * Timers (contract in timer.h), after Go's time.go.
  *
- * For now there is ONE global binary min-heap of struct timer pointers,
- * ordered by when, under timers.lock. Go keeps a heap per P (no global
- * lock, timers run by the P that owns them, stolen by idle Ps); that is the
- * next step once timers are hot (sleep, timed waits of many Gs). The
- * interface does not change: only timer.c and the findrunnable/stopm hooks.
+ * One binary min-heap per P, ordered by when, each under its own lock, and
+ * one more for timers added off any P (by a thread that is not a G). A G
+ * adds its timers (sleeps, timed waits) to its P's heap, so Gs sleeping on
+ * different Ps never share a lock. Go runs a P's timers on that P and lets
+ * idle Ps steal them; here any M whose scheduler finds the earliest timer
+ * due runs every due heap (findrunnable, schedule.c): a P that runs one
+ * long G never delays timers that another M can run. A timer remembers its
+ * heap, so timer_del from any thread finds it.
  *
- * Who runs timers: findrunnable, first thing, when the earliest timer is
- * due (schedule.c). Who wakes up for them: an idle M sleeps at most until
- * the earliest timer; one M at a time does so (stopm in machines.c keeps
- * it in a static). timer_add that makes a new earliest deadline calls
- * timer_wakeup (machines.c), which shortens that M's sleep or, if no M
- * sleeps with a timeout, wakes an idle one. An idle process with no timers
- * sleeps forever.
+ * Who wakes up for them: an idle M sleeps at most until the earliest timer
+ * of all heaps; one M at a time does so (stopm in machines.c). timer_add
+ * that makes a new earliest deadline of its heap calls timer_wakeup
+ * (machines.c), which shortens that M's sleep or wakes an idle one. An
+ * idle process with no timers sleeps forever.
  *
- * timers_run pops a timer under the lock, marks it running, and calls f
- * with the lock dropped (f may take bucket locks and sched.lock); then it
- * clears running and never touches the timer again. timer_del waits while
- * running is set (Linux's del_timer_sync), so the owner may free a timer,
- * or return from the frame that holds it, as soon as timer_del returns.
+ * timers_run pops a timer under its heap's lock, marks it running, and
+ * calls f with the lock dropped (f may take bucket locks and sched.lock);
+ * then it clears running and never touches the timer again. timer_del
+ * waits while running is set (Linux's del_timer_sync), so the owner may
+ * free a timer, or return from the frame that holds it, as soon as
+ * timer_del returns.
  *
- * The heap array grows with malloc outside the lock. timers.when0 mirrors
- * the heap top so that schedule and stopm read it without the lock.
+ * A heap's array grows with malloc outside its lock. Each heap's when0
+ * mirrors its top so that schedule and stopm read the earliest deadline
+ * without locks.
  *
- * Lock order: timers.lock is a leaf: nothing else is taken under it.
+ * Lock order: a heap lock is a leaf: nothing else is taken under it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,71 +36,99 @@
 #include "throw.h"
 #include "timer.h"
 
-static struct {
+struct theap {
     struct runtime_lock lock;
     struct timer **heap; /* lock */
     uint32_t len, cap;   /* lock */
     int64_t when0;       /* heap[0]->when or -1; written under lock, read atomically */
-} timers = {.when0 = -1};
+} __attribute__((aligned(64)));
 
-static void heap_set(uint32_t i, struct timer *t)
+static struct theap pheaps[MAX_PROCS] = {[0 ... MAX_PROCS - 1] = {.when0 = -1}}; /* by P id */
+static struct theap offp = {.when0 = -1}; /* timers added off any P */
+
+/* Every heap in use: the off-P one, then one per P. */
+static struct theap *heap_at(int32_t i)
 {
-    timers.heap[i] = t;
+    return i == 0 ? &offp : &pheaps[i - 1];
+}
+
+static int32_t nheaps(void)
+{
+    return 1 + (sched.gomaxprocs > 0 ? sched.gomaxprocs : 0);
+}
+
+static void heap_set(struct theap *h, uint32_t i, struct timer *t)
+{
+    h->heap[i] = t;
     t->hidx = i + 1;
 }
 
-static void siftup(uint32_t i)
+static void siftup(struct theap *h, uint32_t i)
 {
-    struct timer *t = timers.heap[i];
+    struct timer *t = h->heap[i];
     while (i > 0) {
         uint32_t parent = (i - 1) / 2;
-        if (timers.heap[parent]->when <= t->when)
+        if (h->heap[parent]->when <= t->when)
             break;
-        heap_set(i, timers.heap[parent]);
+        heap_set(h, i, h->heap[parent]);
         i = parent;
     }
-    heap_set(i, t);
+    heap_set(h, i, t);
 }
 
-static void siftdown(uint32_t i)
+static void siftdown(struct theap *h, uint32_t i)
 {
-    struct timer *t = timers.heap[i];
+    struct timer *t = h->heap[i];
     for (;;) {
         uint32_t c = 2 * i + 1;
-        if (c >= timers.len)
+        if (c >= h->len)
             break;
-        if (c + 1 < timers.len && timers.heap[c + 1]->when < timers.heap[c]->when)
+        if (c + 1 < h->len && h->heap[c + 1]->when < h->heap[c]->when)
             c++;
-        if (t->when <= timers.heap[c]->when)
+        if (t->when <= h->heap[c]->when)
             break;
-        heap_set(i, timers.heap[c]);
+        heap_set(h, i, h->heap[c]);
         i = c;
     }
-    heap_set(i, t);
+    heap_set(h, i, t);
 }
 
-/* Remove heap[i]. timers.lock must be held. */
-static void heap_remove(uint32_t i)
+/* Remove h->heap[i]. h->lock must be held. */
+static void heap_remove(struct theap *h, uint32_t i)
 {
-    struct timer *t = timers.heap[i];
-    uint32_t last = --timers.len;
+    struct timer *t = h->heap[i];
+    uint32_t last = --h->len;
     t->hidx = 0;
     if (i != last) {
-        heap_set(i, timers.heap[last]);
-        siftdown(i);
-        siftup(i);
+        heap_set(h, i, h->heap[last]);
+        siftdown(h, i);
+        siftup(h, i);
     }
 }
 
-static void update_when0(void)
+static void update_when0(struct theap *h)
 {
-    int64_t w = timers.len ? timers.heap[0]->when : -1;
-    __atomic_store_n(&timers.when0, w, __ATOMIC_SEQ_CST);
+    int64_t w = h->len ? h->heap[0]->when : -1;
+    __atomic_store_n(&h->when0, w, __ATOMIC_SEQ_CST);
 }
 
 int64_t timers_next(void)
 {
-    return __atomic_load_n(&timers.when0, __ATOMIC_SEQ_CST);
+    int64_t next = -1;
+    for (int32_t i = 0, n = nheaps(); i < n; i++) {
+        int64_t w = __atomic_load_n(&heap_at(i)->when0, __ATOMIC_SEQ_CST);
+        if (w >= 0 && (next < 0 || w < next))
+            next = w;
+    }
+    return next;
+}
+
+/* The calling G's P's heap, or the off-P heap. */
+static struct theap *my_heap(struct m **held)
+{
+    *held = acquirem(); /* stay on this P while adding */
+    struct p *pp = *held ? getm()->p : NULL;
+    return pp ? &pheaps[pp->id] : &offp;
 }
 
 void timer_add(struct timer *t)
@@ -106,37 +137,41 @@ void timer_add(struct timer *t)
         goshim_throw("timer_add: nil function");
     if (t->when < 0)
         t->when = 0;
+    struct m *held;
+    struct theap *h = my_heap(&held);
     struct timer **spare = NULL; /* freed outside the lock */
-    runtime_lock(&timers.lock);
+    runtime_lock(&h->lock);
     if (t->hidx != 0) {
-        runtime_unlock(&timers.lock);
+        runtime_unlock(&h->lock);
         goshim_throw("timer_add: timer already pending");
     }
-    while (timers.len == timers.cap) {
-        uint32_t cap = timers.cap;
-        runtime_unlock(&timers.lock);
+    while (h->len == h->cap) {
+        uint32_t cap = h->cap;
+        runtime_unlock(&h->lock);
         free(spare);
         uint32_t ncap = cap ? 2 * cap : 64;
-        struct timer **h = malloc(ncap * sizeof *h);
-        if (h == NULL)
+        struct timer **a = malloc(ncap * sizeof *a);
+        if (a == NULL)
             goshim_throw("timer_add: out of memory");
-        runtime_lock(&timers.lock);
-        if (timers.cap == cap) {
-            if (timers.len)
-                memcpy(h, timers.heap, timers.len * sizeof *h);
-            spare = timers.heap;
-            timers.heap = h;
-            timers.cap = ncap;
+        runtime_lock(&h->lock);
+        if (h->cap == cap) {
+            if (h->len)
+                memcpy(a, h->heap, h->len * sizeof *a);
+            spare = h->heap;
+            h->heap = a;
+            h->cap = ncap;
         } else {
-            spare = h; /* someone else grew it meanwhile */
+            spare = a; /* someone else grew it meanwhile */
         }
     }
-    timers.heap[timers.len++] = t;
-    siftup(timers.len - 1);
+    __atomic_store_n(&t->heap, h, __ATOMIC_RELEASE);
+    h->heap[h->len++] = t;
+    siftup(h, h->len - 1);
     bool first = t->hidx == 1;
     int64_t when = t->when;
-    update_when0();
-    runtime_unlock(&timers.lock);
+    update_when0(h);
+    runtime_unlock(&h->lock);
+    releasem(held);
     free(spare);
     if (first)
         timer_wakeup(when);
@@ -144,13 +179,17 @@ void timer_add(struct timer *t)
 
 bool timer_del(struct timer *t)
 {
-    runtime_lock(&timers.lock);
-    bool removed = t->hidx != 0;
-    if (removed) {
-        heap_remove(t->hidx - 1);
-        update_when0();
+    struct theap *h = __atomic_load_n(&t->heap, __ATOMIC_ACQUIRE);
+    bool removed = false;
+    if (h) {
+        runtime_lock(&h->lock);
+        removed = t->hidx != 0;
+        if (removed) {
+            heap_remove(h, t->hidx - 1);
+            update_when0(h);
+        }
+        runtime_unlock(&h->lock);
     }
-    runtime_unlock(&timers.lock);
     /* f may be running on another M: wait until it let go of t. */
     for (int i = 0; __atomic_load_n(&t->running, __ATOMIC_ACQUIRE); i++) {
         if (i < 100)
@@ -161,24 +200,34 @@ bool timer_del(struct timer *t)
     return removed;
 }
 
-int64_t timers_run(int64_t now)
+/* Run h's due timers. */
+static void heap_run(struct theap *h, int64_t now)
 {
-    runtime_lock(&timers.lock);
-    while (timers.len > 0 && timers.heap[0]->when <= now) {
-        struct timer *t = timers.heap[0];
-        heap_remove(0);
-        update_when0();
+    runtime_lock(&h->lock);
+    while (h->len > 0 && h->heap[0]->when <= now) {
+        struct timer *t = h->heap[0];
+        heap_remove(h, 0);
+        update_when0(h);
         __atomic_store_n(&t->running, 1, __ATOMIC_RELAXED); /* published by the unlock */
         void (*f)(void *) = t->f;
         void *arg = t->arg;
-        runtime_unlock(&timers.lock);
+        runtime_unlock(&h->lock);
         f(arg);
         /* Release: f's effects happen before timer_del returns. Not a
          * single access to t after this store: its owner may free it. */
         __atomic_store_n(&t->running, 0, __ATOMIC_RELEASE);
-        runtime_lock(&timers.lock);
+        runtime_lock(&h->lock);
     }
-    int64_t next = timers.len ? timers.heap[0]->when : -1;
-    runtime_unlock(&timers.lock);
-    return next;
+    runtime_unlock(&h->lock);
+}
+
+int64_t timers_run(int64_t now)
+{
+    for (int32_t i = 0, n = nheaps(); i < n; i++) {
+        struct theap *h = heap_at(i);
+        int64_t w = __atomic_load_n(&h->when0, __ATOMIC_SEQ_CST);
+        if (w >= 0 && w <= now)
+            heap_run(h, now);
+    }
+    return timers_next();
 }

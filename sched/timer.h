@@ -15,13 +15,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct theap;
+
 struct timer {
     int64_t when; /* absolute CLOCK_MONOTONIC ns */
     void (*f)(void *arg);
     void *arg;
     /* private to timer.c */
-    uint32_t hidx;    /* heap index + 1 while pending, 0 otherwise; timers lock */
-    uint32_t running; /* f is being called; atomic */
+    uint32_t hidx;      /* heap index + 1 while pending, 0 otherwise; heap lock */
+    struct theap *heap; /* the heap it was last added to */
+    uint32_t running;   /* f is being called; atomic */
 };
 
 /* Arm t (it must not be pending). May wake an idle M so that an idle
@@ -31,8 +34,8 @@ void timer_add(struct timer *t);
  * arming). Either way, when it returns f is not running: t and arg may be
  * freed. */
 bool timer_del(struct timer *t);
-/* Run every timer whose when <= now, each f outside the heap lock, in
- * deadline order. Returns the earliest remaining when, or -1 if none. */
+/* Run every timer whose when <= now, each f outside its heap's lock, in
+ * deadline order per heap. Returns the earliest remaining when, or -1. */
 int64_t timers_run(int64_t now);
 /* The earliest pending when, or -1 if none. Lock-free; a hint. */
 int64_t timers_next(void);

@@ -1,11 +1,10 @@
 /*
- * Observability: GOSHIM_SCHEDTRACE lines in Go's format, printed by a
- * monitor thread (sysmon will take this over), and GOSHIM_STATS counters
- * at exit.
+ * Observability: GOSHIM_SCHEDTRACE lines in Go's format, printed by
+ * sysmon (sysmon.c), and GOSHIM_STATS counters at exit.
  *
  *   SCHED 1000ms: gomaxprocs=2 idleprocs=0 threads=5 spinningthreads=0 idlethreads=1 runqueue=3 [12 0]
  *
- * threads counts the Ms plus the monitor thread (Go counts sysmon too);
+ * threads counts the Ms plus sysmon (as Go);
  * the bracket lists each P's local run queue length. With SCHEDDETAIL one
  * line per P, M and G follows, as Go's scheddetail=1.
  *
@@ -15,14 +14,10 @@
 #include <fcntl.h>
 #include <pthread.h>
 
+#include "netpoll.h"
 #include "sched.h"
 #include "throw.h"
 #include "tls.h"
-
-static int trace_period_ms;
-static bool trace_detailed;
-static struct note trace_note;
-static int32_t nmonitor;
 
 static const char *const gstatus_name[] = {"idle",    "runnable", "running",
                                            "syscall", "waiting",  "dead"};
@@ -38,8 +33,9 @@ void schedtrace(bool detailed)
                    "SCHED %ldms: gomaxprocs=%d idleprocs=%d threads=%d spinningthreads=%d "
                    "idlethreads=%d runqueue=%d",
                    (long)((now - sched.starttime) / 1000000), sched.gomaxprocs, sched.npidle,
-                   sched.mcount + nmonitor, __atomic_load_n(&sched.nmspinning, __ATOMIC_RELAXED),
-                   sched.nmidle, sched.runqsize);
+                   sched.mcount + sysmon_threads(),
+                   __atomic_load_n(&sched.nmspinning, __ATOMIC_RELAXED), sched.nmidle,
+                   sched.runqsize);
     if (!detailed) {
         for (int32_t i = 0; i < sched.gomaxprocs && n < sizeof buf - 32; i++)
             n +=
@@ -80,37 +76,9 @@ void schedtrace(bool detailed)
     runtime_unlock(&sched.allglock);
 }
 
-static void *monitor(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        notetsleep(&trace_note, (int64_t)trace_period_ms * 1000000);
-        schedtrace(trace_detailed);
-    }
-    return NULL;
-}
-
-int trace_start(int period_ms, bool detailed)
-{
-    pthread_t t;
-    pthread_attr_t attr;
-    trace_period_ms = period_ms;
-    trace_detailed = detailed;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int err = sched_thread_create(&t, &attr, monitor, NULL);
-    pthread_attr_destroy(&attr);
-    if (err) {
-        rt_print(2, "goshim: GOSHIM_SCHEDTRACE: cannot start the monitor thread (error %d)\n", err);
-        return err;
-    }
-    __atomic_store_n(&nmonitor, 1, __ATOMIC_RELAXED);
-    return 0;
-}
-
 struct sched_counters {
     uint64_t spawned, schedules, steals, stolen, globget, overflows, parks, readies, yields;
-    uint64_t stopm, woken;
+    uint64_t stopm, woken, syscalls;
     int32_t mcount;
 };
 
@@ -133,6 +101,7 @@ static void collect(struct sched_counters *c)
     for (struct m *mp = sched.allm; mp; mp = mp->alllink) {
         c->stopm += __atomic_load_n(&mp->nstopm, __ATOMIC_RELAXED);
         c->woken += __atomic_load_n(&mp->nwoken, __ATOMIC_RELAXED);
+        c->syscalls += __atomic_load_n(&mp->nsyscall, __ATOMIC_RELAXED);
     }
     c->mcount = sched.mcount;
     runtime_unlock(&sched.lock);
@@ -159,6 +128,13 @@ void stats_print(int fd)
              "goshim stats: stacks_mmapped=%lu stacks_unmapped=%lu stack_cache_hits=%lu "
              "arena_stacks=%lu tcbs_created=%lu tcbs_reset=%lu\n",
              ss.mmaps, ss.munmaps, ss.cache_hits, ss.arena_stacks, ts.tcbs_created, ts.tcbs_reset);
+    struct netpoll_stats ns;
+    netpoll_stats(&ns);
+    rt_print(fd,
+             "goshim stats: netpoll_parks=%lu netpolls=%lu netpoll_events=%lu direct_readies=%lu "
+             "syscalls=%lu handoffs=%lu\n",
+             (unsigned long)ns.parks, (unsigned long)ns.polls, (unsigned long)ns.events,
+             (unsigned long)ns.direct, (unsigned long)c.syscalls, (unsigned long)sysmon_retakes());
 }
 
 /* A private copy of stderr, taken at start-up: programs that close fd 2

@@ -1,12 +1,11 @@
 /*
- * Blocking calls (list: blocking.def) hand their P to another M for the
- * duration of the call (sched/syscall.c), so a thread blocked in the kernel
- * never stops the Gs that would unblock it. One body for all, by X-macro.
- *
- * This is the whole story only until the netpoller lands: network and pipe
- * waits will then park the G instead of holding an M, and sysmon will let
- * short calls keep their P. errno is the G's own (its TCB stays installed
- * on this M through the call).
+ * Blocking calls (list: blocking.def) are made between entersyscall and
+ * exitsyscall (sched/syscall.c): a thread blocked in the kernel never stops
+ * the Gs that would unblock it, because its P goes to another M (at once,
+ * or when sysmon sees the call last). One body for all, by X-macro.
+ * Socket, pipe and poll-style waits park on the netpoller instead
+ * (shim/net.c). errno is the G's own (its TCB stays installed on this M
+ * through the call).
  */
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +13,7 @@
 #include <sys/epoll.h>
 #include <sys/file.h>
 #include <sys/msg.h>
+#include <sys/sem.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -22,12 +22,12 @@
 
 #include "shim/shim.h"
 
-#define BLOCKING(ret, name, params, args)                                                          \
+#define BLOCKING(ret, name, entry, params, args)                                                   \
     GOSHIM_EXPORT ret name params                                                                  \
     {                                                                                              \
         if (!goshim_active())                                                                      \
             return REAL(name) args;                                                                \
-        if (!entersyscall())                                                                       \
+        if (!entry())                                                                              \
             return REAL(name) args;                                                                \
         ret res_ = REAL(name) args;                                                                \
         exitsyscall();                                                                             \
@@ -67,3 +67,79 @@ OPEN_WRAPPER(open64, (const char *path, int flags, ...), (path, flags, mode))
 OPEN_WRAPPER(openat, (int dirfd, const char *path, int flags, ...), (dirfd, path, flags, mode))
 OPEN_WRAPPER(openat64, (int dirfd, const char *path, int flags, ...), (dirfd, path, flags, mode))
 #undef OPEN_WRAPPER
+
+/*
+ * syscall(): the same for raw system calls that may block (Rust's std,
+ * hand-written locks and old code call them directly). A raw futex wait
+ * keeps its P only until sysmon sees it last (G-aware futex emulation is
+ * later work). Everything else goes straight through.
+ */
+#include <sys/syscall.h>
+
+/* 0: not blocking; 1: may block (entersyscall); 2: blocks as a rule. */
+static int syscall_kind(long nr)
+{
+    switch (nr) {
+    case SYS_read:
+    case SYS_write:
+    case SYS_readv:
+    case SYS_writev:
+    case SYS_pread64:
+    case SYS_pwrite64:
+    case SYS_preadv:
+    case SYS_pwritev:
+    case SYS_preadv2:
+    case SYS_pwritev2:
+    case SYS_open:
+    case SYS_openat:
+    case SYS_fsync:
+    case SYS_fdatasync:
+    case SYS_sync_file_range:
+    case SYS_futex:
+    case SYS_accept:
+    case SYS_accept4:
+    case SYS_connect:
+    case SYS_recvfrom:
+    case SYS_recvmsg:
+    case SYS_sendto:
+    case SYS_sendmsg:
+        return 1;
+    case SYS_wait4:
+    case SYS_waitid:
+    case SYS_nanosleep:
+    case SYS_clock_nanosleep:
+    case SYS_poll:
+    case SYS_ppoll:
+    case SYS_select:
+    case SYS_pselect6:
+    case SYS_epoll_wait:
+    case SYS_epoll_pwait:
+    case SYS_epoll_pwait2:
+    case SYS_flock:
+    case SYS_msgrcv:
+    case SYS_msgsnd:
+    case SYS_semop:
+    case SYS_semtimedop:
+    case SYS_rt_sigtimedwait:
+    case SYS_rt_sigsuspend:
+    case SYS_pause:
+        return 2;
+    default:
+        return 0;
+    }
+}
+
+GOSHIM_EXPORT long syscall(long nr, ...)
+{
+    va_list ap;
+    va_start(ap, nr);
+    long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
+    long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
+    va_end(ap);
+    int kind = goshim_active() ? syscall_kind(nr) : 0;
+    if (kind == 0 || !(kind == 1 ? entersyscall() : entersyscallblock()))
+        return REAL(syscall)(nr, a, b, c, d, e, f);
+    long r = REAL(syscall)(nr, a, b, c, d, e, f);
+    exitsyscall();
+    return r;
+}

@@ -95,7 +95,7 @@ GOSHIM_EXPORT int mtx_init(mtx_t *m, int type)
     pthread_mutexattr_t a;
     pthread_mutexattr_init(&a);
     pthread_mutexattr_settype(&a, (type & mtx_recursive) ? PTHREAD_MUTEX_RECURSIVE
-                                                          : PTHREAD_MUTEX_NORMAL);
+                                                         : PTHREAD_MUTEX_NORMAL);
     int err = pthread_mutex_init((pthread_mutex_t *)m, &a);
     pthread_mutexattr_destroy(&a);
     return thrd_err(err);

@@ -27,4 +27,7 @@ static inline bool goshim_active(void)
     return __builtin_expect(goshim_on, 1) && sched_self() != NULL;
 }
 
+/* shim/net.c: fork handlers of the netpoller. 0 or an errno value. */
+int shim_net_init(void);
+
 #endif

@@ -5,9 +5,9 @@
  *
  * A sleeping G waits on a private gfutex word with a deadline, so the
  * scheduler's timers wake it and its M runs other Gs meanwhile. Sleeps are
- * cancellation points (pthread_cancel interrupts the wait). Not yet as
- * natively: a signal does not cut a sleep short with EINTR (per-G signal
- * delivery is later work), so `rem` is only ever left untouched on success.
+ * cancellation points (pthread_cancel interrupts the wait). A signal sent
+ * with pthread_kill cuts a sleep short as natively: the handler runs, the
+ * call returns EINTR and the time left (never restarted, as Linux).
  * Other clocks (CPU-time clocks) go to glibc.
  */
 #include <errno.h>
@@ -18,17 +18,30 @@
 #include "shim/shim.h"
 #include "shim/thread.h"
 
-/* Park the calling G until deadline (monotonic ns). */
-static void park_until(int64_t deadline)
+/* Park the calling G until deadline (monotonic ns). EINTR when a signal
+ * handler ran meanwhile (sleeps are never restarted), else 0. */
+static int park_until(int64_t deadline)
 {
     uint32_t word = 0;
+    shim_deliver_signals();
     for (;;) {
         shim_testcancel();
-        if (gfutex_wait(&word, 0, deadline) == ETIMEDOUT)
-            return;
-        if (nanotime() >= deadline)
-            return;
+        int err = gfutex_wait(&word, 0, deadline);
+        if (err == ETIMEDOUT || nanotime() >= deadline)
+            return 0;
+        if (err == EINTR && shim_deliver_signals() > 0)
+            return EINTR;
     }
+}
+
+/* The time left until deadline, for rem. */
+static void time_left(int64_t deadline, struct timespec *rem)
+{
+    int64_t left = deadline - nanotime();
+    if (left < 0)
+        left = 0;
+    rem->tv_sec = left / 1000000000;
+    rem->tv_nsec = left % 1000000000;
 }
 
 static bool valid(const struct timespec *ts)
@@ -52,7 +65,13 @@ GOSHIM_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
         errno = EINVAL;
         return -1;
     }
-    park_until(rel_deadline(req));
+    int64_t deadline = rel_deadline(req);
+    if (park_until(deadline) == EINTR) {
+        if (rem)
+            time_left(deadline, rem);
+        errno = EINTR;
+        return -1;
+    }
     return 0;
 }
 
@@ -73,7 +92,11 @@ GOSHIM_EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct times
     } else {
         deadline = rel_deadline(req);
     }
-    park_until(deadline);
+    if (park_until(deadline) == EINTR) {
+        if (rem && !(flags & TIMER_ABSTIME))
+            time_left(deadline, rem);
+        return EINTR;
+    }
     return 0;
 }
 
@@ -89,7 +112,8 @@ GOSHIM_EXPORT unsigned sleep(unsigned s)
 {
     if (!goshim_active())
         return REAL(sleep)(s);
-    struct timespec ts = {s, 0};
-    nanosleep(&ts, NULL);
+    struct timespec ts = {s, 0}, rem = {0, 0};
+    if (nanosleep(&ts, &rem) != 0) /* interrupted: the seconds left, rounded up as glibc */
+        return (unsigned)rem.tv_sec + (rem.tv_nsec >= 500000000);
     return 0;
 }

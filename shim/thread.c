@@ -38,6 +38,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <unwind.h>
 
 #include "sched/gfutex.h"
@@ -52,26 +54,27 @@ enum { JS_JOINABLE, JS_DETACHED, JS_JOINING };
 
 struct sthread {
     uint32_t magic;
-    uint32_t exited;        /* futex word: 1 once the exit hook ran */
+    uint32_t exited; /* futex word: 1 once the exit hook ran */
     struct runtime_lock lock;
-    int joinstate;          /* JS_*; lock */
+    int joinstate; /* JS_*; lock */
     bool is_main;
-    struct g *gp;           /* its G while it runs; NULL after exit */
-    void *tcb;              /* the pthread_t (full mode) */
+    struct g *gp; /* its G while it runs; NULL after exit */
+    void *tcb;    /* the pthread_t (full mode) */
     void *(*fn)(void *);
     void *arg;
     void *retval;
-    jmp_buf exit_jb;        /* in thread_main: where an unwind ends */
-    uintptr_t exit_cfa;     /* thread_main's frame: unwinding past it ends the unwind */
+    jmp_buf exit_jb;                 /* in thread_main: where an unwind ends */
+    uintptr_t exit_cfa;              /* thread_main's frame: unwinding past it ends the unwind */
     __pthread_unwind_buf_t *cleanup; /* C cleanup buffers, innermost first */
     struct _Unwind_Exception exc;
-    int cancelstate;        /* PTHREAD_CANCEL_ENABLE/DISABLE */
-    int canceltype;         /* PTHREAD_CANCEL_DEFERRED/ASYNCHRONOUS (stored only) */
-    uint32_t cancelreq;     /* pthread_cancel was called */
+    int cancelstate;     /* PTHREAD_CANCEL_ENABLE/DISABLE */
+    int canceltype;      /* PTHREAD_CANCEL_DEFERRED/ASYNCHRONOUS (stored only) */
+    uint32_t cancelreq;  /* pthread_cancel was called */
+    uint64_t sigpending; /* signals pthread_kill left for it while it was not running; atomic */
     char name[16];
     /* Per-thread kernel settings a G cannot have (its tid is not the
      * kernel's): accepted, kept and reported back, not enforced. */
-    void **keyblk[32];      /* errno mode: pthread key values, 32 blocks of 32, lazily */
+    void **keyblk[32]; /* errno mode: pthread key values, 32 blocks of 32, lazily */
     bool has_affinity;
     cpu_set_t affinity;
     int policy;
@@ -82,7 +85,8 @@ struct sthread {
 static __thread struct sthread *tls_thr __attribute__((tls_model("initial-exec")));
 static size_t tls_thr_off;
 static struct sthread main_thread;
-static int32_t nthreads = 1; /* live pthreads, main included: the last one's exit ends the process */
+static int32_t nthreads =
+    1; /* live pthreads, main included: the last one's exit ends the process */
 
 /* Key destructors, recorded by the pthread_key_create interposer. */
 #define NKEYS 1024
@@ -299,7 +303,7 @@ static _Unwind_Reason_Code exit_stop(int version, _Unwind_Action actions,
     uintptr_t cfa = end ? UINTPTR_MAX : (uintptr_t)_Unwind_GetCFA(ctx);
     __pthread_unwind_buf_t *buf = st->cleanup;
     if (buf && cfa > jmpbuf_sp(buf)) { /* about to leave the frame that pushed it */
-        /* The buffer is a jmp_buf without the signal mask (glibc's
+                                       /* The buffer is a jmp_buf without the signal mask (glibc's
          * __sigsetjmp(buf, 0)); longjmp reads the mask only when saved. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
@@ -331,13 +335,13 @@ static void thread_main(void *arg)
 
 /* ---- create, join, detach, exit ------------------------------------------- */
 
-GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
-                                 void *(*fn)(void *), void *arg)
+GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
+                                 void *arg)
 {
     if (!goshim_active())
         return REAL(pthread_create)(thread, attr, fn, arg);
-    struct spawn_attr sa = {.stacksize = 0, .guardsize = (size_t)-1, .eager_tls = true,
-                            .suspended = true};
+    struct spawn_attr sa = {
+        .stacksize = 0, .guardsize = (size_t)-1, .eager_tls = true, .suspended = true};
     int detach = PTHREAD_CREATE_JOINABLE;
     int inherit = PTHREAD_INHERIT_SCHED, policy = SCHED_OTHER;
     struct sched_param param = {0};
@@ -741,15 +745,26 @@ void shim_thread_adopted_main(void)
     st->cancelstate = PTHREAD_CANCEL_ENABLE;
     st->canceltype = PTHREAD_CANCEL_DEFERRED;
     tls_thr = st;
-    sched_self()->thr = st;
+    st->gp = sched_self();
+    st->gp->thr = st;
 }
 
 /* ---- calls that would hand the G's (fake) tid to the kernel ------------------- */
 
+/*
+ * pthread_kill to another thread: a thread that runs (or sits in a system
+ * call) on an M gets the signal on that M's OS thread; one that waits
+ * parked, or waits for a P, gets it marked pending and its wait
+ * interrupted: it raises the signal on its own OS thread as soon as it
+ * runs (shim_deliver_signals), and the interrupted call returns EINTR or
+ * restarts as SA_RESTART says. Not yet: a thread's signal mask (the M's
+ * mask applies) and a migration between the check and the kill (the
+ * handler may then run on the thread that took its place).
+ */
 GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
 {
     struct sthread *st = goshim_on ? lookup(t) : NULL;
-    if (!st || st->is_main || st == self_thread())
+    if (!st || st == self_thread() || !goshim_active())
         return REAL(pthread_kill)(glibc_id(t, st), sig); /* glibc signals itself by gettid */
     if (sig < 0 || sig >= 65)
         return EINVAL;
@@ -757,8 +772,41 @@ GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
         return ESRCH;
     if (sig == 0)
         return 0; /* the probe: it exists */
-    /* Signals to another G need per-G delivery (later work): say so. */
-    return REAL(pthread_kill)(t, sig);
+    int err = 0;
+    runtime_lock(&st->lock);
+    struct g *gp = st->gp;
+    uint32_t status = gp ? sched_gstatus(gp) : Gdead;
+    int tid = gp ? sched_gtid(gp) : 0;
+    if (!gp) {
+        err = ESRCH;
+    } else if (tid > 0 && (status == Grunning || status == Gsyscall)) {
+        long rc = rt_syscall(SYS_tgkill, getpid(), tid, sig);
+        err = rc < 0 ? (int)-rc : 0;
+    } else {
+        __atomic_or_fetch(&st->sigpending, 1ULL << (sig - 1), __ATOMIC_SEQ_CST);
+        gfutex_interrupt(gp);
+    }
+    runtime_unlock(&st->lock);
+    return err;
+}
+
+int shim_deliver_signals(void)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    if (!st || !__atomic_load_n(&st->sigpending, __ATOMIC_RELAXED))
+        return 0;
+    uint64_t set = __atomic_exchange_n(&st->sigpending, 0, __ATOMIC_SEQ_CST);
+    int res = 0;
+    for (int sig = 1; sig <= 64; sig++) {
+        if (!(set & (1ULL << (sig - 1))))
+            continue;
+        struct sigaction sa;
+        if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN && sa.sa_handler != SIG_DFL)
+            res = !(sa.sa_flags & SA_RESTART) ? 2 : res > 1 ? res : 1;
+        /* The kernel runs the handler before this returns, on this G. */
+        rt_syscall(SYS_tgkill, getpid(), sched_mtid(), sig);
+    }
+    return res;
 }
 
 GOSHIM_EXPORT int pthread_getaffinity_np(pthread_t t, size_t size, cpu_set_t *set)

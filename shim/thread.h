@@ -20,4 +20,12 @@ void shim_thread_adopted_main(void);
 void shim_testcancel(void);
 bool shim_cancel_pending(void);
 
+/*
+ * Raise the signals pthread_kill left pending for the calling thread, on
+ * its current OS thread (handlers run before it returns). 0: none was
+ * pending; 1: all had handlers with SA_RESTART (or none ran); 2: a
+ * handler without SA_RESTART ran, so the interrupted call fails with EINTR.
+ */
+int shim_deliver_signals(void);
+
 #endif

@@ -1,0 +1,575 @@
+/*
+ * The netpoller (contract in netpoll.h), after Go's netpoll.go and
+ * netpoll_epoll.go: one epoll instance, edge-triggered, fds registered on
+ * their first wait; a wake-up eventfd interrupts a blocking poll.
+ *
+ * Descriptors live in a two-level table indexed by fd number, chunks of
+ * PD_CHUNK allocated on first use and never freed, so a pointer to one
+ * stays valid whatever happens to the fd; the generation (bumped by close)
+ * tells a waiter or an epoll event that its fd was closed meanwhile.
+ *
+ * Own pairs. A pipe or socketpair created through the wrapped pipe, pipe2
+ * or socketpair has both ends known: a wrapped write to one end readies the
+ * other end's reader at once (netpoll_wrote), with no epoll round trip. Such
+ * a wait is not counted in epoll_waiters, so a pipe ping-pong never makes an
+ * idle M block in epoll_wait. A write that goshim does not see (stdio's
+ * internal write, a raw syscall, another process) still raises an epoll
+ * edge, which sysmon's periodic poll delivers within a tick; the reader
+ * then notices data that no own write brought (direct unchanged since it
+ * parked, and no own write in progress) and the pair stops being treated
+ * as own (netpoll_read_after_park). Duplicating an end
+ * or forking ends it too.
+ *
+ * Lock order: pd->lock, then a gfutex bucket lock (through gfutex_wake).
+ * Never two pd locks at once.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <fcntl.h>
+#include <time.h>
+
+#include "gfutex.h"
+#include "netpoll.h"
+#include "sched.h"
+#include "throw.h"
+
+enum { PD_CHUNK = 1024, PD_DIR = 1024, PD_MAX = PD_CHUNK * PD_DIR, NEVENTS = 128 };
+
+static struct pdesc *pd_dir[PD_DIR];
+
+static struct {
+    int epfd;
+    int wakefd;
+    uint32_t blocking;      /* a netpoll blocks now; atomic */
+    uint32_t wakesent;      /* the wake-up was written and not yet read; atomic */
+    uint32_t epoll_waiters; /* Gs parked that only epoll can wake; atomic */
+    uint32_t nregistered;   /* atomic */
+    int64_t lastpoll;       /* atomic */
+    bool no_own_pairs;      /* a fork happened: no pair is known to be written only here */
+    uint64_t nparks, npolls, nevents, ndirect;
+} np = {.epfd = -1, .wakefd = -1};
+
+static inline long sys(long nr, long a, long b, long c)
+{
+    return rt_syscall(nr, a, b, c);
+}
+
+int netpoll_init(void)
+{
+    long ep = sys(SYS_epoll_create1, EPOLL_CLOEXEC, 0, 0);
+    if (ep < 0)
+        return (int)-ep;
+    long ev = sys(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK, 0);
+    if (ev < 0) {
+        sys(SYS_close, ep, 0, 0);
+        return (int)-ev;
+    }
+    struct epoll_event e = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+    long rc = rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, ev, (long)&e, 0, 0);
+    if (rc < 0) {
+        sys(SYS_close, ep, 0, 0);
+        sys(SYS_close, ev, 0, 0);
+        return (int)-rc;
+    }
+    np.epfd = (int)ep;
+    np.wakefd = (int)ev;
+    __atomic_store_n(&np.lastpoll, nanotime(), __ATOMIC_RELAXED);
+    return 0;
+}
+
+/*
+ * A descriptor's lock, marking the M inside the runtime while it is held:
+ * a signal handler that makes a wrapped call meanwhile goes straight to the
+ * kernel (shim/net.c) instead of taking the lock again.
+ */
+static struct m *pd_lock(struct pdesc *pd)
+{
+    struct m *mp = acquirem();
+    runtime_lock(&pd->lock);
+    return mp;
+}
+
+static void pd_unlock(struct pdesc *pd, struct m *mp)
+{
+    runtime_unlock(&pd->lock);
+    releasem(mp);
+}
+
+/* ---- the descriptor table ----------------------------------------------------- */
+
+static struct pdesc *pd_slot(int fd, bool create)
+{
+    if (fd < 0 || fd >= PD_MAX)
+        return NULL;
+    struct pdesc **dirp = &pd_dir[fd / PD_CHUNK];
+    struct pdesc *chunk = __atomic_load_n(dirp, __ATOMIC_ACQUIRE);
+    if (!chunk) {
+        if (!create)
+            return NULL;
+        struct pdesc *fresh = calloc(PD_CHUNK, sizeof *fresh);
+        if (!fresh)
+            return NULL;
+        for (int i = 0; i < PD_CHUNK; i++) {
+            fresh[i].fd = fd / PD_CHUNK * PD_CHUNK + i;
+            fresh[i].peer = -1;
+        }
+        if (__atomic_compare_exchange_n(dirp, &chunk, fresh, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            chunk = fresh;
+        else
+            free(fresh); /* someone else published one */
+    }
+    return &chunk[fd % PD_CHUNK];
+}
+
+struct pdesc *netpoll_lookup(int fd)
+{
+    return pd_slot(fd, false);
+}
+
+static void pd_set(struct pdesc *pd, int kind, bool stream, bool socket, bool user_nb)
+{
+    pd->kind = (uint8_t)kind;
+    pd->stream = stream;
+    pd->socket = socket;
+    pd->user_nb = user_nb;
+    pd->forced_nb = 0;
+    pd->epoll = 0;
+    pd->peer = -1;
+    pd->timeo[0] = pd->timeo[1] = 0;
+    pd->drained = 0;
+    pd->inflight = 0;
+    pd->writing = 0;
+    __atomic_store_n(&pd->init, 1, __ATOMIC_RELEASE);
+}
+
+void netpoll_known(int fd, int kind, bool stream, bool socket, bool user_nb)
+{
+    struct pdesc *pd = pd_slot(fd, true);
+    if (!pd)
+        return;
+    struct m *m_pd = pd_lock(pd);
+    pd_set(pd, kind, stream, socket, user_nb);
+    pd_unlock(pd, m_pd);
+}
+
+static int64_t timeval_ns(const struct timeval *tv)
+{
+    return (int64_t)tv->tv_sec * 1000000000 + (int64_t)tv->tv_usec * 1000;
+}
+
+/* Classify fd: fstat, and for sockets their type and timeouts; F_GETFL. */
+static bool classify(struct pdesc *pd)
+{
+    struct stat st;
+    long rc = sys(SYS_fstat, pd->fd, (long)&st, 0);
+    if (rc < 0)
+        return false;
+    int kind = PD_NOWAIT;
+    bool stream = false, socket = false;
+    switch (st.st_mode & S_IFMT) {
+    case S_IFREG:
+    case S_IFBLK:
+    case S_IFDIR:
+    case S_IFCHR: /* ttys and devices: no RWF_NOWAIT; poll() still registers them */
+        kind = PD_BLOCKING;
+        break;
+    case S_IFIFO:
+        stream = true;
+        break;
+    case S_IFSOCK: {
+        socket = true;
+        int type = 0;
+        socklen_t len = sizeof type;
+        if (rt_syscall6(SYS_getsockopt, pd->fd, SOL_SOCKET, SO_TYPE, (long)&type, (long)&len, 0) ==
+            0)
+            stream = type == SOCK_STREAM;
+        break;
+    }
+    default: /* anonymous inodes: eventfd, timerfd, signalfd, epoll, inotify... */
+        break;
+    }
+    long fl = sys(SYS_fcntl, pd->fd, F_GETFL, 0);
+    if (fl < 0)
+        return false;
+    pd_set(pd, kind, stream, socket, (fl & O_NONBLOCK) != 0);
+    if (socket) {
+        for (int mode = 0; mode < 2; mode++) {
+            struct timeval tv;
+            socklen_t len = sizeof tv;
+            int opt = mode == PD_READ ? SO_RCVTIMEO : SO_SNDTIMEO;
+            if (rt_syscall6(SYS_getsockopt, pd->fd, SOL_SOCKET, opt, (long)&tv, (long)&len, 0) == 0)
+                pd->timeo[mode] = timeval_ns(&tv);
+        }
+    }
+    return true;
+}
+
+struct pdesc *netpoll_fd(int fd)
+{
+    struct pdesc *pd = pd_slot(fd, true);
+    if (!pd || __atomic_load_n(&pd->init, __ATOMIC_ACQUIRE))
+        return pd;
+    struct m *m_pd = pd_lock(pd);
+    bool ok = pd->init || classify(pd);
+    pd_unlock(pd, m_pd);
+    return ok ? pd : NULL;
+}
+
+/* ---- readiness ---------------------------------------------------------------- */
+
+static bool own_pair(struct pdesc *pd)
+{
+    return pd->peer >= 0 && !np.no_own_pairs;
+}
+
+/* The fd may have become ready in these modes: bump, wake the waiters and
+ * the poll subscribers. */
+static void pd_ready(struct pdesc *pd, bool r, bool w)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        if (!(mode == PD_READ ? r : w))
+            continue;
+        __atomic_add_fetch(&pd->seq[mode], 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&pd->waiters[mode], __ATOMIC_SEQ_CST))
+            gfutex_wake(&pd->seq[mode], INT_MAX);
+    }
+    if (__atomic_load_n(&pd->subs, __ATOMIC_ACQUIRE)) {
+        struct m *m_pd = pd_lock(pd);
+        for (struct psub *s = pd->subs; s; s = s->next) {
+            __atomic_add_fetch(s->word, 1, __ATOMIC_SEQ_CST);
+            gfutex_wake(s->word, 1);
+        }
+        pd_unlock(pd, m_pd);
+    }
+}
+
+/* The other end of an own pair, if it is still that pair; else NULL. */
+static struct pdesc *pd_peer(struct pdesc *pd)
+{
+    int peer = __atomic_load_n(&pd->peer, __ATOMIC_ACQUIRE);
+    if (peer < 0 || np.no_own_pairs)
+        return NULL;
+    struct pdesc *pp = netpoll_lookup(peer);
+    if (!pp || __atomic_load_n(&pp->gen, __ATOMIC_ACQUIRE) != pd->peergen)
+        return NULL;
+    return pp;
+}
+
+struct pdesc *netpoll_write_begin(struct pdesc *pd)
+{
+    struct pdesc *pp = pd_peer(pd);
+    if (pp)
+        __atomic_add_fetch(&pp->writing, 1, __ATOMIC_SEQ_CST);
+    return pp;
+}
+
+void netpoll_write_end(struct pdesc *pp, long n)
+{
+    if (!pp)
+        return;
+    if (n > 0) {
+        __atomic_add_fetch(&pp->inflight, n, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&pp->direct, 1, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&np.ndirect, 1, __ATOMIC_RELAXED);
+    }
+    __atomic_sub_fetch(&pp->writing, 1, __ATOMIC_SEQ_CST);
+    if (n > 0)
+        pd_ready(pp, true, false);
+}
+
+void netpoll_read_done(struct pdesc *pd, long n)
+{
+    __atomic_sub_fetch(&pd->inflight, n, __ATOMIC_SEQ_CST);
+    struct pdesc *pp = pd_peer(pd);
+    if (pp && __atomic_load_n(&pp->waiters[PD_WRITE], __ATOMIC_SEQ_CST))
+        pd_ready(pp, false, true);
+}
+
+bool netpoll_own_empty(struct pdesc *pd)
+{
+    return pd->epoll == 1 && pd_peer(pd) != NULL &&
+           __atomic_load_n(&pd->inflight, __ATOMIC_SEQ_CST) <= 0;
+}
+
+/* A write goshim did not see reached pd: stop treating its pair as own. */
+static void pair_unown(struct pdesc *pd)
+{
+    struct pdesc *pp = pd_peer(pd);
+    struct m *m_pd = pd_lock(pd);
+    pd->peer = -1;
+    pd_unlock(pd, m_pd);
+    if (pp) {
+        struct m *m_pp = pd_lock(pp);
+        pp->peer = -1;
+        pd_unlock(pp, m_pp);
+    }
+}
+
+void netpoll_pair(int a, int b)
+{
+    struct pdesc *pa = netpoll_lookup(a), *pb = netpoll_lookup(b);
+    if (!pa || !pb || np.no_own_pairs)
+        return;
+    struct m *m_pa = pd_lock(pa);
+    pa->peer = b;
+    pa->peergen = __atomic_load_n(&pb->gen, __ATOMIC_ACQUIRE);
+    pd_unlock(pa, m_pa);
+    struct m *m_pb = pd_lock(pb);
+    pb->peer = a;
+    pb->peergen = __atomic_load_n(&pa->gen, __ATOMIC_ACQUIRE);
+    pd_unlock(pb, m_pb);
+}
+
+bool netpoll_arm(struct pdesc *pd)
+{
+    if (pd->epoll)
+        return pd->epoll == 1;
+    struct m *m_pd = pd_lock(pd);
+    if (pd->epoll == 0) {
+        struct epoll_event e = {
+            .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
+            .data.u64 = (uint64_t)(uint32_t)pd->fd | (uint64_t)pd->gen << 32,
+        };
+        long rc = rt_syscall6(SYS_epoll_ctl, np.epfd, EPOLL_CTL_ADD, pd->fd, (long)&e, 0, 0);
+        if (rc == -EEXIST)
+            rc = rt_syscall6(SYS_epoll_ctl, np.epfd, EPOLL_CTL_MOD, pd->fd, (long)&e, 0, 0);
+        if (rc == 0) {
+            pd->epoll = 1;
+            __atomic_add_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
+        } else {
+            pd->epoll = 2;
+        }
+    }
+    bool ok = pd->epoll == 1;
+    pd_unlock(pd, m_pd);
+    return ok;
+}
+
+int netpoll_wait(struct pdesc *pd, int mode, uint32_t seq, uint32_t gen, int64_t deadline)
+{
+    bool counted = !own_pair(pd);
+    __atomic_add_fetch(&pd->waiters[mode], 1, __ATOMIC_SEQ_CST);
+    if (counted)
+        __atomic_add_fetch(&np.epoll_waiters, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&np.nparks, 1, __ATOMIC_RELAXED);
+    int err = gfutex_wait(&pd->seq[mode], seq, deadline);
+    if (counted)
+        __atomic_sub_fetch(&np.epoll_waiters, 1, __ATOMIC_SEQ_CST);
+    __atomic_sub_fetch(&pd->waiters[mode], 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&pd->gen, __ATOMIC_ACQUIRE) != gen)
+        return EBADF;
+    return err == EAGAIN ? 0 : err;
+}
+
+void netpoll_read_after_park(struct pdesc *pd, uint32_t direct0)
+{
+    if (pd->peer >= 0 && __atomic_load_n(&pd->direct, __ATOMIC_SEQ_CST) == direct0 &&
+        __atomic_load_n(&pd->writing, __ATOMIC_SEQ_CST) == 0)
+        pair_unown(pd);
+}
+
+/* ---- close, dup, fork ----------------------------------------------------------- */
+
+void netpoll_close(int fd)
+{
+    struct pdesc *pd = netpoll_lookup(fd);
+    if (!pd)
+        return;
+    struct pdesc *pp = pd_peer(pd);
+    struct m *m_pd = pd_lock(pd);
+    __atomic_add_fetch(&pd->gen, 1, __ATOMIC_SEQ_CST);
+    if (pd->epoll == 1) {
+        rt_syscall6(SYS_epoll_ctl, np.epfd, EPOLL_CTL_DEL, fd, 0, 0, 0);
+        __atomic_sub_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
+    }
+    pd->epoll = 0;
+    pd->peer = -1;
+    __atomic_store_n(&pd->init, 0, __ATOMIC_RELEASE);
+    pd_unlock(pd, m_pd);
+    pd_ready(pd, true, true); /* waiters see the new generation: EBADF */
+    if (pp) {
+        struct m *m_pp = pd_lock(pp);
+        pp->peer = -1;
+        pd_unlock(pp, m_pp);
+        pd_ready(pp, true, true); /* EOF for a reader, EPIPE for a writer */
+    }
+}
+
+void netpoll_dup(int oldfd, int newfd)
+{
+    struct pdesc *pd = netpoll_lookup(oldfd);
+    if (pd && pd->peer >= 0)
+        pair_unown(pd);
+    struct pdesc *old = pd && __atomic_load_n(&pd->init, __ATOMIC_ACQUIRE) ? pd : NULL;
+    if (old && newfd >= 0) {
+        /* Same open file: same kind, same O_NONBLOCK (ours and the user's). */
+        struct pdesc *nd = pd_slot(newfd, true);
+        if (nd) {
+            struct m *m_nd = pd_lock(nd);
+            pd_set(nd, old->kind, old->stream, old->socket, old->user_nb);
+            nd->forced_nb = old->forced_nb;
+            nd->timeo[0] = old->timeo[0];
+            nd->timeo[1] = old->timeo[1];
+            pd_unlock(nd, m_nd);
+        }
+    }
+}
+
+void netpoll_fork_parent(void)
+{
+    np.no_own_pairs = true;
+}
+
+void netpoll_fork_child(void)
+{
+    np.no_own_pairs = true;
+    if (np.epfd < 0)
+        return;
+    /* The epoll instance is shared with the parent: never touch it again. */
+    sys(SYS_close, np.epfd, 0, 0);
+    sys(SYS_close, np.wakefd, 0, 0);
+    np.epfd = np.wakefd = -1;
+    for (int d = 0; d < PD_DIR; d++) {
+        struct pdesc *chunk = pd_dir[d];
+        for (int i = 0; chunk && i < PD_CHUNK; i++) {
+            chunk[i].epoll = 0;
+            chunk[i].subs = NULL;
+            chunk[i].waiters[0] = chunk[i].waiters[1] = 0;
+        }
+    }
+    np.epoll_waiters = np.nregistered = np.blocking = np.wakesent = 0;
+    if (netpoll_init() != 0)
+        rt_print(2, "goshim: forked child: cannot create its epoll instance; "
+                    "waits on sockets and pipes may hang\n");
+}
+
+/* ---- poll subscribers --------------------------------------------------------- */
+
+void netpoll_subscribe(struct pdesc *pd, struct psub *s, uint32_t *word)
+{
+    s->pd = pd;
+    s->word = word;
+    s->prev = NULL;
+    struct m *m_pd = pd_lock(pd);
+    s->next = pd->subs;
+    if (pd->subs)
+        pd->subs->prev = s;
+    __atomic_store_n(&pd->subs, s, __ATOMIC_RELEASE);
+    pd_unlock(pd, m_pd);
+    s->counted = !own_pair(pd);
+    if (s->counted)
+        __atomic_add_fetch(&np.epoll_waiters, 1, __ATOMIC_SEQ_CST);
+}
+
+void netpoll_unsubscribe(struct psub *s)
+{
+    struct pdesc *pd = s->pd;
+    struct m *m_pd = pd_lock(pd);
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        __atomic_store_n(&pd->subs, s->next, __ATOMIC_RELEASE);
+    if (s->next)
+        s->next->prev = s->prev;
+    pd_unlock(pd, m_pd);
+    if (s->counted)
+        __atomic_sub_fetch(&np.epoll_waiters, 1, __ATOMIC_SEQ_CST);
+}
+
+/* ---- the poller ------------------------------------------------------------------- */
+
+int netpoll(int64_t until)
+{
+    if (np.epfd < 0)
+        return 0;
+    struct epoll_event ev[NEVENTS];
+    struct timespec ts = {0, 0}, *tsp = &ts;
+    bool block = until != 0;
+    if (until < 0) {
+        tsp = NULL;
+    } else if (until > 0) {
+        int64_t d = until - nanotime();
+        if (d <= 0) {
+            block = false;
+        } else {
+            ts.tv_sec = d / 1000000000;
+            ts.tv_nsec = d % 1000000000;
+        }
+    }
+    if (block) {
+        __atomic_store_n(&np.blocking, 1, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&np.lastpoll, 0, __ATOMIC_SEQ_CST);
+    }
+    long n = rt_syscall6(SYS_epoll_pwait2, np.epfd, (long)ev, NEVENTS, (long)tsp, 0, 8);
+    if (n == -ENOSYS) {
+        int ms = tsp == NULL ? -1 : (int)(ts.tv_sec * 1000 + (ts.tv_nsec + 999999) / 1000000);
+        n = rt_syscall6(SYS_epoll_wait, np.epfd, (long)ev, NEVENTS, ms, 0, 0);
+    }
+    if (block)
+        __atomic_store_n(&np.blocking, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&np.lastpoll, nanotime(), __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(&np.npolls, 1, __ATOMIC_RELAXED);
+    int nready = 0;
+    for (long i = 0; i < n; i++) {
+        if (ev[i].data.u64 == UINT64_MAX) {
+            uint64_t v;
+            sys(SYS_read, np.wakefd, (long)&v, sizeof v);
+            __atomic_store_n(&np.wakesent, 0, __ATOMIC_SEQ_CST);
+            continue;
+        }
+        int fd = (int)(uint32_t)ev[i].data.u64;
+        uint32_t gen = (uint32_t)(ev[i].data.u64 >> 32);
+        struct pdesc *pd = netpoll_lookup(fd);
+        if (!pd || __atomic_load_n(&pd->gen, __ATOMIC_ACQUIRE) != gen)
+            continue;
+        uint32_t e = ev[i].events;
+        bool r = e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI);
+        bool w = e & (EPOLLOUT | EPOLLHUP | EPOLLERR);
+        pd_ready(pd, r, w);
+        nready++;
+    }
+    __atomic_add_fetch(&np.nevents, (uint64_t)nready, __ATOMIC_RELAXED);
+    return nready;
+}
+
+void netpoll_break(void)
+{
+    if (!__atomic_load_n(&np.blocking, __ATOMIC_SEQ_CST))
+        return;
+    uint32_t zero = 0;
+    if (!__atomic_compare_exchange_n(&np.wakesent, &zero, 1, false, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST))
+        return;
+    uint64_t one = 1;
+    sys(SYS_write, np.wakefd, (long)&one, sizeof one);
+}
+
+bool netpoll_anywaiters(void)
+{
+    return __atomic_load_n(&np.epoll_waiters, __ATOMIC_SEQ_CST) != 0;
+}
+
+bool netpoll_anyregistered(void)
+{
+    return __atomic_load_n(&np.nregistered, __ATOMIC_RELAXED) != 0;
+}
+
+int64_t netpoll_lastpoll(void)
+{
+    return __atomic_load_n(&np.lastpoll, __ATOMIC_SEQ_CST);
+}
+
+void netpoll_stats(struct netpoll_stats *s)
+{
+    s->parks = __atomic_load_n(&np.nparks, __ATOMIC_RELAXED);
+    s->polls = __atomic_load_n(&np.npolls, __ATOMIC_RELAXED);
+    s->events = __atomic_load_n(&np.nevents, __ATOMIC_RELAXED);
+    s->direct = __atomic_load_n(&np.ndirect, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,148 @@
+/*
+ * The netpoller: Gs that wait for a socket, pipe, FIFO, eventfd, timerfd,
+ * signalfd or epoll fd park instead of blocking their M (DESIGN rule 5).
+ *
+ * Every fd the shim sees gets a descriptor (struct pdesc, one per fd
+ * number, never freed) telling how to wait on it. A wait is a gfutex wait
+ * on the descriptor's read or write sequence word, which goes up whenever
+ * the fd may have become ready: an epoll event, a close, or a write by this
+ * process to the other end of its own pipe or socketpair. The caller reads
+ * the sequence, tries the call non-blocking, and if that says EAGAIN waits
+ * for the sequence to move on: no readiness is ever lost between the try
+ * and the park.
+ *
+ * The I/O itself is made non-blocking per call (RWF_NOWAIT, MSG_DONTWAIT),
+ * never by setting O_NONBLOCK on the open file, which is shared with stdio
+ * (fdopen), with children and with other processes that would then see
+ * EAGAIN they never asked for. Listening sockets are the one exception
+ * (accept has no per-call flag); fcntl hides it (shim/net.c).
+ */
+#ifndef GOSHIM_NETPOLL_H
+#define GOSHIM_NETPOLL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lock.h"
+
+enum pd_kind {
+    PD_NOWAIT = 1, /* pollable and takes RWF_NOWAIT: park on EAGAIN */
+    PD_BLOCKING,   /* regular file, block or char device, or no RWF_NOWAIT: hand off the P */
+};
+
+enum pd_mode { PD_READ, PD_WRITE };
+
+struct psub;
+
+struct pdesc {
+    struct runtime_lock lock; /* subs, peer, epoll registration */
+    int fd;
+    uint32_t gen;        /* bumped by close; epoll events carry it; atomic */
+    uint32_t seq[2];     /* PD_READ / PD_WRITE readiness sequence: gfutex words; atomic */
+    uint32_t waiters[2]; /* Gs waiting per mode; atomic */
+    uint32_t drained;    /* seq[PD_READ] + 1 when a read found it empty at that seq */
+    uint32_t direct;     /* own pair: writes through goshim that brought data */
+    uint32_t writing;    /* own pair: writes through goshim in progress */
+    int64_t inflight;    /* own pair: bytes written to it through goshim and not yet read */
+    uint8_t init;        /* classified for this gen; release-published */
+    uint8_t kind;        /* enum pd_kind */
+    uint8_t stream;      /* a short read means drained (pipes, FIFOs, stream sockets) */
+    uint8_t epoll;       /* 0 not registered, 1 registered, 2 cannot be (EPERM) */
+    uint8_t user_nb;     /* the application asked for O_NONBLOCK */
+    uint8_t forced_nb;   /* goshim set O_NONBLOCK on it (listening socket) */
+    uint8_t socket;
+    int peer; /* other end of this process's own pipe/socketpair, or -1 */
+    uint32_t peergen;
+    int64_t timeo[2];  /* SO_RCVTIMEO / SO_SNDTIMEO in ns, 0 = none */
+    struct psub *subs; /* poll/select waiters; lock */
+};
+
+/* A poll/select/epoll_wait waiter subscribed to some descriptors: word is
+ * bumped (and woken) whenever one of them may have become ready. */
+struct psub {
+    struct psub *next, *prev;
+    struct pdesc *pd;
+    uint32_t *word;
+    bool counted; /* in the epoll waiters */
+};
+
+/* Start (sched_init). 0 or an errno value. */
+int netpoll_init(void);
+
+/* The descriptor of fd, classified (a few system calls, once per fd until
+ * it is closed); NULL if fd is not open or out of range. */
+struct pdesc *netpoll_fd(int fd);
+/* The descriptor of fd if it was ever seen, unclassified allowed; else NULL. */
+struct pdesc *netpoll_lookup(int fd);
+/* Describe a fd the caller just created (no system call). */
+void netpoll_known(int fd, int kind, bool stream, bool socket, bool user_nb);
+/* The two ends of a pipe or socketpair this process just created. */
+void netpoll_pair(int a, int b);
+/* Forget everything about fd (it is being closed or replaced): waiters
+ * wake with EBADF, the other end of an own pair becomes readable (EOF) or
+ * writable (EPIPE). Before the real close. */
+void netpoll_close(int fd);
+/* fd was duplicated (dup, dup2, F_DUPFD): another name now writes to it. */
+void netpoll_dup(int oldfd, int newfd);
+/* A process was forked: in the parent, own pairs are no longer known to
+ * be written only through goshim; in the child, a fresh epoll instance. */
+void netpoll_fork_parent(void);
+void netpoll_fork_child(void);
+
+/* Register fd in the epoll set (edge-triggered, both directions). False if
+ * it cannot be (it is then always ready: regular files, /dev/null). */
+bool netpoll_arm(struct pdesc *pd);
+
+/*
+ * Park the calling G until pd's mode sequence differs from seq, or until
+ * deadline (monotonic ns, < 0 none). 0: maybe ready, try again; ETIMEDOUT;
+ * EINTR (cancellation or a signal for this thread); EBADF: closed meanwhile
+ * (gen is the generation seen before the try).
+ */
+int netpoll_wait(struct pdesc *pd, int mode, uint32_t seq, uint32_t gen, int64_t deadline);
+
+/*
+ * Around a write to pd: begin returns the other end of an own pair (NULL
+ * if pd is not one) and marks a write in progress to it; end (with the
+ * result) counts the bytes in flight and readies its reader.
+ */
+struct pdesc *netpoll_write_begin(struct pdesc *pd);
+void netpoll_write_end(struct pdesc *peer, long n);
+/* After a successful read: ready the other end's writer. */
+void netpoll_read_done(struct pdesc *pd, long n);
+/* A read that parked found data: if no own write brought it (direct still
+ * direct0, none in progress), another writer exists and pd's pair is no
+ * longer treated as own. */
+void netpoll_read_after_park(struct pdesc *pd, uint32_t direct0);
+/* True when pd is known to be empty: an own pair's read end with nothing
+ * written through goshim left unread (the caller read seq before). */
+bool netpoll_own_empty(struct pdesc *pd);
+
+/* Subscribe/unsubscribe a poll-style waiter. */
+void netpoll_subscribe(struct pdesc *pd, struct psub *s, uint32_t *word);
+void netpoll_unsubscribe(struct psub *s);
+
+/*
+ * Poll the epoll set: until = absolute monotonic ns to block until, -1 to
+ * block until an event or netpoll_break, 0 not to block. Readies the
+ * waiting Gs (to the global queue when called off a G). Returns the number
+ * of descriptors that had events.
+ */
+int netpoll(int64_t until);
+/* Interrupt a blocking netpoll. */
+void netpoll_break(void);
+/* Gs parked on fds whose readiness only epoll can report (a blocking netpoll
+ * is worth an idle M). */
+bool netpoll_anywaiters(void);
+/* Descriptors registered (a periodic poll is worth it). */
+bool netpoll_anyregistered(void);
+/* Monotonic ns of the last completed netpoll, 0 while one blocks. */
+int64_t netpoll_lastpoll(void);
+
+/* counters for GOSHIM_STATS */
+struct netpoll_stats {
+    uint64_t parks, polls, events, direct;
+};
+void netpoll_stats(struct netpoll_stats *s);
+
+#endif

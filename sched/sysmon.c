@@ -1,0 +1,155 @@
+/*
+ * sysmon: the runtime's own thread, without a P (DESIGN rule 6, Go's
+ * sysmon in proc.go). Each round it
+ *   - retakes the P of an M that sits in a system call (entersyscall
+ *     leaves the P attached, in state Psyscall) since its previous round,
+ *     when work waits for that P or the call has lasted 10 ms: the P goes
+ *     to another M (handoffp) and the caller reacquires one on return;
+ *   - polls the network when nobody has for 10 ms, so Gs readied by epoll
+ *     are not stranded while every M runs code;
+ *   - prints GOSHIM_SCHEDTRACE lines on time.
+ * It sleeps 20 us after a round that did something, doubling after 50
+ * idle rounds up to 10 ms.
+ *
+ * It runs outside any G, so what it readies goes to the global run queue
+ * and wakes an idle P (goready from a non-G).
+ */
+#include <pthread.h>
+
+#include "netpoll.h"
+#include "sched.h"
+#include "throw.h"
+#include "timer.h"
+
+enum {
+    SYSMON_MIN_NS = 20000,
+    SYSMON_MAX_NS = 10000000,
+    SYSMON_IDLE_ROUNDS = 50,
+    FORCE_POLL_NS = 10000000,
+    SYSCALL_RETAKE_NS = 10000000,
+};
+
+static struct {
+    struct note note;
+    int64_t trace_ns;
+    bool detailed;
+    int64_t lasttrace;
+    bool running;
+    uint64_t nretake; /* Ps retaken from system calls; atomic */
+    uint64_t nrounds;
+} sm;
+
+/* What sysmon saw of a P at its last round; sysmon only. */
+struct ptick {
+    uint32_t syscalltick;
+    int64_t syscallwhen;
+};
+static struct ptick pticks[MAX_PROCS];
+
+/* Retake Ps blocked in system calls. Returns how many. */
+static int retake(int64_t now)
+{
+    int n = 0;
+    for (int32_t i = 0; i < sched.gomaxprocs; i++) {
+        struct p *pp = sched.allp[i];
+        struct ptick *pt = &pticks[i];
+        if (__atomic_load_n(&pp->status, __ATOMIC_ACQUIRE) != Psyscall)
+            continue;
+        uint32_t t = __atomic_load_n(&pp->syscalltick, __ATOMIC_ACQUIRE);
+        if (pt->syscalltick != t) { /* a new call since last round: give it a round */
+            pt->syscalltick = t;
+            pt->syscallwhen = now;
+            continue;
+        }
+        /* No hurry if nothing waits for this P and other Ms look for work
+         * or Ps are idle anyway; but not forever (10 ms). */
+        if (runqempty(pp) &&
+            __atomic_load_n(&sched.nmspinning, __ATOMIC_RELAXED) +
+                    __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) >
+                0 &&
+            __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) == 0 &&
+            now - pt->syscallwhen < SYSCALL_RETAKE_NS)
+            continue;
+        uint32_t st = Psyscall;
+        if (!__atomic_compare_exchange_n(&pp->status, &st, Pidle, false, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE))
+            continue; /* its M came back meanwhile */
+        __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&sm.nretake, 1, __ATOMIC_RELAXED);
+        handoffp(pp);
+        n++;
+    }
+    return n;
+}
+
+static void *sysmon(void *arg)
+{
+    (void)arg;
+    int64_t delay = SYSMON_MIN_NS;
+    int idle = 0;
+    for (;;) {
+        if (idle == 0)
+            delay = SYSMON_MIN_NS;
+        else if (idle > SYSMON_IDLE_ROUNDS && delay < SYSMON_MAX_NS)
+            delay *= 2;
+        if (delay > SYSMON_MAX_NS)
+            delay = SYSMON_MAX_NS;
+        /* The deadline of the trace line bounds the sleep. */
+        int64_t now = nanotime();
+        int64_t sleep = delay;
+        if (sm.trace_ns > 0 && sm.lasttrace + sm.trace_ns - now < sleep)
+            sleep = sm.lasttrace + sm.trace_ns - now;
+        if (sleep > 0)
+            notetsleep(&sm.note, sleep);
+        noteclear(&sm.note);
+        now = nanotime();
+        sm.nrounds++;
+
+        bool busy = false;
+        int64_t last = netpoll_lastpoll();
+        if (netpoll_anyregistered() && last != 0 && now - last > FORCE_POLL_NS && netpoll(0) > 0)
+            busy = true;
+        if (retake(now) > 0)
+            busy = true;
+        idle = busy ? 0 : idle + 1;
+
+        if (sm.trace_ns > 0 && now - sm.lasttrace >= sm.trace_ns) {
+            sm.lasttrace = now;
+            schedtrace(sm.detailed);
+        }
+    }
+    return NULL;
+}
+
+int sysmon_start(int trace_ms, bool detailed)
+{
+    sm.trace_ns = (int64_t)trace_ms * 1000000;
+    sm.detailed = detailed;
+    sm.lasttrace = nanotime();
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    int err = sched_thread_create(&t, &attr, sysmon, NULL);
+    pthread_attr_destroy(&attr);
+    if (err) {
+        rt_print(2,
+                 "goshim: cannot start sysmon (error %d): a thread blocked in a system call "
+                 "keeps its processor, and GOSHIM_SCHEDTRACE is off\n",
+                 err);
+        return err;
+    }
+    sm.running = true;
+    return 0;
+}
+
+int sysmon_threads(void)
+{
+    return sm.running ? 1 : 0;
+}
+
+uint64_t sysmon_retakes(void)
+{
+    return __atomic_load_n(&sm.nretake, __ATOMIC_RELAXED);
+}
