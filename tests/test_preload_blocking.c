@@ -16,3 +16,21 @@ Test(preload_blocking, wrapped_call_inside_a_handler_inside_a_wrapped_call, .tim
 {
     same_as_native_in_order("prog_signal_in_syscall", NULL, 2);
 }
+
+/* GOSHIM_MAXTHREADS caps the OS threads: at the cap goshim says so, and the
+ * threads that wait for an OS thread still run once one comes back. */
+Test(preload_blocking, thread_cap_is_reported_and_work_completes, .timeout = 60)
+{
+    static char out[1 << 14];
+    int st = run_preloaded("prog_maxthreads", NULL, "GOSHIM_MAXTHREADS=2", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "prog_maxthreads failed (status %d):\n%s", st,
+              out);
+    cr_assert(strstr(out, "system x4: ok\n") != NULL, "wrong output:\n%s", out);
+    cr_assert(strstr(out, "goshim: thread limit reached (2 OS threads, GOSHIM_MAXTHREADS)") != NULL,
+              "no message at the thread cap:\n%s", out);
+}
+
+Test(preload_blocking, thread_cap_program_natively, .timeout = 60)
+{
+    same_as_native("prog_maxthreads", NULL, 5);
+}

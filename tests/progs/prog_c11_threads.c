@@ -61,8 +61,8 @@ int main(void)
     thrd_join(b, &rb);
     thrd_create(&q, quitter, NULL);
     thrd_join(q, &rq);
-    printf("turns %d, results %d %d, thrd_exit %d, tss destructors %d, once %d\n", turn, ra, rb,
-           rq, dtors, once_runs);
+    printf("turns %d, results %d %d, thrd_exit %d, tss destructors %d, once %d\n", turn, ra, rb, rq,
+           dtors, once_runs);
     mtx_t r;
     mtx_init(&r, mtx_recursive);
     int ok = mtx_lock(&r) == thrd_success && mtx_trylock(&r) == thrd_success;

@@ -125,8 +125,7 @@ int main(void)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000;
     }
-    CHECK(pthread_clockjoin_np(w, NULL, CLOCK_MONOTONIC, &ts) == ETIMEDOUT,
-          "clockjoin times out");
+    CHECK(pthread_clockjoin_np(w, NULL, CLOCK_MONOTONIC, &ts) == ETIMEDOUT, "clockjoin times out");
     __atomic_store_n(&release_flag, 1, __ATOMIC_RELEASE);
     void *r = NULL;
     CHECK(pthread_join(w, &r) == 0 && (long)r == 7, "join after the timeouts");

@@ -183,8 +183,8 @@ int main(void)
         sched_yield();
     pthread_cancel(t);
     pthread_join(t, &r);
-    printf("cancel in sem_wait: canceled %d, handler ran as %.*s\n", r == PTHREAD_CANCELED,
-           norder, order);
+    printf("cancel in sem_wait: canceled %d, handler ran as %.*s\n", r == PTHREAD_CANCELED, norder,
+           order);
 
     norder = 0;
     pthread_t target, j;

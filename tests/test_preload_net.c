@@ -1,0 +1,322 @@
+/*
+ * Blocking calls under LD_PRELOAD: the netpoller (sockets and pipes park
+ * the G, not the M), the hand-off of the P around calls that block in the
+ * kernel, and timers. Each tests/progs program runs natively and under
+ * libgoshim.so and must print the same (GOSHIM_STATS=1's line proves its
+ * threads were Gs), with one P and with the default number. Where goshim
+ * differs from Linux on purpose (close() wakes a blocked reader with
+ * EBADF) the program runs under goshim only and the exact output is
+ * asserted; the native run documents the difference.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/preload_helpers.h"
+
+#define NET_MAX_ARGS 8
+
+/* argv for prog: its path, then the space-separated words of args (NULL: none). */
+struct net_argv {
+    char path[4096];
+    char words[256];
+    char *argv[NET_MAX_ARGS + 2];
+};
+
+static char *const *net_argv(struct net_argv *a, const char *prog, const char *args)
+{
+    int n = 0;
+    char *save = NULL;
+
+    a->argv[n++] = (char *)test_prog_path(prog, a->path, sizeof a->path);
+    snprintf(a->words, sizeof a->words, "%s", args ? args : "");
+    for (char *w = strtok_r(a->words, " ", &save); w && n <= NET_MAX_ARGS;
+         w = strtok_r(NULL, " ", &save))
+        a->argv[n++] = w;
+    a->argv[n] = NULL;
+    return a->argv;
+}
+
+/*
+ * How many "goshim stats:" lines in out name a G count (gs_created=), and
+ * the first and the last count (strip_stats returns the last).
+ */
+static int stats_gs(const char *out, long *first, long *last)
+{
+    int n = 0;
+
+    *first = *last = -1;
+    for (const char *line = out; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
+        const char *p = strncmp(line, "goshim stats:", 13) ? NULL : strstr(line, "gs_created=");
+
+        if (p && p < line + len) {
+            *last = atol(p + 11);
+            if (n++ == 0)
+                *first = *last;
+        }
+        line += len;
+    }
+    return n;
+}
+
+/*
+ * The G counts a preloaded run printed: the last one (the program's own
+ * process prints its GOSHIM_STATS line at exit) must be at least min_gs.
+ * With min_child_gs > 0 the program also runs a child process under goshim
+ * and reaps it before exiting (prog_net_echo's clients): then there must be
+ * exactly two G counts, the child's first, with at least min_child_gs.
+ */
+static void net_check_gs(const char *prog, const char *out, long min_gs, long min_child_gs)
+{
+    long first, last;
+    int n = stats_gs(out, &first, &last);
+
+    cr_assert_gt(n, 0, "%s: no \"goshim stats:\" line with gs_created= under goshim", prog);
+    if (min_child_gs > 0) {
+        cr_assert_eq(n, 2, "%s: want 2 G counts (child and parent process), got %d", prog, n);
+        cr_assert_geq(first, min_child_gs, "%s: only %ld Gs ran in the child process", prog, first);
+    }
+    cr_assert_geq(last, min_gs, "%s: only %ld Gs ran under goshim", prog, last);
+}
+
+/*
+ * compare_with_native (tests/preload_helpers.h) with arguments: prog args
+ * runs natively and under goshim with GOSHIM_STATS=1 plus env; both must
+ * exit 0 and print the same (sorted: in any line order), and at least
+ * min_gs Gs must have run (min_child_gs: see net_check_gs).
+ */
+static void net_compare_procs(const char *prog, const char *args, const char *env, long min_gs,
+                              int sorted, long min_child_gs)
+{
+    static char nat[1 << 16], pre[1 << 16];
+    struct net_argv a;
+    char penv[256];
+    int sn, sp;
+
+    snprintf(penv, sizeof penv, "GOSHIM_STATS=1 %s", env ? env : "");
+    sn = run_native(prog, net_argv(&a, prog, args), NULL, nat, sizeof nat);
+    sp = run_preloaded(prog, net_argv(&a, prog, args), penv, pre, sizeof pre);
+    cr_assert(WIFEXITED(sn), "%s %s natively: status %d\n%s", prog, args ? args : "", sn, nat);
+    cr_assert_eq(WEXITSTATUS(sn), 0, "%s %s fails natively:\n%s", prog, args ? args : "", nat);
+    cr_assert(WIFEXITED(sp), "%s %s under goshim (%s) died: status %d\n%s", prog, args ? args : "",
+              penv, sp, pre);
+    cr_assert_eq(WEXITSTATUS(sp), 0, "%s %s fails under goshim (%s):\n%s", prog, args ? args : "",
+                 penv, pre);
+    net_check_gs(prog, pre, min_gs, min_child_gs);
+    strip_stats(pre);
+    if (sorted) {
+        sort_lines(nat);
+        sort_lines(pre);
+    }
+    cr_assert_str_eq(pre, nat, "%s %s prints differently under goshim (%s)", prog, args ? args : "",
+                     penv);
+}
+
+static void net_compare(const char *prog, const char *args, const char *env, long min_gs,
+                        int sorted)
+{
+    net_compare_procs(prog, args, env, min_gs, sorted, 0);
+}
+
+/*
+ * Run prog args under goshim only (GOSHIM_STATS=1 plus env): it must exit
+ * 0, print exactly want, and run at least min_gs Gs (min_child_gs: see
+ * net_check_gs).
+ */
+static void net_preloaded_prints_procs(const char *prog, const char *args, const char *env,
+                                       long min_gs, const char *want, long min_child_gs)
+{
+    static char out[1 << 16];
+    struct net_argv a;
+    char penv[256];
+
+    snprintf(penv, sizeof penv, "GOSHIM_STATS=1 %s", env ? env : "");
+    int st = run_preloaded(prog, net_argv(&a, prog, args), penv, out, sizeof out);
+    cr_assert(WIFEXITED(st), "%s %s under goshim (%s) died: status %d\n%s", prog, args ? args : "",
+              penv, st, out);
+    cr_assert_eq(WEXITSTATUS(st), 0, "%s %s fails under goshim (%s):\n%s", prog, args ? args : "",
+                 penv, out);
+    net_check_gs(prog, out, min_gs, min_child_gs);
+    strip_stats(out);
+    cr_assert_str_eq(out, want, "%s %s under goshim (%s)", prog, args ? args : "", penv);
+}
+
+static void net_preloaded_prints(const char *prog, const char *args, const char *env, long min_gs,
+                                 const char *want)
+{
+    net_preloaded_prints_procs(prog, args, env, min_gs, want, 0);
+}
+
+/* ---- TCP echo, thread per connection ------------------------------------------------ */
+
+/*
+ * prog_net_echo serves from this process and runs its clients in a second
+ * one (fork + exec of itself, LD_PRELOAD inherited), so each needs only n +
+ * a few descriptors: 10,000 connections fit a 20,000 RLIMIT_NOFILE. Both
+ * print a stats line; the client's comes first (the server prints its own
+ * after reaping the client). The server ran main + the acceptor + n
+ * connection threads as Gs (n + 2: more than the client's main + n
+ * clients, so the last line cannot be the client's); the client n + 1.
+ */
+static void echo_under_goshim(long n, long bytes, const char *env)
+{
+    char args[64], want[128];
+
+    snprintf(args, sizeof args, "%ld %ld", n, bytes);
+    snprintf(want, sizeof want, "connections=%ld bytes=%ld ok\n", n, n * bytes);
+    net_preloaded_prints_procs("prog_net_echo", args, env, n + 2, want, n + 1);
+}
+
+Test(preload_net, echo_10000_connections_under_goshim, .timeout = 300)
+{
+    echo_under_goshim(test_scale(10000), 4096, NULL);
+}
+
+Test(preload_net, echo_10000_connections_one_p, .timeout = 300)
+{
+    echo_under_goshim(test_scale(10000), 1024, "GOSHIM_PROCS=1");
+}
+
+Test(preload_net, echo_same_as_native, .timeout = 120)
+{
+    long n = test_scale(200);
+    char args[64];
+
+    snprintf(args, sizeof args, "%ld 100000", n);
+    net_compare_procs("prog_net_echo", args, NULL, n + 2, 0, n + 1);
+}
+
+Test(preload_net, echo_same_as_native_one_p, .timeout = 120)
+{
+    long n = test_scale(200);
+    char args[64];
+
+    snprintf(args, sizeof args, "%ld 100000", n);
+    net_compare_procs("prog_net_echo", args, "GOSHIM_PROCS=1", n + 2, 0, n + 1);
+}
+
+/* ---- pipes and accept ------------------------------------------------------------- */
+
+Test(preload_net, pipe_pingpong_one_p, .timeout = 120)
+{
+    char args[32];
+
+    snprintf(args, sizeof args, "%ld", test_scale(10000));
+    net_compare("prog_pipe_pingpong", args, "GOSHIM_PROCS=1", 3, 0);
+}
+
+Test(preload_net, pipe_pingpong, .timeout = 120)
+{
+    char args[32];
+
+    snprintf(args, sizeof args, "%ld", test_scale(10000));
+    net_compare("prog_pipe_pingpong", args, NULL, 3, 0);
+}
+
+Test(preload_net, accept_storm_1000_clients, .timeout = 120)
+{
+    long k = test_scale(1000);
+    char args[32];
+
+    snprintf(args, sizeof args, "%ld", k);
+    net_compare("prog_accept_storm", args, NULL, k + 2, 0);
+}
+
+Test(preload_net, accept_storm_one_p, .timeout = 120)
+{
+    long k = test_scale(1000);
+    char args[32];
+
+    snprintf(args, sizeof args, "%ld", k);
+    net_compare("prog_accept_storm", args, "GOSHIM_PROCS=1", k + 2, 0);
+}
+
+/* ---- close() of a descriptor a thread is blocked on: goshim wakes it -------------- */
+
+Test(preload_net, close_wakes_blocked_reader_with_ebadf, .timeout = 60)
+{
+    net_preloaded_prints("prog_close_wakes", NULL, NULL, 3, "read: EBADF\nrecv: EBADF\n");
+}
+
+Test(preload_net, close_wakes_blocked_reader_one_p, .timeout = 60)
+{
+    net_preloaded_prints("prog_close_wakes", NULL, "GOSHIM_PROCS=1", 3,
+                         "read: EBADF\nrecv: EBADF\n");
+}
+
+/* The documented difference: natively the reader stays blocked until EOF. */
+Test(preload_net, close_natively_leaves_reader_blocked, .timeout = 60)
+{
+    static char out[4096];
+    int st = run_native("prog_close_wakes", NULL, NULL, out, sizeof out);
+
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "natively: status %d\n%s", st, out);
+    cr_assert_str_eq(out, "read: EOF after writer closed\nrecv: EOF after writer closed\n");
+}
+
+/* ---- non-blocking descriptors, signals, poll family --------------------------------- */
+
+Test(preload_net, nonblocking_fds_keep_eagain, .timeout = 60)
+{
+    net_compare("prog_nonblock", NULL, NULL, 3, 0);
+}
+
+Test(preload_net, nonblocking_fds_keep_eagain_one_p, .timeout = 60)
+{
+    net_compare("prog_nonblock", NULL, "GOSHIM_PROCS=1", 3, 0);
+}
+
+Test(preload_net, signals_interrupt_blocking_calls, .timeout = 60)
+{
+    net_compare("prog_eintr", NULL, NULL, 6, 0);
+}
+
+Test(preload_net, signals_interrupt_blocking_calls_one_p, .timeout = 60)
+{
+    net_compare("prog_eintr", NULL, "GOSHIM_PROCS=1", 6, 0);
+}
+
+Test(preload_net, poll_select_epoll_across_threads, .timeout = 60)
+{
+    net_compare("prog_poll_select", NULL, NULL, 40, 0);
+}
+
+Test(preload_net, poll_select_epoll_across_threads_one_p, .timeout = 60)
+{
+    net_compare("prog_poll_select", NULL, "GOSHIM_PROCS=1", 40, 0);
+}
+
+/* ---- timers: every timed wait ends on time, alone and all at once ------------------ */
+
+/* 19 cases alone and in 19 threads; the mutex and join cases start one helper each time. */
+Test(preload_net, timeouts_one_p, .timeout = 120)
+{
+    net_compare("prog_timeouts", NULL, "GOSHIM_PROCS=1", 1 + 2 + 19 + 2, 0);
+}
+
+Test(preload_net, timeouts_two_p, .timeout = 120)
+{
+    net_compare("prog_timeouts", NULL, "GOSHIM_PROCS=2", 1 + 2 + 19 + 2, 0);
+}
+
+/* ---- the P hand-off around calls that block in the kernel -------------------------- */
+
+/* With one P, a reader blocked on a pipe must not stop the CPU-bound threads
+ * whose completion releases it (else: a hang, caught by the timeout). */
+Test(preload_net, blocked_reader_does_not_hold_the_only_p, .timeout = 60)
+{
+    net_compare("prog_blocking_file", "pipe", "GOSHIM_PROCS=1", 6, 0);
+}
+
+Test(preload_net, blocked_reader_default_procs, .timeout = 60)
+{
+    net_compare("prog_blocking_file", "pipe", NULL, 6, 0);
+}
+
+Test(preload_net, file_write_fsync_beside_cpu_threads_one_p, .timeout = 120)
+{
+    net_compare("prog_blocking_file", "fsync", "GOSHIM_PROCS=1", 6, 1);
+}
