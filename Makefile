@@ -239,6 +239,8 @@ bench:
 	$(Q)scripts/setup.sh
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/bench.sh $(filter $(BUILD)/bench/bench_%,$(BENCHES))
+	@echo
+	$(Q)scripts/bench_io.sh
 
 demo:
 	$(Q)scripts/setup.sh
@@ -248,6 +250,7 @@ demo:
 	else \
 	    echo "demo: $(BUILD)/bench/demo_sched is not built yet (tests/bench/demo_sched.c is missing)"; \
 	fi
+	$(Q)scripts/demo_io.sh
 
 # ---- install, clean, format ----------------------------------------------------------------
 install: $(LIBGOSHIM)
