@@ -9,6 +9,7 @@
 #define GOSHIM_REAL_H
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>

@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,16 +133,58 @@ static void complain(const char *name, const char *val, const char *form)
     (config_parse_int((v), (min), (max), &iv) && ((field) = (int)iv, 1))
 #define PARSE_SIZE(v, field, min, max)                                                             \
     (config_parse_size((v), &sv) && sv >= (size_t)(min) && sv <= (size_t)(max) && ((field) = sv, 1))
-#define PARSE_BOOL(v, field, min, max) (config_parse_bool((v), &bv) && ((field) = bv, 1))
+#define PARSE_BOOL(v, field, min, max)   (config_parse_bool((v), &bv) && ((field) = bv, 1))
+#define PARSE_MSEC(v, field, min, max)   config_parse_msec((v), (min), (max), &(field))
+#define PARSE_SIGNAL(v, field, min, max) config_parse_signal((v), &(field))
 #define PARSE_TLSMODE(v, field, min, max)                                                          \
     ((!strcmp((v), "full") || !strcmp((v), "errno")) &&                                            \
      ((field) = strcmp((v), "full") ? TLS_MODE_ERRNO : TLS_MODE_FULL, 1))
+
+/* A number of milliseconds, fractions allowed, in [min, max]: ns. */
+bool config_parse_msec(const char *s, long min, long max, int64_t *out)
+{
+    char *end;
+    if (!s || !isdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || v < (double)min || v > (double)max)
+        return false;
+    *out = (int64_t)(v * 1e6 + 0.5);
+    return true;
+}
+
+/* A signal number, or one of the names that make sense for preemption. */
+bool config_parse_signal(const char *s, int *out)
+{
+    static const struct {
+        const char *name;
+        int sig;
+    } names[] = {{"SIGURG", SIGURG},   {"URG", SIGURG},      {"SIGUSR1", SIGUSR1},
+                 {"USR1", SIGUSR1},    {"SIGUSR2", SIGUSR2}, {"USR2", SIGUSR2},
+                 {"SIGPROF", SIGPROF}, {"PROF", SIGPROF},    {"SIGVTALRM", SIGVTALRM},
+                 {"VTALRM", SIGVTALRM}};
+    long v;
+    if (config_parse_int(s, 1, 64, &v) && v != SIGKILL && v != SIGSTOP) {
+        *out = (int)v;
+        return true;
+    }
+    for (size_t i = 0; s && i < sizeof names / sizeof names[0]; i++) {
+        if (!strcmp(s, names[i].name)) {
+            *out = names[i].sig;
+            return true;
+        }
+    }
+    return false;
+}
 
 int sched_config_from_env(struct sched_config *c)
 {
     memset(c, 0, sizeof *c);
     c->maxthreads = 10000;
     c->tls_mode = TLS_MODE_FULL;
+    c->preempt_ns = 10000000;
+    c->preempt_signal = SIGURG;
     int bad = 0;
     const char *v;
     long iv;

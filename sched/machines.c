@@ -55,6 +55,8 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     if (rc != 0)
         goshim_throw("mstart: arch_prctl(ARCH_SET_GS) failed");
     mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
+    if (pthread_getcpuclockid(pthread_self(), &mp->cpuclock) != 0)
+        mp->cpuclock = CLOCK_THREAD_CPUTIME_ID; /* never read as such: see sysmon */
     mp->g0tcb = tls_self();
     mp->curfs = mp->g0tcb;
     mp->ong0 = 1;

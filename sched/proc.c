@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 
+#include "preempt.h"
 #include "sched.h"
 #include "throw.h"
 #include "tls.h"
@@ -236,8 +237,8 @@ __attribute__((noinline, noipa)) static void errno_set(int v)
     errno = v;
 }
 
-/* First code of every G, on its own stack and TCB. */
-GOSHIM_NO_TSAN static void gostart(void *arg)
+/* First code of every G, on its own stack and TCB; a preemption walk ends here. */
+GOSHIM_NO_TSAN GOSHIM_G_ENTRY static void gostart(void *arg)
 {
     struct g *gp = arg;
     san_switch_end(NULL);

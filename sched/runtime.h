@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "context.h"
 #include "lock.h"
@@ -104,7 +105,8 @@ struct release {
 };
 
 struct m {
-    struct m *self; /* %gs:0 reads this: getm() */
+    struct m *self;     /* %gs:0 reads this: getm() */
+    uintptr_t pend_rip; /* %gs:8: where a preempted G was interrupted (preempt.c) */
     int64_t id;
     struct g *curg;      /* G running on it, or NULL on g0; owner */
     struct p *p;         /* attached P; owner */
@@ -134,8 +136,14 @@ struct m {
      */
     int32_t locks;
     uint32_t ong0;
-    struct p *oldp;    /* the P it gave up in entersyscall; owner */
-    uint64_t nsyscall; /* blocking system calls; owner writes */
+    struct p *oldp; /* the P it gave up in entersyscall; owner */
+    /* Async preemption (preempt.c): sysmon's request (the P's schedtick + 1
+     * it saw, 0 = none; exchanged by the handler) and an injection that
+     * the trampoline has not consumed yet. */
+    uint32_t preempt_req;
+    uint32_t preempt_pending;
+    clockid_t cpuclock; /* its thread's CPU-time clock (sysmon tells running from blocked) */
+    uint64_t nsyscall;  /* blocking system calls; owner writes */
 };
 
 struct p {

@@ -15,13 +15,15 @@
 /* ---- configuration (config.c) ---------------------------------------- */
 
 struct sched_config {
-    int nprocs;        /* GOSHIM_PROCS: number of P; 0 = usable CPUs */
-    int maxthreads;    /* GOSHIM_MAXTHREADS: cap on M */
-    size_t stack_size; /* GOSHIM_STACK: default G stack; 0 = glibc's default */
-    int tls_mode;      /* GOSHIM_TLS: TLS_MODE_FULL or TLS_MODE_ERRNO */
-    int schedtrace_ms; /* GOSHIM_SCHEDTRACE: 0 = off */
-    bool scheddetail;  /* GOSHIM_SCHEDDETAIL */
-    bool stats;        /* GOSHIM_STATS */
+    int nprocs;         /* GOSHIM_PROCS: number of P; 0 = usable CPUs */
+    int maxthreads;     /* GOSHIM_MAXTHREADS: cap on M */
+    size_t stack_size;  /* GOSHIM_STACK: default G stack; 0 = glibc's default */
+    int tls_mode;       /* GOSHIM_TLS: TLS_MODE_FULL or TLS_MODE_ERRNO */
+    int schedtrace_ms;  /* GOSHIM_SCHEDTRACE: 0 = off */
+    bool scheddetail;   /* GOSHIM_SCHEDDETAIL */
+    bool stats;         /* GOSHIM_STATS */
+    int64_t preempt_ns; /* GOSHIM_PREEMPT: time slice before async preemption; 0 = off */
+    int preempt_signal; /* GOSHIM_PREEMPT_SIGNAL */
 };
 
 /* Defaults, then the GOSHIM_ variables. A malformed value prints a message
@@ -34,6 +36,8 @@ int sched_usable_cpus(void);
 bool config_parse_int(const char *s, long min, long max, long *out);
 bool config_parse_size(const char *s, size_t *out);
 bool config_parse_bool(const char *s, bool *out);
+bool config_parse_msec(const char *s, long min, long max, int64_t *out);
+bool config_parse_signal(const char *s, int *out);
 
 /* ---- the C API -------------------------------------------------------- */
 

@@ -14,6 +14,7 @@
 
 #include "gfutex.h"
 #include "netpoll.h"
+#include "preempt.h"
 #include "sched.h"
 #include "throw.h"
 #include "tls.h"
@@ -52,6 +53,7 @@ int sched_init(const struct sched_config *c)
     }
     sched.starttime = nanotime();
     sched.started = true;
+    preempt_init(c->preempt_ns, c->preempt_signal);
     sysmon_start(c->schedtrace_ms, c->scheddetail);
     if (c->stats) {
         stats_open();
@@ -87,6 +89,8 @@ int sched_adopt_main(void)
         return ENOSYS;
     }
     mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
+    if (pthread_getcpuclockid(pthread_self(), &mp->cpuclock) != 0)
+        mp->cpuclock = CLOCK_THREAD_CPUTIME_ID;
     mp->g0tcb = g0tcb;
     mp->curfs = self;
     mp->g0_sp = (uintptr_t)g0stack.hi & ~(uintptr_t)15;

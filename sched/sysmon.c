@@ -7,6 +7,8 @@
  *     to another M (handoffp) and the caller reacquires one on return;
  *   - polls the network when nobody has for 10 ms, so Gs readied by epoll
  *     are not stranded while every M runs code;
+ *   - asks a G that has run GOSHIM_PREEMPT without blocking to yield
+ *     (preempt.c), again every round until it does;
  *   - prints GOSHIM_SCHEDTRACE lines on time.
  * It sleeps 20 us after a round that did something, doubling after 50
  * idle rounds up to 10 ms.
@@ -15,8 +17,10 @@
  * and wakes an idle P (goready from a non-G).
  */
 #include <pthread.h>
+#include <time.h>
 
 #include "netpoll.h"
+#include "preempt.h"
 #include "sched.h"
 #include "throw.h"
 #include "timer.h"
@@ -43,17 +47,73 @@ static struct {
 struct ptick {
     uint32_t syscalltick;
     int64_t syscallwhen;
+    uint32_t schedtick;
+    int64_t schedwhen;
+    int64_t armed; /* when it was first seen past its slice (0: not yet) */
+    int64_t cpu0;  /* its M's CPU time then */
 };
+
+/* CPU time consumed by mp's thread (ns), or -1. */
+static int64_t m_cputime(struct m *mp)
+{
+    struct timespec ts;
+    if (mp->cpuclock == CLOCK_THREAD_CPUTIME_ID || clock_gettime(mp->cpuclock, &ts) != 0)
+        return -1;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * pp's G has run past its slice: ask it to yield, unless its M turns out
+ * to be blocked in the kernel (a call goshim does not wrap, glibc's own
+ * futex waits): a signal would only cut that call short with EINTR. So the
+ * first time, note the M's CPU time; from the next round on, signal if it
+ * used at least half the time that passed since.
+ */
+static void over_slice(struct p *pp, struct ptick *pt, int64_t now)
+{
+    struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
+    if (!mp)
+        return;
+    int64_t cpu = m_cputime(mp);
+    if (cpu < 0) {
+        preempt_request(pp);
+        return;
+    }
+    if (pt->armed == 0) {
+        pt->armed = now;
+        pt->cpu0 = cpu;
+        return;
+    }
+    if (2 * (cpu - pt->cpu0) >= now - pt->armed)
+        preempt_request(pp);
+    pt->armed = now;
+    pt->cpu0 = cpu;
+}
 static struct ptick pticks[MAX_PROCS];
 
-/* Retake Ps blocked in system calls. Returns how many. */
+/* Retake Ps blocked in system calls; ask Gs that ran past their slice to
+ * yield (preempt.c; again every round until they do). Returns how many
+ * Ps were retaken. */
 static int retake(int64_t now)
 {
     int n = 0;
+    int64_t slice = preempt_slice();
     for (int32_t i = 0; i < sched.gomaxprocs; i++) {
         struct p *pp = sched.allp[i];
         struct ptick *pt = &pticks[i];
-        if (__atomic_load_n(&pp->status, __ATOMIC_ACQUIRE) != Psyscall)
+        uint32_t status = __atomic_load_n(&pp->status, __ATOMIC_ACQUIRE);
+        if (status == Prunning && slice > 0) {
+            uint32_t t = __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED);
+            if (pt->schedtick != t) {
+                pt->schedtick = t;
+                pt->schedwhen = now;
+                pt->armed = 0;
+            } else if (now - pt->schedwhen >= slice) {
+                over_slice(pp, pt, now);
+            }
+            continue;
+        }
+        if (status != Psyscall)
             continue;
         uint32_t t = __atomic_load_n(&pp->syscalltick, __ATOMIC_ACQUIRE);
         if (pt->syscalltick != t) { /* a new call since last round: give it a round */
@@ -94,6 +154,11 @@ static void *sysmon(void *arg)
             delay *= 2;
         if (delay > SYSMON_MAX_NS)
             delay = SYSMON_MAX_NS;
+        /* While Gs run, look at least twice per preemption slice. */
+        int64_t slice = preempt_slice();
+        if (slice > 0 && delay > slice / 2 &&
+            __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) < sched.gomaxprocs)
+            delay = slice / 2 > SYSMON_MIN_NS ? slice / 2 : SYSMON_MIN_NS;
         /* The deadline of the trace line bounds the sleep. */
         int64_t now = nanotime();
         int64_t sleep = delay;

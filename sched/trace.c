@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include "netpoll.h"
+#include "preempt.h"
 #include "sched.h"
 #include "throw.h"
 #include "tls.h"
@@ -135,6 +136,13 @@ void stats_print(int fd)
              "syscalls=%lu handoffs=%lu\n",
              (unsigned long)ns.parks, (unsigned long)ns.polls, (unsigned long)ns.events,
              (unsigned long)ns.direct, (unsigned long)c.syscalls, (unsigned long)sysmon_retakes());
+    struct preempt_stats ps;
+    preempt_stats(&ps);
+    rt_print(fd,
+             "goshim stats: preempt_requests=%lu preemptions=%lu preempt_refused=%lu "
+             "preempt_handoffs=%lu\n",
+             (unsigned long)ps.requests, (unsigned long)ps.done, (unsigned long)ps.refused,
+             (unsigned long)sysmon_retakes());
 }
 
 /* A private copy of stderr, taken at start-up: programs that close fd 2

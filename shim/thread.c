@@ -43,6 +43,7 @@
 #include <unwind.h>
 
 #include "sched/gfutex.h"
+#include "sched/preempt.h"
 #include "sched/throw.h"
 #include "sched/tls.h"
 #include "shim/shim.h"
@@ -322,7 +323,7 @@ static _Unwind_Reason_Code exit_stop(int version, _Unwind_Action actions,
 }
 
 /* Entry of every pthread G. */
-static void thread_main(void *arg)
+GOSHIM_G_ENTRY static void thread_main(void *arg)
 {
     struct sthread *volatile st = arg;
     tls_thr = st;

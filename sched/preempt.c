@@ -1,0 +1,391 @@
+/*
+ * Async preemption (DESIGN rule 7; facts measured here: PREEMPT_FACTS).
+ *
+ * sysmon asks: a P whose schedtick has not moved for GOSHIM_PREEMPT gets
+ * its M signalled (preempt_tick) with rt_tgsigqueueinfo, SI_QUEUE and a
+ * per-process cookie, so the handler tells goshim's signals from the
+ * application's (which it passes on to the application's handler: the
+ * shim records it instead of installing it, sigaction.c) and the
+ * application's own tgkill of the same signal is never taken for ours.
+ *
+ * The handler decides cheaply, in signal context, without locks, TLS or
+ * calls: the request is current (the P has not scheduled since), the M is
+ * not inside the runtime and runs a G, the interrupted PC lies in
+ * application text (a table built from dl_iterate_phdr at start-up and
+ * after dlopen/dlclose, never in the handler), and the stack pointer lies
+ * in the G's stack with room to spare. Then it only edits the saved
+ * context (see preempt_x86_64.S): the thread resumes in the trampoline,
+ * outside signal context.
+ *
+ * goshim_preempt_point, called by the trampoline, walks the whole stack
+ * with libgcc's unwinder, through the trampoline's CFI into the
+ * interrupted frames: every frame must be application code until the G's
+ * entry (gostart or the shim's thread start, kept in their own section),
+ * else the preemption is refused (counted) and the G resumes where it was;
+ * sysmon asks again next tick. libgcc's _Unwind_Backtrace rather than
+ * libunwind, which the issue names: libgcc's walk takes no lock, makes no
+ * system call and finds FDEs with the lock-free _dl_find_object, where
+ * Debian's libunwind takes a global mutex (the shim's, under goshim: it
+ * could park the G mid-walk) and two sigprocmask calls per frame and may
+ * call dl_iterate_phdr on a cache miss; 3-4x slower here (PREEMPT_FACTS).
+ * A safe G yields as Gosched does: to the global run queue.
+ *
+ * The main G's stack ends in libc (__libc_start_call_main) and _start:
+ * for it, libc frames below which only the last frame is application code
+ * count as its bottom.
+ */
+#include <cpuid.h>
+#include <errno.h>
+#include <link.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include "preempt.h"
+#include "sched.h"
+#include "throw.h"
+
+_Static_assert(offsetof(struct m, pend_rip) == 8, "preempt_x86_64.S reads m->pend_rip at %gs:8");
+
+/* The G entry functions (gostart, the shim's thread start) live here. */
+extern const char __start_goshim_bottom[] __attribute__((visibility("hidden")));
+extern const char __stop_goshim_bottom[] __attribute__((visibility("hidden")));
+
+void goshim_preempt_stub(void);
+void goshim_preempt_tramp(void);
+extern const char goshim_preempt_tramp_end[];
+void goshim_preempt_point(void);
+/* Read by the trampoline: the XSAVE area size, a multiple of 64. */
+__attribute__((visibility("hidden"))) uint64_t goshim_xsave_size = 4096;
+
+enum {
+    MAX_RANGES = 512,
+    STACK_MARGIN = 16384, /* the handler's frame, the trampoline, the walk: ~6.5 KB measured */
+    MAX_DEPTH = 256,
+};
+
+struct range {
+    uintptr_t lo, hi;
+};
+
+/* Immutable once published; replaced whole (the old one is kept: a
+ * handler may still be reading it). */
+struct ranges {
+    int n;
+    struct range r[MAX_RANGES];
+};
+
+static struct {
+    bool on;
+    int sig;
+    int64_t slice;
+    pid_t pid;
+    int cookie;
+    struct ranges *app;          /* application text; atomic */
+    struct range self;           /* goshim's own text */
+    struct range libc;           /* libc's text (the main G's bottom) */
+    struct sigaction app_action; /* the application's disposition of sig */
+    bool app_set;
+    uint64_t nrequests, ndone, nrefused, nstale;
+} pr;
+
+/* ---- which text is the application's -------------------------------------------- */
+
+static bool denied(const char *name)
+{
+    static const char *const deny[] = {"libc.so",   "ld-linux",   "libgcc_s",   "libstdc++",
+                                       "libunwind", "libpthread", "linux-vdso", "libasan",
+                                       "libtsan",   "libubsan",   "liblsan",    "libgoshim"};
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    for (size_t i = 0; i < sizeof deny / sizeof deny[0]; i++)
+        if (strstr(base, deny[i]))
+            return true;
+    return false;
+}
+
+static int collect(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct ranges *t = arg;
+    const char *name = info->dlpi_name ? info->dlpi_name : "";
+    uintptr_t here = (uintptr_t)&collect;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        struct range r = {info->dlpi_addr + ph->p_vaddr,
+                          info->dlpi_addr + ph->p_vaddr + ph->p_memsz};
+        if (here >= r.lo && here < r.hi) {
+            pr.self = r;
+            continue;
+        }
+        if (strstr(name, "libc.so"))
+            pr.libc = r;
+        if (denied(name))
+            continue;
+        if (t->n < MAX_RANGES)
+            t->r[t->n++] = r;
+    }
+    return 0;
+}
+
+void preempt_refresh(void)
+{
+    if (!pr.on)
+        return;
+    struct ranges *t = calloc(1, sizeof *t);
+    if (!t)
+        return; /* keep the old table: new text is refused, which is safe */
+    dl_iterate_phdr(collect, t);
+    __atomic_store_n(&pr.app, t, __ATOMIC_RELEASE);
+}
+
+static bool in(const struct range *r, uintptr_t pc)
+{
+    return pc >= r->lo && pc < r->hi;
+}
+
+static bool app_pc(const struct ranges *t, uintptr_t pc)
+{
+    for (int i = 0; t && i < t->n; i++)
+        if (in(&t->r[i], pc))
+            return true;
+    return false;
+}
+
+/* ---- the handler -------------------------------------------------------------------- */
+
+static struct m *m_of_thread(void)
+{
+    uintptr_t gs = 0;
+    if (rt_syscall(SYS_arch_prctl, 0x1004 /* ARCH_GET_GS */, &gs, 0) != 0 || gs == 0)
+        return NULL;
+    struct m *mp = (struct m *)gs;
+    return mp->self == mp ? mp : NULL;
+}
+
+/* The application's handler for a signal that is not ours. */
+static void chain(int sig, siginfo_t *info, void *uc)
+{
+    struct sigaction *a = &pr.app_action;
+    if (!pr.app_set)
+        return; /* the default action of SIGURG (and of our choice) is to ignore */
+    if (a->sa_flags & SA_SIGINFO) {
+        if (a->sa_sigaction)
+            a->sa_sigaction(sig, info, uc);
+    } else if (a->sa_handler != SIG_IGN && a->sa_handler != SIG_DFL) {
+        a->sa_handler(sig);
+    } else if (a->sa_handler == SIG_DFL && sig != SIGURG) {
+        /* Default action of a signal that terminates: do it. */
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        rt_syscall6(SYS_rt_sigaction, sig, (long)&dfl, 0, 8, 0, 0);
+        rt_syscall(SYS_tgkill, pr.pid, rt_syscall(SYS_gettid, 0, 0, 0), sig);
+    }
+}
+
+static void handler(int sig, siginfo_t *info, void *ucv)
+{
+    int saved_errno = errno;
+    if (info->si_code != SI_QUEUE || info->si_pid != pr.pid ||
+        info->si_value.sival_int != pr.cookie) {
+        chain(sig, info, ucv);
+        errno = saved_errno;
+        return;
+    }
+    struct m *mp = m_of_thread();
+    if (!mp)
+        return;
+    uint32_t req = __atomic_exchange_n(&mp->preempt_req, 0, __ATOMIC_ACQ_REL);
+    struct p *pp = mp->p;
+    struct g *gp = mp->curg;
+    if (!req || !pp || !gp || mp->ong0 || mp->locks || mp->preempt_pending ||
+        pp->schedtick + 1 != req || readgstatus(gp) != Grunning) {
+        __atomic_add_fetch(&pr.nstale, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    ucontext_t *uc = ucv;
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+    if (!app_pc(__atomic_load_n(&pr.app, __ATOMIC_ACQUIRE), pc) ||
+        (gp->stack.lo &&
+         (sp < (uintptr_t)gp->stack.lo + STACK_MARGIN || sp > (uintptr_t)gp->stack.hi))) {
+        __atomic_add_fetch(&pr.nrefused, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    mp->pend_rip = pc;
+    mp->preempt_pending = 1;
+    uc->uc_mcontext.gregs[REG_RSP] = (greg_t)(sp - 128);
+    uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)goshim_preempt_stub;
+}
+
+/* ---- the walk and the yield -------------------------------------------------------- */
+
+struct walk {
+    const struct ranges *app;
+    bool main; /* the main G: its bottom is libc's start code */
+    bool past; /* the trampoline's frame was seen */
+    int depth;
+    int verdict;   /* 0 undecided, 1 safe, -1 unsafe */
+    bool in_libc;  /* main G: libc frames seen below its frames */
+    int app_after; /* main G: application frames below those */
+};
+
+static _Unwind_Reason_Code step(struct _Unwind_Context *ctx, void *arg)
+{
+    struct walk *w = arg;
+    int before = 0;
+    uintptr_t pc = _Unwind_GetIPInfo(ctx, &before);
+    if (pc == 0)
+        return _URC_END_OF_STACK; /* the outermost frame's undefined return address */
+    if (!before)
+        pc--; /* a return address: the call is the instruction before */
+    if (++w->depth > MAX_DEPTH) {
+        w->verdict = -1;
+        return _URC_END_OF_STACK;
+    }
+    if (!w->past) { /* goshim_preempt_point, then the trampoline */
+        w->past = pc >= (uintptr_t)goshim_preempt_tramp && pc < (uintptr_t)goshim_preempt_tramp_end;
+        return _URC_NO_REASON;
+    }
+    if (w->in_libc) { /* main G, below the first libc frame */
+        if (in(&pr.libc, pc))
+            return _URC_NO_REASON;
+        w->app_after++;
+        return _URC_NO_REASON;
+    }
+    if (app_pc(w->app, pc))
+        return _URC_NO_REASON;
+    if (pc >= (uintptr_t)__start_goshim_bottom && pc < (uintptr_t)__stop_goshim_bottom) {
+        w->verdict = 1;
+        return _URC_END_OF_STACK;
+    }
+    if (w->main && in(&pr.libc, pc)) {
+        w->in_libc = true;
+        return _URC_NO_REASON;
+    }
+    w->verdict = -1;
+    return _URC_END_OF_STACK;
+}
+
+/* Called by the trampoline on the G's stack, outside signal context. */
+void goshim_preempt_point(void)
+{
+    struct m *mp = getm();
+    mp->preempt_pending = 0;
+    struct g *gp = mp->curg;
+    struct walk w = {.app = __atomic_load_n(&pr.app, __ATOMIC_ACQUIRE),
+                     .main = gp && (gp->flags & G_MAIN)};
+    mp->locks++; /* anything the walk calls goes straight to glibc */
+    _Unwind_Backtrace(step, &w);
+    mp->locks--;
+    if (w.verdict == 0 && w.main && w.in_libc && w.app_after <= 1)
+        w.verdict = 1; /* main ... libc start code ... _start */
+    if (w.verdict != 1 || !gp || mp->p == NULL) {
+        __atomic_add_fetch(&pr.nrefused, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    __atomic_add_fetch(&pr.ndone, 1, __ATOMIC_RELAXED);
+    sched_gosched();
+}
+
+/* ---- sysmon's side ------------------------------------------------------------------ */
+
+void preempt_request(struct p *pp)
+{
+    struct m *mp = pp->m;
+    if (!pr.on || !mp || mp->tid <= 0)
+        return;
+    __atomic_store_n(&mp->preempt_req, pp->schedtick + 1, __ATOMIC_RELEASE);
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = pr.sig;
+    si.si_code = SI_QUEUE;
+    si.si_pid = pr.pid;
+    si.si_uid = getuid();
+    si.si_value.sival_int = pr.cookie;
+    __atomic_add_fetch(&pr.nrequests, 1, __ATOMIC_RELAXED);
+    rt_syscall6(SYS_rt_tgsigqueueinfo, pr.pid, mp->tid, pr.sig, (long)&si, 0, 0);
+}
+
+int64_t preempt_slice(void)
+{
+    return pr.on ? pr.slice : 0;
+}
+
+/* ---- the application's disposition of the signal --------------------------------- */
+
+bool preempt_owns(int sig)
+{
+    return pr.on && sig == pr.sig;
+}
+
+void preempt_app_action(const struct sigaction *act, struct sigaction *old)
+{
+    if (old) {
+        if (pr.app_set)
+            *old = pr.app_action;
+        else
+            memset(old, 0, sizeof *old); /* SIG_DFL */
+    }
+    if (act) {
+        pr.app_action = *act;
+        pr.app_set = true;
+    }
+}
+
+/* ---- start-up ---------------------------------------------------------------------- */
+
+int preempt_init(int64_t slice_ns, int sig)
+{
+    pr.pid = getpid();
+    if (slice_ns <= 0)
+        return 0;
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_XSAVE) || !(c & bit_OSXSAVE)) {
+        rt_print(2, "goshim: no XSAVE on this CPU: async preemption is off\n");
+        return 0;
+    }
+    __cpuid_count(0xd, 0, a, b, c, d);
+    goshim_xsave_size = ((uint64_t)b + 63) & ~(uint64_t)63;
+    pr.sig = sig;
+    pr.slice = slice_ns;
+    pr.cookie = (int)(((uint64_t)nanotime() * 0x9E3779B97F4A7C15ULL) >> 33) | 1;
+    pr.on = true;
+    preempt_refresh();
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    struct sigaction old;
+    if (sigaction(sig, &sa, &old) != 0) {
+        pr.on = false;
+        rt_print(2, "goshim: cannot install the preemption signal handler: async preemption "
+                    "is off\n");
+        return 0;
+    }
+    if (old.sa_handler != SIG_DFL) { /* installed before goshim started (a preloaded library) */
+        pr.app_action = old;
+        pr.app_set = true;
+    }
+    return 0;
+}
+
+void preempt_after_fork(void)
+{
+    pr.pid = getpid();
+}
+
+void preempt_stats(struct preempt_stats *s)
+{
+    s->requests = __atomic_load_n(&pr.nrequests, __ATOMIC_RELAXED);
+    s->done = __atomic_load_n(&pr.ndone, __ATOMIC_RELAXED);
+    s->refused = __atomic_load_n(&pr.nrefused, __ATOMIC_RELAXED);
+    s->stale = __atomic_load_n(&pr.nstale, __ATOMIC_RELAXED);
+}

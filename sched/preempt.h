@@ -1,0 +1,40 @@
+/*
+ * Async preemption (preempt.c): a G that runs longer than GOSHIM_PREEMPT
+ * without blocking is switched out at a safe point, found by a signal
+ * handler's cheap test and a whole-stack walk outside signal context.
+ */
+#ifndef GOSHIM_PREEMPT_H
+#define GOSHIM_PREEMPT_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct p;
+
+/* Start (sched_init): slice_ns 0 = off. Installs the handler for sig. */
+int preempt_init(int64_t slice_ns, int sig);
+/* The slice, or 0 when preemption is off. */
+int64_t preempt_slice(void);
+/* sysmon: pp has run the same G past the slice: signal its M. */
+void preempt_request(struct p *pp);
+/* Rebuild the table of application text (after dlopen/dlclose). */
+void preempt_refresh(void);
+/* In a forked child: the new pid. */
+void preempt_after_fork(void);
+
+/* The application's view of the preemption signal (shim's sigaction):
+ * preempt_owns says whether sig is goshim's; preempt_app_action records
+ * act (if not NULL) and returns the application's previous one in old. */
+bool preempt_owns(int sig);
+void preempt_app_action(const struct sigaction *act, struct sigaction *old);
+
+struct preempt_stats {
+    uint64_t requests, done, refused, stale;
+};
+void preempt_stats(struct preempt_stats *s);
+
+/* G entry functions: the walk's bottom. */
+#define GOSHIM_G_ENTRY __attribute__((section("goshim_bottom"), noinline))
+
+#endif
