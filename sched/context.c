@@ -23,14 +23,19 @@
 
 void ctx_entry(void);
 
-void ctx_init(struct gobuf *buf, void *hi, void (*fn)(void *), void *arg)
+uint64_t ctx_fpctl(void)
 {
-    uintptr_t *sp = (uintptr_t *)(((uintptr_t)hi & ~(uintptr_t)15) - 64);
     uint32_t mxcsr;
     uint16_t cw;
     __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
     __asm__ volatile("fnstcw %0" : "=m"(cw));
-    sp[0] = mxcsr | ((uintptr_t)cw << 32);
+    return mxcsr | ((uint64_t)cw << 32);
+}
+
+void ctx_init(struct gobuf *buf, void *hi, void (*fn)(void *), void *arg, uint64_t fpctl)
+{
+    uintptr_t *sp = (uintptr_t *)(((uintptr_t)hi & ~(uintptr_t)15) - 64);
+    sp[0] = fpctl;
     sp[1] = 0;              /* r15 */
     sp[2] = 0;              /* r14 */
     sp[3] = (uintptr_t)arg; /* r13 */

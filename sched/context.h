@@ -13,7 +13,9 @@ struct gobuf {
 };
 
 /* Prepare buf so that resuming it calls fn(arg) on the stack below hi. */
-void ctx_init(struct gobuf *buf, void *hi, void (*fn)(void *), void *arg);
+void ctx_init(struct gobuf *buf, void *hi, void (*fn)(void *), void *arg, uint64_t fpctl);
+/* The calling thread's MXCSR and x87 control word, as ctx_init wants them. */
+uint64_t ctx_fpctl(void);
 
 void ctx_mcall(struct gobuf *save, void (*fn)(void *), void *arg, uintptr_t sp);
 __attribute__((noreturn)) void ctx_gogo(struct gobuf *buf);

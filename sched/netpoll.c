@@ -146,6 +146,7 @@ static void pd_set(struct pdesc *pd, int kind, bool stream, bool socket, bool us
     pd->drained = 0;
     pd->inflight = 0;
     pd->writing = 0;
+    pd->hup = 0;
     __atomic_store_n(&pd->init, 1, __ATOMIC_RELEASE);
 }
 
@@ -292,10 +293,13 @@ void netpoll_read_done(struct pdesc *pd, long n)
         pd_ready(pp, false, true);
 }
 
-bool netpoll_own_empty(struct pdesc *pd)
+bool netpoll_known_empty(struct pdesc *pd, uint32_t seq)
 {
-    return pd->epoll == 1 && pd_peer(pd) != NULL &&
-           __atomic_load_n(&pd->inflight, __ATOMIC_SEQ_CST) <= 0;
+    if (pd->epoll != 1 || __atomic_load_n(&pd->hup, __ATOMIC_SEQ_CST))
+        return false;
+    if (pd_peer(pd) != NULL)
+        return __atomic_load_n(&pd->inflight, __ATOMIC_SEQ_CST) <= 0;
+    return __atomic_load_n(&pd->drained, __ATOMIC_RELAXED) == seq + 1;
 }
 
 /* A write goshim did not see reached pd: stop treating its pair as own. */
@@ -398,6 +402,7 @@ void netpoll_close(int fd)
         struct m *m_pp = pd_lock(pp);
         pp->peer = -1;
         pd_unlock(pp, m_pp);
+        __atomic_store_n(&pp->hup, 1, __ATOMIC_SEQ_CST);
         pd_ready(pp, true, true); /* EOF for a reader, EPIPE for a writer */
     }
 }
@@ -532,6 +537,8 @@ int netpoll(int64_t until)
         uint32_t e = ev[i].events;
         bool r = e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI);
         bool w = e & (EPOLLOUT | EPOLLHUP | EPOLLERR);
+        if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+            __atomic_store_n(&pd->hup, 1, __ATOMIC_SEQ_CST); /* before the seq moves */
         pd_ready(pd, r, w);
         nready++;
     }

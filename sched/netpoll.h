@@ -51,7 +51,8 @@ struct pdesc {
     uint8_t user_nb;     /* the application asked for O_NONBLOCK */
     uint8_t forced_nb;   /* goshim set O_NONBLOCK on it (listening socket) */
     uint8_t socket;
-    int peer; /* other end of this process's own pipe/socketpair, or -1 */
+    uint8_t hup; /* a hang-up or error was reported: reads end (EOF) without new edges */
+    int peer;    /* other end of this process's own pipe/socketpair, or -1 */
     uint32_t peergen;
     int64_t timeo[2];  /* SO_RCVTIMEO / SO_SNDTIMEO in ns, 0 = none */
     struct psub *subs; /* poll/select waiters; lock */
@@ -114,9 +115,11 @@ void netpoll_read_done(struct pdesc *pd, long n);
  * direct0, none in progress), another writer exists and pd's pair is no
  * longer treated as own. */
 void netpoll_read_after_park(struct pdesc *pd, uint32_t direct0);
-/* True when pd is known to be empty: an own pair's read end with nothing
- * written through goshim left unread (the caller read seq before). */
-bool netpoll_own_empty(struct pdesc *pd);
+/* True when a read of pd is known to find nothing, without a system call:
+ * registered, no hang-up reported, and either an own pair's read end with
+ * nothing written through goshim left unread, or a stream a read drained
+ * at this very seq (the caller read seq before). */
+bool netpoll_known_empty(struct pdesc *pd, uint32_t seq);
 
 /* Subscribe/unsubscribe a poll-style waiter. */
 void netpoll_subscribe(struct pdesc *pd, struct psub *s, uint32_t *word);

@@ -17,7 +17,9 @@
  * an unwinder steps through it into the interrupted frames with their true
  * values: .cfi_signal_frame makes it look the next frame up at its IP, not
  * IP-1), clears DF, saves the whole extended state with xsave64 on a
- * 64-byte aligned area (header zeroed: xrstor faults on garbage), calls
+ * 64-byte aligned area (header zeroed: xrstor faults on garbage), empties
+ * the x87 stack (the interrupted code may have been using it, and the Gs
+ * that run meanwhile start or resume at calls, where it must be empty), calls
  * goshim_preempt_point, which may switch the G out and back in on another
  * M, then restores everything and returns with `ret $128`, which pops the
  * RIP and skips the red zone: the interrupted RSP, exactly.
@@ -99,6 +101,7 @@
 	mov	$-1, %eax
 	mov	$-1, %edx
 	xsave64	(%rsp)
+	fninit				/* an empty x87 stack, as C calls expect (the state is saved) */
 	call	goshim_preempt_point
 	mov	$-1, %eax
 	mov	$-1, %edx

@@ -306,6 +306,9 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
         *err = EAGAIN;
         return NULL;
     }
+    /* As a new thread does, the G starts with its creator's FP control
+     * (not with that of the scheduler context that binds its stack later). */
+    gp->fpctl = ctx_fpctl();
     /* The stack is bound when the G first runs (bind_stack): a burst of
      * spawns that outruns the Ps then costs a struct g each, not a stack
      * each, and short tasks reuse the stack of the one that just ended. */
@@ -373,7 +376,7 @@ void bind_stack(struct m *mp, struct g *gp)
             goshim_throw("bind_stack: out of memory");
         }
     }
-    ctx_init(&gp->sched, st->hi, gostart, gp);
+    ctx_init(&gp->sched, st->hi, gostart, gp, gp->fpctl);
 #ifdef GOSHIM_SAN
     /* TSan caps live fibers (8128) and makes them slowly: a G gets one at
      * first run, preferably the one of the G that just exited here, and

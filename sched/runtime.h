@@ -77,6 +77,7 @@ struct g {
     int errno_save;        /* errno while switched out (GOSHIM_TLS=errno) */
     uint64_t nswitch;      /* times it was switched in; owner */
     struct g *alllink;     /* sched.allg list; sched.allglock */
+    uint64_t fpctl;        /* MXCSR | x87 CW << 32 to start with (the creator's) */
     size_t want_stacksize; /* stack requested at spawn, bound at first run */
     size_t want_guard;
     void *want_stackaddr; /* pthread_attr_setstack memory, or NULL */

@@ -47,6 +47,11 @@ void schedtrace(bool detailed)
         return;
     }
     rt_print(2, "%s\n", buf);
+    struct preempt_stats ps;
+    preempt_stats(&ps);
+    rt_print(2, "  preempt: requests=%lu done=%lu refused=%lu stale=%lu handoffs=%lu\n",
+             (unsigned long)ps.requests, (unsigned long)ps.done, (unsigned long)ps.refused,
+             (unsigned long)ps.stale, (unsigned long)sysmon_retakes());
     for (int32_t i = 0; i < sched.gomaxprocs; i++) {
         struct p *pp = sched.allp[i];
         struct m *mp = pp->m;

@@ -190,12 +190,9 @@ static long io_run(struct io *io)
         /* direct before seq: an own write bumps direct, then seq. */
         uint32_t direct = __atomic_load_n(&pd->direct, __ATOMIC_SEQ_CST);
         uint32_t seq = __atomic_load_n(&pd->seq[io->mode], __ATOMIC_SEQ_CST);
-        /* Known empty (no system call to learn it): an own pair with nothing
-         * in flight, or a stream that a read drained at this very seq. Never
-         * after a wake-up: it may come from a write goshim did not see. */
-        bool empty =
-            !parked && io->mode == PD_READ && pd->epoll == 1 && !pd->user_nb &&
-            (netpoll_own_empty(pd) || __atomic_load_n(&pd->drained, __ATOMIC_RELAXED) == seq + 1);
+        /* Known empty (no system call to learn it). Never after a wake-up:
+         * it may come from a write goshim did not see. */
+        bool empty = !parked && io->mode == PD_READ && !pd->user_nb && netpoll_known_empty(pd, seq);
         if (!empty) {
             struct pdesc *peer = io->mode == PD_WRITE ? netpoll_write_begin(pd) : NULL;
             long n = io_try(io);
