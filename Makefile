@@ -241,6 +241,7 @@ bench:
 	$(Q)scripts/bench.sh $(filter $(BUILD)/bench/bench_%,$(BENCHES))
 	@echo
 	$(Q)scripts/bench_io.sh
+	$(Q)scripts/bench_preempt.sh
 
 demo:
 	$(Q)scripts/setup.sh

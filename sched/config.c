@@ -200,5 +200,6 @@ int sched_config_from_env(struct sched_config *c)
     (void)iv;
     (void)sv;
     (void)bv;
+    c->preempt_signal_set = getenv("GOSHIM_PREEMPT_SIGNAL") != NULL;
     return bad;
 }

@@ -12,8 +12,10 @@
 
 struct p;
 
-/* Start (sched_init): slice_ns 0 = off. Installs the handler for sig. */
-int preempt_init(int64_t slice_ns, int sig);
+/* Start (sched_init): slice_ns 0 = off. Installs the handler for sig
+ * (chosen: set by GOSHIM_PREEMPT_SIGNAL, kept even if the application
+ * takes it). */
+int preempt_init(int64_t slice_ns, int sig, bool chosen);
 /* The slice, or 0 when preemption is off. */
 int64_t preempt_slice(void);
 /* sysmon: pp has run the same G past the slice: signal its M. */
@@ -23,11 +25,12 @@ void preempt_refresh(void);
 /* In a forked child: the new pid. */
 void preempt_after_fork(void);
 
-/* The application's view of the preemption signal (shim's sigaction):
- * preempt_owns says whether sig is goshim's; preempt_app_action records
- * act (if not NULL) and returns the application's previous one in old. */
+/* The application's view of the signals goshim handles (shim's sigaction):
+ * preempt_owns says whether sig is one; preempt_app_action records act (if
+ * not NULL) as the application's handler, to which goshim chains, and
+ * returns the previous one in old. */
 bool preempt_owns(int sig);
-void preempt_app_action(const struct sigaction *act, struct sigaction *old);
+void preempt_app_action(int sig, const struct sigaction *act, struct sigaction *old);
 
 struct preempt_stats {
     uint64_t requests, done, refused, stale;

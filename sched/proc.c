@@ -484,7 +484,9 @@ void goready(struct g *gp)
 {
     struct m *mp = acquirem();
     castatus_or_throw(gp, Gwaiting, Grunnable, "goready");
-    struct p *pp = sched_self() ? getm()->p : NULL;
+    /* From a G or from an M's scheduler context (timers, netpoll in
+     * findrunnable): to this P. From any other thread: the global queue. */
+    struct p *pp = sched_self() ? getm()->p : tls_own_m ? tls_own_m->p : NULL;
     if (pp)
         pp->nready++;
     runnable_to(pp, gp);

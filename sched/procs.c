@@ -42,7 +42,7 @@ void acquirep(struct p *pp)
     if (pp->m != NULL || pp->status != Pidle)
         goshim_throw("acquirep: invalid p state");
     mp->p = pp;
-    pp->m = mp;
+    __atomic_store_n(&pp->m, mp, __ATOMIC_RELEASE); /* sysmon reads it */
     __atomic_store_n(&pp->status, Prunning, __ATOMIC_RELEASE);
 }
 
@@ -56,7 +56,7 @@ struct p *releasep(void)
     if (pp->m != mp || pp->status != Prunning)
         goshim_throw("releasep: invalid p state");
     mp->p = NULL;
-    pp->m = NULL;
+    __atomic_store_n(&pp->m, NULL, __ATOMIC_RELAXED);
     __atomic_store_n(&pp->status, Pidle, __ATOMIC_RELEASE);
     return pp;
 }

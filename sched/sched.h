@@ -15,15 +15,16 @@
 /* ---- configuration (config.c) ---------------------------------------- */
 
 struct sched_config {
-    int nprocs;         /* GOSHIM_PROCS: number of P; 0 = usable CPUs */
-    int maxthreads;     /* GOSHIM_MAXTHREADS: cap on M */
-    size_t stack_size;  /* GOSHIM_STACK: default G stack; 0 = glibc's default */
-    int tls_mode;       /* GOSHIM_TLS: TLS_MODE_FULL or TLS_MODE_ERRNO */
-    int schedtrace_ms;  /* GOSHIM_SCHEDTRACE: 0 = off */
-    bool scheddetail;   /* GOSHIM_SCHEDDETAIL */
-    bool stats;         /* GOSHIM_STATS */
-    int64_t preempt_ns; /* GOSHIM_PREEMPT: time slice before async preemption; 0 = off */
-    int preempt_signal; /* GOSHIM_PREEMPT_SIGNAL */
+    int nprocs;              /* GOSHIM_PROCS: number of P; 0 = usable CPUs */
+    int maxthreads;          /* GOSHIM_MAXTHREADS: cap on M */
+    size_t stack_size;       /* GOSHIM_STACK: default G stack; 0 = glibc's default */
+    int tls_mode;            /* GOSHIM_TLS: TLS_MODE_FULL or TLS_MODE_ERRNO */
+    int schedtrace_ms;       /* GOSHIM_SCHEDTRACE: 0 = off */
+    bool scheddetail;        /* GOSHIM_SCHEDDETAIL */
+    bool stats;              /* GOSHIM_STATS */
+    int64_t preempt_ns;      /* GOSHIM_PREEMPT: time slice before async preemption; 0 = off */
+    int preempt_signal;      /* GOSHIM_PREEMPT_SIGNAL */
+    bool preempt_signal_set; /* GOSHIM_PREEMPT_SIGNAL was given */
 };
 
 /* Defaults, then the GOSHIM_ variables. A malformed value prints a message

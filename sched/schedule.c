@@ -267,10 +267,10 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
     struct p *pp = mp->p;
     if (!casgstatus(gp, Grunnable, Grunning))
         goshim_throw("execute: G not runnable");
-    gp->m = mp;
+    __atomic_store_n(&gp->m, mp, __ATOMIC_RELEASE); /* pthread_kill reads it */
     mp->curg = gp;
     if (!inherit)
-        pp->schedtick++;
+        __atomic_store_n(&pp->schedtick, pp->schedtick + 1, __ATOMIC_RELAXED); /* sysmon reads it */
     pp->nschedule++;
     gp->nswitch++;
     if (!(gp->flags & G_STARTED))
@@ -305,7 +305,7 @@ GOSHIM_NO_TSAN void schedule(void)
         resetspinning(mp);
     if (self_resume) {
         mp->curg = gp;
-        mp->p->schedtick++;
+        __atomic_store_n(&mp->p->schedtick, mp->p->schedtick + 1, __ATOMIC_RELAXED);
         if (!sched.tls_full)
             tls_g = gp;
         san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);

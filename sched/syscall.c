@@ -62,7 +62,7 @@ bool entersyscall(void)
     if (pp) {
         /* The P stays ours unless sysmon retakes it (Psyscall -> Pidle). */
         mp->p = NULL;
-        pp->m = NULL;
+        __atomic_store_n(&pp->m, NULL, __ATOMIC_RELAXED);
         __atomic_store_n(&pp->status, Psyscall, __ATOMIC_SEQ_CST);
     }
     mp->locks--;

@@ -63,25 +63,29 @@ static int64_t m_cputime(struct m *mp)
 }
 
 /*
- * pp's G has run past its slice: ask it to yield, unless its M turns out
- * to be blocked in the kernel (a call goshim does not wrap, glibc's own
- * futex waits): a signal would only cut that call short with EINTR. So the
- * first time, note the M's CPU time; from the next round on, signal if it
- * used at least half the time that passed since.
+ * pp's G has run half its slice (arm) or all of it (ask it to yield) -
+ * unless its M turns out to be blocked in the kernel (a call goshim does
+ * not wrap, glibc's own futex waits), where a signal would only cut the
+ * call short with EINTR: at half the slice, note the M's CPU time; from the
+ * full slice on, signal if the M used at least half the time since, and
+ * again every round until the G yields.
  */
-static void over_slice(struct p *pp, struct ptick *pt, int64_t now)
+static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
 {
     struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
     if (!mp)
         return;
     int64_t cpu = m_cputime(mp);
     if (cpu < 0) {
-        preempt_request(pp);
+        if (full)
+            preempt_request(pp);
         return;
     }
-    if (pt->armed == 0) {
-        pt->armed = now;
-        pt->cpu0 = cpu;
+    if (pt->armed == 0 || !full) {
+        if (pt->armed == 0) {
+            pt->armed = now;
+            pt->cpu0 = cpu;
+        }
         return;
     }
     if (2 * (cpu - pt->cpu0) >= now - pt->armed)
@@ -108,8 +112,8 @@ static int retake(int64_t now)
                 pt->schedtick = t;
                 pt->schedwhen = now;
                 pt->armed = 0;
-            } else if (now - pt->schedwhen >= slice) {
-                over_slice(pp, pt, now);
+            } else if (now - pt->schedwhen >= slice / 2) {
+                over_slice(pp, pt, now, now - pt->schedwhen >= slice);
             }
             continue;
         }
@@ -154,11 +158,12 @@ static void *sysmon(void *arg)
             delay *= 2;
         if (delay > SYSMON_MAX_NS)
             delay = SYSMON_MAX_NS;
-        /* While Gs run, look at least twice per preemption slice. */
+        /* While Gs run, look four times per preemption slice: a G is seen
+         * past its slice at most a quarter slice late. */
         int64_t slice = preempt_slice();
-        if (slice > 0 && delay > slice / 2 &&
+        if (slice > 0 && delay > slice / 4 &&
             __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) < sched.gomaxprocs)
-            delay = slice / 2 > SYSMON_MIN_NS ? slice / 2 : SYSMON_MIN_NS;
+            delay = slice / 4 > SYSMON_MIN_NS ? slice / 4 : SYSMON_MIN_NS;
         /* The deadline of the trace line bounds the sleep. */
         int64_t now = nanotime();
         int64_t sleep = delay;

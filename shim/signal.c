@@ -19,7 +19,7 @@
 GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
     if (goshim_on && preempt_owns(sig)) {
-        preempt_app_action(act, old);
+        preempt_app_action(sig, act, old);
         return 0;
     }
     return REAL(sigaction)(sig, act, old);
@@ -32,7 +32,7 @@ GOSHIM_EXPORT sighandler_t signal(int sig, sighandler_t handler)
         memset(&act, 0, sizeof act);
         act.sa_handler = handler;
         act.sa_flags = SA_RESTART; /* glibc's signal() is BSD's */
-        preempt_app_action(&act, &old);
+        preempt_app_action(sig, &act, &old);
         return old.sa_handler; /* the union's other member if it was an SA_SIGINFO handler */
     }
     return REAL(signal)(sig, handler);

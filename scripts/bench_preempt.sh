@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# Asynchronous preemption benchmarks: plain pthread programs
+# (tests/progs/pbench_preempt_*.c), each run under
+# LD_PRELOAD=build/libgoshim.so with different GOSHIM_PREEMPT values and
+# natively, alternately, in the same run; figures are medians.
+#
+#   usage: scripts/bench_preempt.sh
+#   GOSHIM_BENCH_RUNS   repetitions per case and mode (default 5)
+#   GOSHIM_TEST_SCALE   scales the sizes (iterations per thread, samples)
+#
+# Cases:
+#   (a) overhead   pbench_preempt_cpu: four CPU-bound threads doing fixed work
+#                  on GOSHIM_PROCS=2; wall time with GOSHIM_PREEMPT=10 (the
+#                  default: the threads take turns every 10 ms) and with
+#                  GOSHIM_PREEMPT=0 (two run to completion, then the other
+#                  two); overhead = median(10) / median(0) - 1, target <= 2%.
+#                  It can come out negative: without turns, a P that starts
+#                  late finishes late, and nothing rebalances the last two
+#                  threads. Natively for information. The preemptions per run come
+#                  from GOSHIM_STATS=1; every run's result must equal the
+#                  native one.
+#   (b) latency    pbench_preempt_latency: on GOSHIM_PROCS=1 a thread that
+#                  spins without calls and a "ticker" that sleeps 1 ms again
+#                  and again; how late each wake-up is (actual - requested):
+#                  median, p90, p99 and max in ms (each the median over the
+#                  runs), at GOSHIM_PREEMPT=10 and =2; target p99 <= 2 x
+#                  GOSHIM_PREEMPT. Natively for information. (Without
+#                  preemption the ticker never runs again: not a case.)
+# then a Markdown table of the targets marked met/missed. The targets are
+# informational: the exit status is non-zero only if a program crashed,
+# hung or computed a wrong result under goshim (or its spinner never ran).
+# A case that fails stops being repeated in that mode.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+progs=$root/build/tests/progs
+lib=$root/build/libgoshim.so
+
+for f in "$lib" "$progs"/pbench_preempt_{cpu,latency}; do
+    if [ ! -e "$f" ]; then
+        echo "bench_preempt: $f is missing (run make all)" >&2
+        exit 1
+    fi
+done
+if ! command -v timeout >/dev/null; then
+    echo "bench_preempt: timeout is missing (run scripts/setup.sh)" >&2
+    exit 1
+fi
+
+runs=${GOSHIM_BENCH_RUNS:-5}
+if ! [[ $runs =~ ^[0-9]+$ ]] || [ "$runs" -lt 1 ] || [ "$runs" -gt 1000 ]; then
+    echo "bench_preempt: GOSHIM_BENCH_RUNS must be 1..1000, not '$runs'; using 5" >&2
+    runs=5
+fi
+scale=${GOSHIM_TEST_SCALE:-1}
+if ! awk -v s="$scale" 'BEGIN { exit !(s + 0 > 0) }'; then
+    echo "bench_preempt: GOSHIM_TEST_SCALE must be a positive number, not '$scale'; using 1" >&2
+    scale=1
+fi
+
+# sc N: N scaled, at least 1.
+sc() {
+    awk -v n="$1" -v s="$scale" 'BEGIN { r = int(n * s); print (r < 1 ? 1 : r) }'
+}
+
+trap 'exit 130' INT TERM
+
+crashed=0
+# goshim_failed WHAT TEXT [OUTPUT]: a program failed under goshim.
+goshim_failed() {
+    crashed=1
+    echo "bench_preempt: $1 under goshim: $2" >&2
+    [ -n "${3:-}" ] && sed 's/^/    /' <<<"$3" | tail -5 >&2
+}
+
+# why RC TIMEOUT LASTLINE: a failure in words.
+why() {
+    if [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; then
+        echo "hung (killed after ${2}s)"
+    elif [ "$1" -gt 128 ]; then
+        echo "crashed (signal $(($1 - 128)))"
+    else
+        echo "exit status $1: $3"
+    fi
+}
+
+median() {
+    tr ' ' '\n' <<<"$1" | grep . | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
+
+# field LINE KEY: the number after "KEY=" in LINE.
+field() {
+    sed -n "s/.*\\b$2=\\([0-9.]*\\).*/\\1/p" <<<"$1"
+}
+
+# run_mode MODE TIMEOUT PROG ARGS...: run PROG natively (MODE native) or under
+# goshim with GOSHIM_STATS=1 and MODE's settings ("procs/preempt", e.g. 2/10).
+# Only the program is preloaded, not timeout(1).
+run_mode() {
+    local mode=$1 tmo=$2
+    shift 2
+    if [ "$mode" = native ]; then
+        timeout -k 5 "$tmo" "$@"
+    else
+        timeout -k 5 "$tmo" env GOSHIM_STATS=1 GOSHIM_PROCS="${mode%/*}" \
+            GOSHIM_PREEMPT="${mode#*/}" LD_PRELOAD="$lib" "$@"
+    fi
+}
+
+# label MODE: the mode in words.
+label() {
+    if [ "$1" = native ]; then
+        echo native
+    else
+        echo "GOSHIM_PROCS=${1%/*} GOSHIM_PREEMPT=${1#*/}"
+    fi
+}
+
+echo "bench_preempt: $runs repetitions, medians; $(nproc) CPUs; scale $scale"
+
+declare -A vals fail
+
+# ---- (a) overhead of preemption on CPU-bound threads ------------------------------
+cpu_iters=$(sc 400000000)
+cpu_tmo=120
+cpu_result=
+cpu_run() {
+    local mode=$1 out rc line w r p
+    [ -n "${fail[cpu,$mode]:-}" ] && return
+    out=$(run_mode "$mode" $cpu_tmo "$progs/pbench_preempt_cpu" "$cpu_iters" 2>&1)
+    rc=$?
+    line=$(grep '^threads=' <<<"$out" | tail -1)
+    w=$(field "$line" wall_ms)
+    r=$(sed -n 's/.*result=\(0x[0-9a-f]*\).*/\1/p' <<<"$line")
+    if [ $rc -ne 0 ] || [ -z "$w" ] || [ -z "$r" ]; then
+        fail[cpu,$mode]=$(why $rc $cpu_tmo "${out##*$'\n'}")
+    elif [ -n "$cpu_result" ] && [ "$r" != "$cpu_result" ]; then
+        fail[cpu,$mode]="wrong result $r (native: $cpu_result)"
+    else
+        [ "$mode" = native ] && cpu_result=$r
+        vals[cpu,$mode]+="$w "
+        if [ "$mode" != native ]; then
+            p=$(grep 'goshim stats:.* preemptions=' <<<"$out" | tail -1)
+            p=$(field "$p" preemptions)
+            vals[cpu_pre,$mode]+="${p:-0} "
+        fi
+        return
+    fi
+    [ "$mode" != native ] && goshim_failed "pbench_preempt_cpu ($(label "$mode"))" \
+        "${fail[cpu,$mode]}" "$out"
+}
+# Native first once, for the reference result (not counted).
+cpu_run native
+vals[cpu,native]=
+for ((r = 0; r < runs; r++)); do
+    if ((r % 2 == 0)); then
+        cpu_run 2/10
+        cpu_run 2/0
+        cpu_run native
+    else
+        cpu_run native
+        cpu_run 2/0
+        cpu_run 2/10
+    fi
+done
+declare -A med
+for mode in native 2/10 2/0; do
+    [ -z "${fail[cpu,$mode]:-}" ] && [ -n "${vals[cpu,$mode]:-}" ] &&
+        med[cpu,$mode]=$(median "${vals[cpu,$mode]}")
+    [ -n "${vals[cpu_pre,$mode]:-}" ] && med[cpu_pre,$mode]=$(median "${vals[cpu_pre,$mode]}")
+done
+cpu_fig() {
+    if [ -n "${med[cpu,$1]:-}" ]; then
+        awk -v v="${med[cpu,$1]}" 'BEGIN { printf "%.1f ms", v }'
+        [ -n "${med[cpu_pre,$1]:-}" ] && [ "${2:-}" != short ] &&
+            awk -v p="${med[cpu_pre,$1]}" 'BEGIN { printf " (%.0f preemptions)", p }'
+    else
+        echo "${fail[cpu,$1]:-not run}"
+    fi
+}
+overhead=
+if [ -n "${med[cpu,2/10]:-}" ] && [ -n "${med[cpu,2/0]:-}" ]; then
+    overhead=$(awk -v a="${med[cpu,2/10]}" -v b="${med[cpu,2/0]}" \
+        'BEGIN { if (b > 0) printf "%+.2f", (a / b - 1) * 100 }')
+fi
+echo "bench_preempt_overhead: 4 threads x $cpu_iters xorshift steps on GOSHIM_PROCS=2, wall time:" \
+    "GOSHIM_PREEMPT=10 $(cpu_fig 2/10), GOSHIM_PREEMPT=0 $(cpu_fig 2/0)," \
+    "overhead ${overhead:-n/a}${overhead:+%}; native $(cpu_fig native)"
+
+# ---- (b) scheduling delay of a sleeper beside a spinner ---------------------------
+lat_samples=$(sc 200)
+lat_tmo=120
+lat_modes=(native 1/10 1/2)
+lat_run() {
+    local mode=$1 out rc line k v
+    [ -n "${fail[lat,$mode]:-}" ] && return
+    out=$(run_mode "$mode" $lat_tmo "$progs/pbench_preempt_latency" "$lat_samples" 2>&1)
+    rc=$?
+    line=$(grep '^samples=' <<<"$out" | tail -1)
+    if [ $rc -ne 0 ] || [ -z "$(field "$line" max_ms)" ]; then
+        fail[lat,$mode]=$(why $rc $lat_tmo "${out##*$'\n'}")
+    elif [[ $line != *spinner_ran=yes* ]]; then
+        fail[lat,$mode]="the spinner never ran: $line"
+    else
+        for k in median p90 p99 max; do
+            v=$(field "$line" ${k}_ms)
+            vals[lat_$k,$mode]+="$v "
+        done
+        return
+    fi
+    [ "$mode" != native ] && goshim_failed "pbench_preempt_latency ($(label "$mode"))" \
+        "${fail[lat,$mode]}" "$out"
+}
+for ((r = 0; r < runs; r++)); do
+    if ((r % 2 == 0)); then
+        for mode in "${lat_modes[@]}"; do lat_run "$mode"; done
+    else
+        for ((i = ${#lat_modes[@]} - 1; i >= 0; i--)); do lat_run "${lat_modes[$i]}"; done
+    fi
+done
+for mode in "${lat_modes[@]}"; do
+    [ -n "${fail[lat,$mode]:-}" ] && continue
+    for k in median p90 p99 max; do
+        [ -n "${vals[lat_$k,$mode]:-}" ] && med[lat_$k,$mode]=$(median "${vals[lat_$k,$mode]}")
+    done
+done
+lat_fig() {
+    if [ -n "${med[lat_p99,$1]:-}" ]; then
+        awk -v a="${med[lat_median,$1]}" -v b="${med[lat_p90,$1]}" -v c="${med[lat_p99,$1]}" \
+            -v d="${med[lat_max,$1]}" \
+            'BEGIN { printf "median %.3f, p90 %.3f, p99 %.3f, max %.3f ms", a, b, c, d }'
+    else
+        echo "${fail[lat,$1]:-not run}"
+    fi
+}
+for mode in 1/10 1/2; do
+    echo "bench_preempt_latency_${mode#*/}ms: $lat_samples sleeps of 1 ms beside a spinner," \
+        "lateness under goshim ($(label "$mode")): $(lat_fig "$mode"); native: $(lat_fig native)"
+done
+
+# ---- summary table -----------------------------------------------------------------
+row() { printf '| %-26s | %-50s | %-60s | %-24s | %-6s |\n' "$@"; }
+echo
+row case "native (median)" "goshim (median)" target result
+echo "|----------------------------|----------------------------------------------------|--------------------------------------------------------------|--------------------------|--------|"
+res=missed
+[ -n "$overhead" ] && awk -v o="$overhead" 'BEGIN { exit !(o <= 2) }' && res=met
+row "overhead, 4 threads, P=2" "$(cpu_fig native)" \
+    "PREEMPT=10 $(cpu_fig 2/10 short), =0 $(cpu_fig 2/0 short): ${overhead:-n/a}${overhead:+%}" \
+    "<= 2% (10 vs 0)" "$res"
+for mode in 1/10 1/2; do
+    slice=${mode#*/}
+    res=missed
+    [ -n "${med[lat_p99,$mode]:-}" ] &&
+        awk -v p="${med[lat_p99,$mode]}" -v s="$slice" 'BEGIN { exit !(p <= 2 * s) }' && res=met
+    row "wake-up delay, PREEMPT=$slice" "$(lat_fig native)" "$(lat_fig "$mode") (P=1)" \
+        "p99 <= $((2 * slice)) ms" "$res"
+done
+echo "(targets of the async-preemption issue, informational; overhead = goshim wall time with" \
+    "GOSHIM_PREEMPT=10 / with GOSHIM_PREEMPT=0 - 1; delay = how late a 1 ms nanosleep returns)"
+exit $crashed

@@ -1,0 +1,101 @@
+/*
+ * prog_preempt_spin: can a thread that never makes a call be interrupted?
+ *
+ *   prog_preempt_spin [BOUND]
+ *
+ * A "counter" thread increments a shared counter and calls sched_yield()
+ * every iteration until told to stop. Once it has started, a "spinner"
+ * thread records the counter and spins, with no calls at all (a loop of
+ * relaxed atomic loads), until the counter has advanced by at least 100, or
+ * until it has spun BOUND iterations (default: UINT64_MAX, i.e. unbounded).
+ * It then prints exactly one of
+ *   counter advanced while spinning
+ *   counter did not advance while spinning
+ * stops the counter, and the program exits 0 (1 on a usage error or when a
+ * pthread call fails).
+ *
+ * Natively (2 CPUs, or one CPU with the kernel's preemptive scheduler) the
+ * counter advances. Under goshim with GOSHIM_PROCS=1 it advances only
+ * because the spinner is preempted: with one P and no preemption
+ * (GOSHIM_PREEMPT=0) nothing else runs while the spinner spins, so with a
+ * finite BOUND (~4e8 iterations is ~0.5 s here) it prints "did not
+ * advance", and without one it hangs.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "prog_check.h"
+
+#define ADVANCE 100
+
+static uint64_t counter; /* written by the counter thread only */
+static int stop;         /* set by the spinner when it is done */
+static uint64_t bound = UINT64_MAX;
+
+static void *counter_fn(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+        __atomic_store_n(&counter, __atomic_load_n(&counter, __ATOMIC_RELAXED) + 1,
+                         __ATOMIC_RELEASE);
+        sched_yield();
+    }
+    return NULL;
+}
+
+/* No calls between reading start and the end of the loop: only loads, compares, adds. */
+static __attribute__((noinline)) int spin(void)
+{
+    uint64_t start = __atomic_load_n(&counter, __ATOMIC_ACQUIRE);
+    uint64_t i = 0;
+
+    while (__atomic_load_n(&counter, __ATOMIC_RELAXED) - start < ADVANCE) {
+        if (++i >= bound)
+            return 0;
+    }
+    return 1;
+}
+
+static void *spinner_fn(void *arg)
+{
+    (void)arg;
+    int advanced = spin();
+    printf("counter %s while spinning\n", advanced ? "advanced" : "did not advance");
+    fflush(stdout);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    pthread_t ct, st;
+
+    if (argc > 2) {
+        fprintf(stderr, "usage: prog_preempt_spin [BOUND]\n");
+        return 1;
+    }
+    if (argc == 2) {
+        char *end;
+        errno = 0;
+        bound = strtoull(argv[1], &end, 10);
+        if (errno != 0 || *end != '\0' || end == argv[1] || bound == 0) {
+            fprintf(stderr, "prog_preempt_spin: BOUND must be a positive integer, not '%s'\n",
+                    argv[1]);
+            return 1;
+        }
+    }
+    EXPECT(pthread_create(&ct, NULL, counter_fn, NULL), 0);
+    /* The counter is surely running (and yielding) before the spinner exists. */
+    while (__atomic_load_n(&counter, __ATOMIC_ACQUIRE) == 0)
+        sched_yield();
+    EXPECT(pthread_create(&st, NULL, spinner_fn, NULL), 0);
+    EXPECT(pthread_join(st, NULL), 0);
+    EXPECT(pthread_join(ct, NULL), 0);
+    return 0;
+}

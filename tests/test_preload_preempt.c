@@ -1,0 +1,281 @@
+/*
+ * Asynchronous preemption under LD_PRELOAD: sysmon signals (SIGURG unless
+ * GOSHIM_PREEMPT_SIGNAL says otherwise) the OS thread of a task that has
+ * run longer than GOSHIM_PREEMPT ms (default 10, 0 = off) without
+ * blocking, and the handler switches the task out when it and all its
+ * callers are in application code. Each tests/progs/prog_preempt_* program
+ * runs under libgoshim.so with GOSHIM_STATS=1 and must print exactly what
+ * it prints natively (asserted as a literal string, and natively once per
+ * program); the line
+ *   goshim stats: preempt_requests=N preemptions=N preempt_refused=N preempt_handoffs=N
+ * shows whether preemption happened (or, with GOSHIM_PREEMPT=0, did not).
+ * A program that hangs because nothing preempts or hands off is caught by
+ * the test's timeout.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/preload_helpers.h"
+
+#define PP_MAX_ARGS 4
+#define PP_OUT      (1 << 16)
+
+/* argv for prog: its path, then the space-separated words of args (NULL: none). */
+struct pp_argv {
+    char path[4096];
+    char words[256];
+    char *argv[PP_MAX_ARGS + 2];
+};
+
+static char *const *pp_argv(struct pp_argv *a, const char *prog, const char *args)
+{
+    int n = 0;
+    char *save = NULL;
+
+    a->argv[n++] = (char *)test_prog_path(prog, a->path, sizeof a->path);
+    snprintf(a->words, sizeof a->words, "%s", args ? args : "");
+    for (char *w = strtok_r(a->words, " ", &save); w && n <= PP_MAX_ARGS;
+         w = strtok_r(NULL, " ", &save))
+        a->argv[n++] = w;
+    a->argv[n] = NULL;
+    return a->argv;
+}
+
+/*
+ * The value of "name=" on the first "goshim stats:" line of out that has
+ * it (" name=" as a whole word: preemptions= is not preempt_...), or -1.
+ */
+static long stat_value(const char *out, const char *name)
+{
+    char key[64];
+    size_t klen = (size_t)snprintf(key, sizeof key, " %s=", name);
+
+    for (const char *line = out; *line;) {
+        const char *nl = strchr(line, '\n');
+        size_t len = nl ? (size_t)(nl - line + 1) : strlen(line);
+
+        if (!strncmp(line, "goshim stats:", 13)) {
+            for (const char *p = line; p + klen <= line + len; p++) {
+                if (!memcmp(p, key, klen))
+                    return strtol(p + klen, NULL, 10);
+            }
+        }
+        line += len;
+    }
+    return -1;
+}
+
+/* The preemption counters of one preloaded run. */
+struct pp_stats {
+    long requests, done, refused, handoffs;
+};
+
+/*
+ * Run prog args under goshim with GOSHIM_STATS=1 plus env: it must exit 0
+ * and print exactly want (the stats lines aside). Returns its counters
+ * (asserting that the preemption stats line is there).
+ */
+static struct pp_stats pp_preloaded(const char *prog, const char *args, const char *env,
+                                    const char *want)
+{
+    static char out[PP_OUT];
+    struct pp_argv a;
+    struct pp_stats s;
+    char penv[256];
+    int st;
+
+    snprintf(penv, sizeof penv, "GOSHIM_STATS=1 %s", env ? env : "");
+    st = run_preloaded(prog, pp_argv(&a, prog, args), penv, out, sizeof out);
+    cr_assert(WIFEXITED(st), "%s %s under goshim (%s) died: status %d\n%s", prog, args ? args : "",
+              penv, st, out);
+    s.requests = stat_value(out, "preempt_requests");
+    s.done = stat_value(out, "preemptions");
+    s.refused = stat_value(out, "preempt_refused");
+    s.handoffs = stat_value(out, "preempt_handoffs");
+    cr_assert_eq(WEXITSTATUS(st), 0, "%s %s fails under goshim (%s):\n%s", prog, args ? args : "",
+                 penv, out);
+    cr_assert(s.requests >= 0 && s.done >= 0 && s.refused >= 0 && s.handoffs >= 0,
+              "%s: no \"goshim stats: preempt_requests=... preemptions=... preempt_refused=... "
+              "preempt_handoffs=...\" line under goshim (%s):\n%s",
+              prog, penv, out);
+    strip_stats(out);
+    cr_assert_str_eq(out, want, "%s %s under goshim (%s)", prog, args ? args : "", penv);
+    return s;
+}
+
+/* Run prog args natively: it must exit 0 and print exactly want. */
+static void pp_native(const char *prog, const char *args, const char *want)
+{
+    static char out[PP_OUT];
+    struct pp_argv a;
+    int st = run_native(prog, pp_argv(&a, prog, args), NULL, out, sizeof out);
+
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s %s natively: status %d\n%s", prog,
+              args ? args : "", st, out);
+    cr_assert_str_eq(out, want, "%s %s natively", prog, args ? args : "");
+}
+
+/* ---- a thread that never makes a call gives way --------------------------------- */
+
+#define SPIN_ADVANCED     "counter advanced while spinning\n"
+#define SPIN_NOT_ADVANCED "counter did not advance while spinning\n"
+/* ~0.5 s of spinning here (~3 iterations per ns). */
+#define SPIN_BOUND "1500000000"
+
+Test(preload_preempt, spin_natively, .timeout = 60)
+{
+    pp_native("prog_preempt_spin", NULL, SPIN_ADVANCED);
+    pp_native("prog_preempt_spin", SPIN_BOUND, SPIN_ADVANCED);
+}
+
+/* With one P the counter advances only if the spinner is preempted (~100 times, 10 ms each). */
+Test(preload_preempt, spin_advances_one_p, .timeout = 60)
+{
+    struct pp_stats s = pp_preloaded("prog_preempt_spin", NULL, "GOSHIM_PROCS=1", SPIN_ADVANCED);
+
+    cr_assert_geq(s.done, 1, "the spinner advanced without a preemption?");
+    cr_assert_geq(s.requests, s.done, "more preemptions (%ld) than requests (%ld)", s.done,
+                  s.requests);
+}
+
+Test(preload_preempt, spin_advances_one_p_fractional_slice, .timeout = 60)
+{
+    struct pp_stats s =
+        pp_preloaded("prog_preempt_spin", NULL, "GOSHIM_PROCS=1 GOSHIM_PREEMPT=0.5", SPIN_ADVANCED);
+
+    cr_assert_geq(s.done, 1, "the spinner advanced without a preemption?");
+}
+
+Test(preload_preempt, spin_advances_default_procs, .timeout = 60)
+{
+    pp_preloaded("prog_preempt_spin", NULL, NULL, SPIN_ADVANCED);
+}
+
+/* The signal is configurable: SIGUSR2 (12) instead of SIGURG. */
+Test(preload_preempt, spin_advances_with_another_signal, .timeout = 60)
+{
+    struct pp_stats s =
+        pp_preloaded("prog_preempt_spin", NULL,
+                     "GOSHIM_PROCS=1 GOSHIM_PREEMPT=1 GOSHIM_PREEMPT_SIGNAL=12", SPIN_ADVANCED);
+
+    cr_assert_geq(s.done, 1, "the spinner advanced without a preemption?");
+}
+
+/* GOSHIM_PREEMPT=0: with one P nothing else runs while the spinner spins. */
+Test(preload_preempt, spin_without_preemption_does_not_advance, .timeout = 60)
+{
+    struct pp_stats s = pp_preloaded("prog_preempt_spin", SPIN_BOUND,
+                                     "GOSHIM_PROCS=1 GOSHIM_PREEMPT=0", SPIN_NOT_ADVANCED);
+
+    cr_assert_eq(s.requests, 0, "GOSHIM_PREEMPT=0, yet %ld preemption requests", s.requests);
+    cr_assert_eq(s.done, 0, "GOSHIM_PREEMPT=0, yet %ld preemptions", s.done);
+}
+
+/* ---- every register survives -------------------------------------------------------- */
+
+/* prog_preempt_regs 1: 3 threads, 20 rounds of ~50 ms each; main computes the references first. */
+#define REGS_ARGS "1"
+#define REGS_OK   "regs: 3 threads, 20 rounds each, all checksums match\n"
+
+Test(preload_preempt, regs_natively, .timeout = 120)
+{
+    pp_native("prog_preempt_regs", REGS_ARGS, REGS_OK);
+}
+
+Test(preload_preempt, regs_one_p_preempt_1ms, .timeout = 120)
+{
+    struct pp_stats s =
+        pp_preloaded("prog_preempt_regs", REGS_ARGS, "GOSHIM_PROCS=1 GOSHIM_PREEMPT=1", REGS_OK);
+
+    cr_assert_geq(s.done, 1, "no preemption in ~6 s of computing at GOSHIM_PREEMPT=1");
+}
+
+/*
+ * 0.2 ms: ~6 s of computing (3 s of references in main alone, then 3 s of
+ * the threads), with ~8,000-9,000 preemptions seen at this slice (~2,400 at 1 ms,
+ * ~400 at 10 ms). 1000 fails if the fractional slice is not honoured.
+ */
+Test(preload_preempt, regs_one_p_preempt_0_2ms, .timeout = 120)
+{
+    struct pp_stats s =
+        pp_preloaded("prog_preempt_regs", REGS_ARGS, "GOSHIM_PROCS=1 GOSHIM_PREEMPT=0.2", REGS_OK);
+
+    cr_assert_geq(s.done, 1000, "only %ld preemptions at GOSHIM_PREEMPT=0.2 (requests %ld)", s.done,
+                  s.requests);
+}
+
+Test(preload_preempt, regs_two_p_preempt_1ms, .timeout = 120)
+{
+    struct pp_stats s =
+        pp_preloaded("prog_preempt_regs", REGS_ARGS, "GOSHIM_PROCS=2 GOSHIM_PREEMPT=1", REGS_OK);
+
+    cr_assert_geq(s.done, 1, "no preemption in ~5 s of computing at GOSHIM_PREEMPT=1");
+}
+
+/* ---- never inside libc ------------------------------------------------------------ */
+
+Test(preload_preempt, libc_natively, .timeout = 60)
+{
+    pp_native("prog_preempt_libc", NULL, "libc: ok\n");
+}
+
+/*
+ * strict: with one P, the spinner must never run while the libc thread is
+ * inside qsort's comparator (it would have been preempted with qsort's
+ * frames on its stack). Requests that found the libc thread in libc are
+ * refused; the spinner is preempted.
+ */
+Test(preload_preempt, libc_one_p, .timeout = 90)
+{
+    struct pp_stats s = pp_preloaded("prog_preempt_libc", "strict", "GOSHIM_PROCS=1", "libc: ok\n");
+
+    cr_assert_gt(s.refused, 0, "no request was refused (preemptions %ld, requests %ld)", s.done,
+                 s.requests);
+    cr_assert_gt(s.done, 0, "no preemption (refused %ld, requests %ld)", s.refused, s.requests);
+}
+
+/* ---- a raw blocking system call does not keep the only P ----------------------------- */
+
+#define FUTEX_OK "worker: result 0xc5b9c5c86ecea0f3\nwaiter: woken\nfutex: ok\n"
+
+Test(preload_preempt, futex_natively, .timeout = 60)
+{
+    pp_native("prog_preempt_futex", NULL, FUTEX_OK);
+}
+
+Test(preload_preempt, futex_one_p, .timeout = 60)
+{
+    pp_preloaded("prog_preempt_futex", NULL, "GOSHIM_PROCS=1", FUTEX_OK);
+}
+
+/* ---- the program's own SIGURG handler ------------------------------------------------ */
+
+#define SIGURG_OK "sigurg: app handler ran 100 times\n"
+
+Test(preload_preempt, sigurg_natively, .timeout = 60)
+{
+    pp_native("prog_preempt_sigurg", NULL, SIGURG_OK);
+}
+
+/* Spinners preempted by goshim's SIGURG every ~1 ms while main raises its own. */
+Test(preload_preempt, sigurg_app_handler_one_p, .timeout = 60)
+{
+    struct pp_stats s =
+        pp_preloaded("prog_preempt_sigurg", NULL, "GOSHIM_PROCS=1 GOSHIM_PREEMPT=1", SIGURG_OK);
+
+    cr_assert_geq(s.done, 1, "main ran again between its signals without a preemption?");
+}
+
+Test(preload_preempt, sigurg_app_handler_default_slice, .timeout = 60)
+{
+    struct pp_stats s = pp_preloaded("prog_preempt_sigurg", NULL, "GOSHIM_PROCS=1", SIGURG_OK);
+
+    cr_assert_geq(s.done, 1, "main ran again between its signals without a preemption?");
+}
+
+Test(preload_preempt, sigurg_app_handler_two_p, .timeout = 60)
+{
+    pp_preloaded("prog_preempt_sigurg", NULL, "GOSHIM_PROCS=2 GOSHIM_PREEMPT=1", SIGURG_OK);
+}
