@@ -23,22 +23,10 @@
  */
 
 #include "setfs_x86_64.inc"
+#include "func_x86_64.inc"
 
 	.text
 
-/* A hidden global function with CFI, and its end. */
-.macro FUNC name
-	.globl	\name
-	.hidden	\name
-	.type	\name, @function
-\name:
-	.cfi_startproc
-.endm
-
-.macro ENDFUNC name
-	.cfi_endproc
-	.size	\name, .-\name
-.endm
 
 .macro SAVE_FRAME
 	push	%rbp

@@ -25,20 +25,10 @@
  * RIP and skips the red zone: the interrupted RSP, exactly.
  */
 
+#include "func_x86_64.inc"
+
 	.text
 
-.macro FUNC name
-	.globl	\name
-	.hidden	\name
-	.type	\name, @function
-\name:
-	.cfi_startproc
-.endm
-
-.macro ENDFUNC name
-	.cfi_endproc
-	.size	\name, .-\name
-.endm
 
 /* Never on a stack anyone walks: its 6 instructions run once per injection. */
 	FUNC	goshim_preempt_stub
