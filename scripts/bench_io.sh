@@ -51,23 +51,10 @@ for t in strace timeout; do
     fi
 done
 
-runs=${GOSHIM_BENCH_RUNS:-5}
-if ! [[ $runs =~ ^[0-9]+$ ]] || [ "$runs" -lt 1 ] || [ "$runs" -gt 1000 ]; then
-    echo "bench_io: GOSHIM_BENCH_RUNS must be 1..1000, not '$runs'; using 5" >&2
-    runs=5
-fi
+me=bench_io
+. "$(dirname "$0")/bench_lib.sh"
 echo_runs=$((runs < 3 ? runs : 3))
 echo30_runs=$((runs < 2 ? runs : 2))
-scale=${GOSHIM_TEST_SCALE:-1}
-if ! awk -v s="$scale" 'BEGIN { exit !(s + 0 > 0) }'; then
-    echo "bench_io: GOSHIM_TEST_SCALE must be a positive number, not '$scale'; using 1" >&2
-    scale=1
-fi
-
-# sc N: N scaled, at least 1.
-sc() {
-    awk -v n="$1" -v s="$scale" 'BEGIN { r = int(n * s); print (r < 1 ? 1 : r) }'
-}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench_io.XXXXXX") || exit 1
 bg_pid=
@@ -78,34 +65,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-crashed=0
-# goshim_failed WHAT TEXT [OUTPUT]: a program failed under goshim.
-goshim_failed() {
-    crashed=1
-    echo "bench_io: $1 under goshim: $2" >&2
-    [ -n "${3:-}" ] && sed 's/^/    /' <<<"$3" | tail -5 >&2
-}
-
-# why RC TIMEOUT LASTLINE: a failure in words.
-why() {
-    if [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; then
-        echo "hung (killed after ${2}s)"
-    elif [ "$1" -gt 128 ]; then
-        echo "crashed (signal $(($1 - 128)))"
-    else
-        echo "exit status $1: $3"
-    fi
-}
-
-median() {
-    tr ' ' '\n' <<<"$1" | grep . | sort -g |
-        awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
-}
-
-# field LINE KEY: the number after "KEY=" in LINE.
-field() {
-    sed -n "s/.*\\b$2=\\([0-9.]*\\).*/\\1/p" <<<"$1"
-}
 
 # nofile_why FILE: the server's "need N file descriptors" complaint, shortened.
 nofile_why() {

@@ -1,0 +1,51 @@
+# Shared by the benchmark drivers (bench_shim.sh, bench_io.sh,
+# bench_preempt.sh): source it after setting `me` (the driver's name, for
+# messages). It sets `runs` (GOSHIM_BENCH_RUNS, 1..1000, default 5) and
+# `scale` (GOSHIM_TEST_SCALE, a positive number, default 1) and defines:
+#   sc N                       N scaled, at least 1
+#   goshim_failed WHAT TEXT [OUTPUT]
+#                              report a failure under goshim; sets crashed=1
+#   why RC TIMEOUT LASTLINE    a failure in words
+#   median "V V V..."          the median of the values
+#   field LINE KEY             the number after "KEY=" in LINE
+
+runs=${GOSHIM_BENCH_RUNS:-5}
+if ! [[ $runs =~ ^[0-9]+$ ]] || [ "$runs" -lt 1 ] || [ "$runs" -gt 1000 ]; then
+    echo "$me: GOSHIM_BENCH_RUNS must be 1..1000, not '$runs'; using 5" >&2
+    runs=5
+fi
+scale=${GOSHIM_TEST_SCALE:-1}
+if ! awk -v s="$scale" 'BEGIN { exit !(s + 0 > 0) }'; then
+    echo "$me: GOSHIM_TEST_SCALE must be a positive number, not '$scale'; using 1" >&2
+    scale=1
+fi
+
+sc() {
+    awk -v n="$1" -v s="$scale" 'BEGIN { r = int(n * s); print (r < 1 ? 1 : r) }'
+}
+
+crashed=0
+goshim_failed() {
+    crashed=1
+    echo "$me: $1 under goshim: $2" >&2
+    [ -n "${3:-}" ] && sed 's/^/    /' <<<"$3" | tail -5 >&2
+}
+
+why() {
+    if [ "$1" -eq 124 ] || [ "$1" -eq 137 ]; then
+        echo "hung (killed after ${2}s)"
+    elif [ "$1" -gt 128 ]; then
+        echo "crashed (signal $(($1 - 128)))"
+    else
+        echo "exit status $1: $3"
+    fi
+}
+
+median() {
+    tr ' ' '\n' <<<"$1" | grep . | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
+
+field() {
+    sed -n "s/.*\\b$2=\\([0-9.]*\\).*/\\1/p" <<<"$1"
+}
