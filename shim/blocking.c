@@ -70,9 +70,8 @@ OPEN_WRAPPER(openat64, (int dirfd, const char *path, int flags, ...), (dirfd, pa
 
 /*
  * syscall(): the same for raw system calls that may block (Rust's std,
- * hand-written locks and old code call them directly). A raw futex wait
- * keeps its P only until sysmon sees it last (G-aware futex emulation is
- * later work). Everything else goes straight through.
+ * hand-written locks and old code call them directly); private futexes are
+ * emulated (below). Everything else goes straight through.
  */
 #include <sys/syscall.h>
 
@@ -129,6 +128,94 @@ static int syscall_kind(long nr)
     }
 }
 
+/*
+ * Private futexes through syscall() (Rust's std, folly, hand-written
+ * locks) run on the G-aware futex: a waiting G parks instead of holding its
+ * M. WAIT and WAIT_BITSET (any bitset: a G waiter has none, so only
+ * FUTEX_BITSET_MATCH_ANY is emulated), WAKE and WAKE_BITSET likewise,
+ * REQUEUE and CMP_REQUEUE. A wake also wakes, in the kernel, waiters that
+ * are not Gs (threads goshim does not manage wait there). Everything else
+ * (shared futexes, PI, WAKE_OP) goes to the kernel. Returns FUTEX_KERNEL
+ * when the call is not emulated.
+ */
+#include <errno.h>
+#include <linux/futex.h>
+#include <stdint.h>
+
+#include "sched/gfutex.h"
+#include "shim/thread.h"
+
+enum { FUTEX_KERNEL = 1 };
+
+static long futex_wait(uint32_t *addr, uint32_t val, int64_t deadline)
+{
+    for (;;) {
+        int err = gfutex_wait(addr, val, deadline);
+        if (err == 0)
+            return 0;
+        if (err == EAGAIN || err == ETIMEDOUT)
+            return -err;
+        if (shim_deliver_signals() == 2) /* EINTR: a handler without SA_RESTART ran */
+            return -EINTR;
+        if (__atomic_load_n(addr, __ATOMIC_SEQ_CST) != val)
+            return 0; /* interrupted, but the value moved on: as a wake-up */
+    }
+}
+
+static long futex_wake(uint32_t *addr, int n)
+{
+    if (n <= 0)
+        return 0;
+    int woken = gfutex_wake(addr, n);
+    if (woken < n) {
+        long r = REAL(syscall)(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n - woken, 0, 0, 0);
+        if (r > 0)
+            woken += (int)r;
+    }
+    return woken;
+}
+
+static long futex(uint32_t *addr, int op, uint32_t val, const struct timespec *ts, uint32_t *addr2,
+                  uint32_t val3, bool on_g)
+{
+    int cmd = op & FUTEX_CMD_MASK;
+    if (!(op & FUTEX_PRIVATE_FLAG))
+        return FUTEX_KERNEL;
+    switch (cmd) {
+    case FUTEX_WAIT:
+    case FUTEX_WAIT_BITSET: {
+        if (!on_g || (cmd == FUTEX_WAIT_BITSET && val3 != FUTEX_BITSET_MATCH_ANY))
+            return FUTEX_KERNEL;
+        int64_t deadline = -1;
+        if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+            return -EINVAL;
+        if (ts && cmd == FUTEX_WAIT) {
+            if (ts->tv_sec < 1000000000) /* else as good as forever */
+                deadline = nanotime() + ts->tv_sec * 1000000000LL + ts->tv_nsec;
+        } else if (ts) {
+            clockid_t clk = op & FUTEX_CLOCK_REALTIME ? CLOCK_REALTIME : CLOCK_MONOTONIC;
+            if (gfutex_deadline(clk, ts, &deadline) != 0)
+                return -EINVAL;
+        }
+        return futex_wait(addr, val, deadline);
+    }
+    case FUTEX_WAKE:
+    case FUTEX_WAKE_BITSET:
+        if (cmd == FUTEX_WAKE_BITSET && val3 != FUTEX_BITSET_MATCH_ANY)
+            return FUTEX_KERNEL;
+        return futex_wake(addr, (int)val);
+    case FUTEX_REQUEUE:
+    case FUTEX_CMP_REQUEUE: {
+        /* The timeout argument carries the requeue count. */
+        uint32_t cmp = cmd == FUTEX_CMP_REQUEUE ? val3 : __atomic_load_n(addr, __ATOMIC_SEQ_CST);
+        long r = gfutex_requeue(addr, cmp, (int)val, addr2, (int)(intptr_t)ts);
+        return r;
+    }
+    default:
+        return FUTEX_KERNEL;
+    }
+}
+
 GOSHIM_EXPORT long syscall(long nr, ...)
 {
     va_list ap;
@@ -136,7 +223,19 @@ GOSHIM_EXPORT long syscall(long nr, ...)
     long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
     long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
     va_end(ap);
-    int kind = goshim_active() ? syscall_kind(nr) : 0;
+    bool on_g = goshim_active();
+    if (nr == SYS_futex && goshim_on) {
+        long r = futex((uint32_t *)a, (int)b, (uint32_t)c, (const struct timespec *)d,
+                       (uint32_t *)e, (uint32_t)f, on_g);
+        if (r != FUTEX_KERNEL) {
+            if (r < 0) {
+                errno = (int)-r;
+                return -1;
+            }
+            return r;
+        }
+    }
+    int kind = on_g ? syscall_kind(nr) : 0;
     if (kind == 0 || !(kind == 1 ? entersyscall() : entersyscallblock()))
         return REAL(syscall)(nr, a, b, c, d, e, f);
     long r = REAL(syscall)(nr, a, b, c, d, e, f);

@@ -34,3 +34,35 @@ Test(preload_blocking, thread_cap_program_natively, .timeout = 60)
 {
     same_as_native("prog_maxthreads", NULL, 5);
 }
+
+/* Raw private futexes through syscall() (Rust's std builds its locks so)
+ * park the G: with one P, 8 threads contending need no other OS thread. */
+static long stats_threads(const char *out)
+{
+    const char *p = strstr(out, "goshim stats: procs=");
+    p = p ? strstr(p, " threads=") : NULL;
+    return p ? atol(p + 9) : -1;
+}
+
+Test(preload_blocking, raw_futex_lock_parks_gs_one_p, .timeout = 60)
+{
+    static char out[1 << 14];
+    int st =
+        run_preloaded("prog_futex_lock", NULL, "GOSHIM_PROCS=1 GOSHIM_STATS=1", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "prog_futex_lock failed (status %d):\n%s", st,
+              out);
+    cr_assert(strstr(out, "futex lock: 8 x 20000 = 160000 ok\n") &&
+                  strstr(out, "futex timed wait: timed out\n") &&
+                  strstr(out, "futex event: woken\n"),
+              "wrong output:\n%s", out);
+    long threads = stats_threads(out);
+    cr_assert(threads >= 1 && threads <= 2,
+              "%ld OS threads carried 9 threads contending on a futex with one P: waits held "
+              "OS threads\n%s",
+              threads, out);
+}
+
+Test(preload_blocking, raw_futex_lock_same_as_native, .timeout = 60)
+{
+    same_as_native_in_order("prog_futex_lock", "GOSHIM_PROCS=2", 9);
+}
