@@ -94,10 +94,11 @@ static struct {
     struct range libc;  /* libc's text (the main G's bottom) */
     bool moved;       /* sig was the default and the application claimed it: now a real-time one */
     bool chosen;      /* sig came from GOSHIM_PREEMPT_SIGNAL: never moved */
+    bool handoff;     /* GOSHIM_PREEMPT_HANDOFF */
     uint64_t handled; /* signals whose handler is goshim's (bit sig-1) */
     struct sigaction app_action[65]; /* the application's disposition of each of them */
     bool app_set[65];
-    uint64_t nrequests, ndone, nrefused, nstale;
+    uint64_t nrequests, ndone, nrefused, nstale, nhandoff;
 } pr;
 
 /* ---- which text is the application's -------------------------------------------- */
@@ -209,9 +210,18 @@ static void handler(int sig, siginfo_t *info, void *ucv)
     struct m *mp = m_of_thread();
     if (!mp)
         return;
-    uint32_t req = __atomic_exchange_n(&mp->preempt_req, 0, __ATOMIC_ACQ_REL);
     struct p *pp = mp->p;
     struct g *gp = mp->curg;
+    uint32_t hreq = __atomic_exchange_n(&mp->handoff_req, 0, __ATOMIC_ACQ_REL);
+    if (hreq && pp && pp->schedtick + 1 == hreq) {
+        /* Stuck (in the kernel outside goshim, or refused too long): let
+         * the P go where the G stands; it runs on without one. */
+        if (sched_handoff_self(mp))
+            __atomic_add_fetch(&pr.nhandoff, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&mp->preempt_req, 0, __ATOMIC_RELEASE);
+        return;
+    }
+    uint32_t req = __atomic_exchange_n(&mp->preempt_req, 0, __ATOMIC_ACQ_REL);
     if (!req || !pp || !gp || mp->ong0 || mp->locks || mp->preempt_pending ||
         pp->schedtick + 1 != req || readgstatus(gp) != Grunning) {
         __atomic_add_fetch(&pr.nstale, 1, __ATOMIC_RELAXED);
@@ -304,13 +314,14 @@ void goshim_preempt_point(void)
 
 /* ---- sysmon's side ------------------------------------------------------------------ */
 
-void preempt_request(struct p *pp)
+void preempt_request(struct p *pp, bool handoff)
 {
     struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
     if (!pr.on || !mp || mp->tid <= 0)
         return;
-    __atomic_store_n(&mp->preempt_req, __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED) + 1,
-                     __ATOMIC_RELEASE);
+
+    __atomic_store_n(handoff ? &mp->handoff_req : &mp->preempt_req,
+                     __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
     siginfo_t si;
     memset(&si, 0, sizeof si);
     int sig = __atomic_load_n(&pr.sig, __ATOMIC_ACQUIRE);
@@ -321,6 +332,16 @@ void preempt_request(struct p *pp)
     si.si_value.sival_int = pr.cookie;
     __atomic_add_fetch(&pr.nrequests, 1, __ATOMIC_RELAXED);
     rt_syscall6(SYS_rt_tgsigqueueinfo, pr.pid, mp->tid, sig, (long)&si, 0, 0);
+}
+
+void preempt_count_handoff(void)
+{
+    __atomic_add_fetch(&pr.nhandoff, 1, __ATOMIC_RELAXED);
+}
+
+bool preempt_handoff_on(void)
+{
+    return pr.handoff;
 }
 
 int64_t preempt_slice(void)
@@ -393,7 +414,7 @@ void preempt_app_action(int sig, const struct sigaction *act, struct sigaction *
 
 /* ---- start-up ---------------------------------------------------------------------- */
 
-int preempt_init(int64_t slice_ns, int sig, bool chosen)
+int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff)
 {
     pr.pid = getpid();
     if (slice_ns <= 0)
@@ -407,6 +428,7 @@ int preempt_init(int64_t slice_ns, int sig, bool chosen)
     goshim_xsave_size = ((uint64_t)b + 63) & ~(uint64_t)63;
     pr.sig = sig;
     pr.chosen = chosen;
+    pr.handoff = handoff;
     pr.slice = slice_ns;
     pr.cookie = (int)(((uint64_t)nanotime() * 0x9E3779B97F4A7C15ULL) >> 33) | 1;
     pr.on = true;
@@ -430,4 +452,5 @@ void preempt_stats(struct preempt_stats *s)
     s->done = __atomic_load_n(&pr.ndone, __ATOMIC_RELAXED);
     s->refused = __atomic_load_n(&pr.nrefused, __ATOMIC_RELAXED);
     s->stale = __atomic_load_n(&pr.nstale, __ATOMIC_RELAXED);
+    s->handoffs = __atomic_load_n(&pr.nhandoff, __ATOMIC_RELAXED);
 }

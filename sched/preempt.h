@@ -14,12 +14,16 @@ struct p;
 
 /* Start (sched_init): slice_ns 0 = off. Installs the handler for sig
  * (chosen: set by GOSHIM_PREEMPT_SIGNAL, kept even if the application
- * takes it). */
-int preempt_init(int64_t slice_ns, int sig, bool chosen);
+ * takes it; handoff: GOSHIM_PREEMPT_HANDOFF). */
+int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff);
+/* GOSHIM_PREEMPT_HANDOFF: sysmon may hand a stuck G's P to another M. */
+bool preempt_handoff_on(void);
+void preempt_count_handoff(void);
 /* The slice, or 0 when preemption is off. */
 int64_t preempt_slice(void);
-/* sysmon: pp has run the same G past the slice: signal its M. */
-void preempt_request(struct p *pp);
+/* sysmon: pp has run the same G past the slice: signal its M to preempt
+ * the G, or (handoff) to let the P go where the G stands. */
+void preempt_request(struct p *pp, bool handoff);
 /* Rebuild the table of application text (after dlopen/dlclose). */
 void preempt_refresh(void);
 /* In a forked child: the new pid. */
@@ -33,7 +37,7 @@ bool preempt_owns(int sig);
 void preempt_app_action(int sig, const struct sigaction *act, struct sigaction *old);
 
 struct preempt_stats {
-    uint64_t requests, done, refused, stale;
+    uint64_t requests, done, refused, stale, handoffs;
 };
 void preempt_stats(struct preempt_stats *s);
 

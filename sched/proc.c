@@ -93,7 +93,12 @@ struct m *acquirem(void)
     if (!sched.started || !getg())
         return NULL;
     struct m *mp = getm();
-    mp->locks++;
+    __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST); /* sysmon's hand-off reads it */
+    /* A G whose P was handed off while it stayed away takes one back (or
+     * any idle one) at its first entry into the runtime, without
+     * switching: this may be a signal handler. */
+    if (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST) && mp->locks == 1 && !mp->ong0)
+        sched_pless_reacquire();
     return mp;
 }
 
@@ -280,6 +285,8 @@ static void switch_out(struct m *mp, struct g *gp)
 
 GOSHIM_NO_TSAN void goexit(void)
 {
+    if (getm()->pless)
+        exitsyscall(); /* its P was handed off: get one to exit on */
     struct g *gp = getg();
     if (sched.tls_full)
         tls_thread_exit();
@@ -464,6 +471,13 @@ static void runnable_to(struct p *pp, struct g *gp)
 void gopark(bool (*unlockf)(struct g *, void *), void *lock, int reason)
 {
     struct m *mp = getm();
+    /* Handed off between its caller's check and here: it cannot switch
+     * out without a P, nor drop the caller's lock to wait for one. */
+    while (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST)) {
+        sched_pless_reacquire();
+        if (mp->p == NULL)
+            osyield();
+    }
     struct g *gp = mp->curg;
     if (gp == NULL || gp != getg())
         goshim_throw("gopark: not on a G");
@@ -495,6 +509,8 @@ void goready(struct g *gp)
 
 void sched_gosched(void)
 {
+    if (getm()->pless)
+        exitsyscall();
     struct m *mp = getm();
     struct g *gp = getg();
     mp->p->ngosched++;
@@ -504,6 +520,8 @@ void sched_gosched(void)
 
 void sched_goyield(void)
 {
+    if (getm()->pless)
+        exitsyscall();
     struct m *mp = getm();
     struct g *gp = getg();
     mp->p->ngosched++;
@@ -599,6 +617,8 @@ void sched_wg_done(struct sched_wg *wg)
 
 void sched_wg_wait(struct sched_wg *wg)
 {
+    if (sched_self() && getm()->pless)
+        exitsyscall();
     struct g *gp = sched_self();
     for (;;) {
         runtime_lock(&wg->lock);

@@ -25,6 +25,7 @@ struct sched_config {
     int64_t preempt_ns;      /* GOSHIM_PREEMPT: time slice before async preemption; 0 = off */
     int preempt_signal;      /* GOSHIM_PREEMPT_SIGNAL */
     bool preempt_signal_set; /* GOSHIM_PREEMPT_SIGNAL was given */
+    bool preempt_handoff;    /* GOSHIM_PREEMPT_HANDOFF: hand off the P of a stuck G */
 };
 
 /* Defaults, then the GOSHIM_ variables. A malformed value prints a message
@@ -157,6 +158,11 @@ bool entersyscall(void);
 bool entersyscallblock(void); /* the same, handing the P off at once */
 void exitsyscall(void);
 void handoffp(struct p *pp);
+/* The handoff of a P from a G that stays away from the runtime (syscall.c):
+ * done on its own M by the preemption handler; undone at the shim's gate. */
+bool sched_handoff_self(struct m *mp);
+bool sched_handoff_asleep(struct m *mp, bool (*still_asleep)(struct m *));
+void sched_pless_reacquire(void);
 
 /* sysmon.c */
 int sysmon_start(int trace_ms, bool detailed);

@@ -53,7 +53,7 @@ int sched_init(const struct sched_config *c)
     }
     sched.starttime = nanotime();
     sched.started = true;
-    preempt_init(c->preempt_ns, c->preempt_signal, c->preempt_signal_set);
+    preempt_init(c->preempt_ns, c->preempt_signal, c->preempt_signal_set, c->preempt_handoff);
     sysmon_start(c->schedtrace_ms, c->scheddetail);
     if (c->stats) {
         stats_open();

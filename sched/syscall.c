@@ -20,6 +20,9 @@
  */
 #include "sched.h"
 #include "throw.h"
+#include "timer.h"
+
+enum { PLESS_NO, PLESS_YES, PLESS_TAKING }; /* m->pless */
 
 /* Give pp to an M if there is work for it, else to the idle list. Go's handoffp. */
 void handoffp(struct p *pp)
@@ -36,12 +39,23 @@ void handoffp(struct p *pp)
     }
     pidleput(pp);
     runtime_unlock(&sched.lock);
+    /* Its M may have been the one that would run the timers at its next
+     * schedule: make sure an idle M watches them now. */
+    int64_t next = timers_next();
+    if (next >= 0)
+        timer_wakeup(next);
 }
 
 /* Common entry: the G becomes Gsyscall and its M lets go of the P (which
  * stays the M's oldp). NULL when nothing is done (see sched.h). */
 static struct p *syscall_enter(struct m *mp)
 {
+    /* sysmon may be handing the P off (sched_handoff_asleep): wait; if it
+     * did, the call just goes through (the G takes a P back at the gate). */
+    while (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST) == PLESS_TAKING)
+        procyield(20);
+    if (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST) == PLESS_YES)
+        return NULL;
     struct g *gp = mp->curg;
     if (mp->ong0 || mp->p == NULL || gp == NULL || readgstatus(gp) != Grunning)
         return NULL;
@@ -57,7 +71,7 @@ static struct p *syscall_enter(struct m *mp)
 bool entersyscall(void)
 {
     struct m *mp = getm();
-    mp->locks++;
+    __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
     struct p *pp = syscall_enter(mp);
     if (pp) {
         /* The P stays ours unless sysmon retakes it (Psyscall -> Pidle). */
@@ -72,7 +86,7 @@ bool entersyscall(void)
 bool entersyscallblock(void)
 {
     struct m *mp = getm();
-    mp->locks++;
+    __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
     struct p *pp = syscall_enter(mp);
     if (pp) {
         releasep();
@@ -81,6 +95,79 @@ bool entersyscallblock(void)
     mp->locks--;
     return pp != NULL;
 }
+/*
+ * The handoff of a P whose G does not come back to the runtime: sysmon
+ * asks, the preemption signal's handler runs this on the M itself, outside
+ * the runtime (checked by the handler), and it is entersyscall after the
+ * fact: the G turns Gsyscall, the P Psyscall, and sysmon retakes the P as
+ * from any system call. The G runs on without a P ("P-less") until it
+ * enters goshim again: sched_pless_reacquire at the shim's gate, or
+ * exitsyscall where it must switch (exit, yield). P-less, its waits block
+ * the OS thread (gfutex_wait) and what it readies goes to the global queue.
+ */
+/* The transition itself, once mp->pless is PLESS_TAKING; false (and
+ * PLESS_NO again) if mp is inside the runtime or its G is not running. */
+static bool handoff(struct m *mp)
+{
+    struct p *pp = mp->p;
+    struct g *gp = mp->curg;
+    if (!pp || !gp || mp->ong0 || __atomic_load_n(&mp->locks, __ATOMIC_SEQ_CST) ||
+        !casgstatus(gp, Grunning, Gsyscall)) {
+        __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
+        return false;
+    }
+    __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
+    mp->oldp = pp;
+    mp->p = NULL;
+    __atomic_store_n(&pp->m, NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&pp->status, Psyscall, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&mp->pless, PLESS_YES, __ATOMIC_RELEASE);
+    return true;
+}
+
+bool sched_handoff_self(struct m *mp)
+{
+    uint32_t no = PLESS_NO;
+    return __atomic_compare_exchange_n(&mp->pless, &no, PLESS_TAKING, false, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST) &&
+           handoff(mp);
+}
+
+/*
+ * From sysmon, for an M asleep in the kernel outside goshim (no signal:
+ * it would cut a call like glibc's sem_timedwait short with EINTR). The
+ * M may wake at any moment, so the fields it owns are changed only while
+ * mp->pless says PLESS_TAKING: every entry of the M into the runtime
+ * (acquirem, the shim's gate) waits while it does, and sysmon gives up if
+ * the M is inside the runtime (locks, g0) or, checked after the mark, no
+ * longer asleep (still_asleep).
+ */
+bool sched_handoff_asleep(struct m *mp, bool (*still_asleep)(struct m *))
+{
+    uint32_t no = PLESS_NO;
+    if (!__atomic_compare_exchange_n(&mp->pless, &no, PLESS_TAKING, false, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST))
+        return false;
+    if (!still_asleep(mp)) {
+        __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
+        return false;
+    }
+    return handoff(mp);
+}
+
+/* Take back the old P, or any idle one, without switching; false if none. */
+static bool exitsyscall_try(struct m *mp, struct g *gp);
+
+void sched_pless_reacquire(void)
+{
+    struct m *mp = getm();
+    while (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) == PLESS_TAKING)
+        procyield(20); /* sysmon is handing the P off right now */
+    struct g *gp = mp->curg;
+    if (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) == PLESS_YES && gp && exitsyscall_try(mp, gp))
+        __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
+}
+
 /* Take pp off the idle list if it is there, else any idle P, or NULL. sched.lock held. */
 static struct p *pidleget_prefer(struct p *want)
 {
@@ -119,35 +206,43 @@ GOSHIM_NO_TSAN static void exitsyscall0(void *arg)
     schedule();
 }
 
+static bool exitsyscall_try(struct m *mp, struct g *gp)
+{
+    /* Fast path: the P is still ours (sysmon did not retake it). */
+    struct p *oldp = mp->oldp;
+    uint32_t st = Psyscall;
+    struct p *pp = NULL;
+    if (oldp && __atomic_compare_exchange_n(&oldp->status, &st, Pidle, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+        pp = oldp;
+        __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
+    } else {
+        runtime_lock(&sched.lock);
+        pp = pidleget_prefer(oldp);
+        runtime_unlock(&sched.lock);
+    }
+    if (!pp)
+        return false;
+    mp->oldp = NULL;
+    acquirep(pp);
+    if (!casgstatus(gp, Gsyscall, Grunning))
+        goshim_throw("exitsyscall: G not in a system call");
+    return true;
+}
+
 void exitsyscall(void)
 {
     struct m *mp = getm();
     struct g *gp = mp->curg;
     mp->locks++;
-    /* Fast path: the P is still ours (sysmon did not retake it). */
-    struct p *oldp = mp->oldp;
-    uint32_t st = Psyscall;
-    if (oldp && __atomic_compare_exchange_n(&oldp->status, &st, Pidle, false, __ATOMIC_ACQ_REL,
-                                            __ATOMIC_ACQUIRE)) {
-        mp->oldp = NULL;
-        acquirep(oldp);
-        __atomic_add_fetch(&oldp->syscalltick, 1, __ATOMIC_RELEASE);
-        if (!casgstatus(gp, Gsyscall, Grunning))
-            goshim_throw("exitsyscall: G not in a system call");
+    while (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) == PLESS_TAKING)
+        procyield(20);
+    __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
+    if (exitsyscall_try(mp, gp)) {
         mp->locks--;
         return;
     }
-    runtime_lock(&sched.lock);
-    struct p *pp = pidleget_prefer(mp->oldp);
-    runtime_unlock(&sched.lock);
     mp->oldp = NULL;
-    if (pp) {
-        acquirep(pp);
-        if (!casgstatus(gp, Gsyscall, Grunning))
-            goshim_throw("exitsyscall: G not in a system call");
-        mp->locks--;
-        return;
-    }
     mp->locks--;
     switch_out_to(mp, gp, exitsyscall0);
 }

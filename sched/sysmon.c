@@ -8,7 +8,10 @@
  *   - polls the network when nobody has for 10 ms, so Gs readied by epoll
  *     are not stranded while every M runs code;
  *   - asks a G that has run GOSHIM_PREEMPT without blocking to yield
- *     (preempt.c), again every round until it does;
+ *     (preempt.c), again every round until it does; if it is refused
+ *     three times (its stack is in libc), or its M sits blocked in the
+ *     kernel outside goshim for two rounds, its P is handed to another M
+ *     where the G stands (syscall.c, sched_handoff_self);
  *   - prints GOSHIM_SCHEDTRACE lines on time.
  * It sleeps 20 us after a round that did something, doubling after 50
  * idle rounds up to 10 ms.
@@ -16,7 +19,10 @@
  * It runs outside any G, so what it readies goes to the global run queue
  * and wakes an idle P (goready from a non-G).
  */
+#include <fcntl.h>
 #include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #include "netpoll.h"
@@ -51,7 +57,29 @@ struct ptick {
     int64_t schedwhen;
     int64_t armed; /* when it was first seen past its slice (0: not yet) */
     int64_t cpu0;  /* its M's CPU time then */
+    int blocked;   /* rounds past the slice its M spent blocked in the kernel */
+    int asked;     /* preemption requests since its G started */
 };
+
+/* Whether mp's thread sleeps in the kernel (state S or D in /proc), as
+ * opposed to running or waiting for a CPU: its CPU clock alone cannot tell
+ * a blocked thread from one the kernel did not schedule on a busy machine.
+ * Read only when the CPU clock says it did not run. */
+static bool m_sleeping(struct m *mp)
+{
+    char path[64], buf[256];
+    rt_snprint(path, sizeof path, "/proc/self/task/%d/stat", mp->tid);
+    long fd = rt_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    long n = rt_syscall(SYS_read, fd, buf, sizeof buf - 1);
+    rt_syscall(SYS_close, fd, 0, 0);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return rp && rp[1] == ' ' && (rp[2] == 'S' || rp[2] == 'D');
+}
 
 /* CPU time consumed by mp's thread (ns), or -1. */
 static int64_t m_cputime(struct m *mp)
@@ -78,7 +106,7 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
     int64_t cpu = m_cputime(mp);
     if (cpu < 0) {
         if (full)
-            preempt_request(pp);
+            preempt_request(pp, ++pt->asked > 3 && preempt_handoff_on());
         return;
     }
     if (pt->armed == 0 || !full) {
@@ -88,11 +116,27 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
         }
         return;
     }
-    if (2 * (cpu - pt->cpu0) >= now - pt->armed)
-        preempt_request(pp);
+    bool running = 2 * (cpu - pt->cpu0) >= now - pt->armed || !m_sleeping(mp);
+    pt->blocked = running ? 0 : pt->blocked + 1;
+    if (running)
+        pt->asked++;
+    /* Stuck: blocked in the kernel outside goshim for two rounds past the
+     * slice, or asked to yield three times and refused (it stays in libc):
+     * the P goes to another M, the G keeps its OS thread. */
+    if (pt->blocked >= 2 && preempt_handoff_on()) {
+        /* Asleep in the kernel outside goshim: hand the P off from here,
+         * without a signal that would interrupt the call. */
+        if (sched_handoff_asleep(mp, m_sleeping))
+            preempt_count_handoff();
+    } else if (pt->asked > 3 && running && preempt_handoff_on()) {
+        preempt_request(pp, true); /* refused again and again: hand off where it stands */
+    } else if (running) {
+        preempt_request(pp, false);
+    }
     pt->armed = now;
     pt->cpu0 = cpu;
 }
+
 static struct ptick pticks[MAX_PROCS];
 
 /* Retake Ps blocked in system calls; ask Gs that ran past their slice to
@@ -112,6 +156,8 @@ static int retake(int64_t now)
                 pt->schedtick = t;
                 pt->schedwhen = now;
                 pt->armed = 0;
+                pt->blocked = 0;
+                pt->asked = 0;
             } else if (now - pt->schedwhen >= slice / 2) {
                 over_slice(pp, pt, now, now - pt->schedwhen >= slice);
             }
@@ -149,6 +195,8 @@ static int retake(int64_t now)
 static void *sysmon(void *arg)
 {
     (void)arg;
+    for (int32_t i = 0; i < sched.gomaxprocs; i++) /* a G running now started no earlier */
+        pticks[i].schedwhen = nanotime();
     int64_t delay = SYSMON_MIN_NS;
     int idle = 0;
     for (;;) {

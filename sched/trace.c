@@ -51,7 +51,7 @@ void schedtrace(bool detailed)
     preempt_stats(&ps);
     rt_print(2, "  preempt: requests=%lu done=%lu refused=%lu stale=%lu handoffs=%lu\n",
              (unsigned long)ps.requests, (unsigned long)ps.done, (unsigned long)ps.refused,
-             (unsigned long)ps.stale, (unsigned long)sysmon_retakes());
+             (unsigned long)ps.stale, (unsigned long)ps.handoffs);
     for (int32_t i = 0; i < sched.gomaxprocs; i++) {
         struct p *pp = sched.allp[i];
         struct m *mp = pp->m;
@@ -147,7 +147,7 @@ void stats_print(int fd)
              "goshim stats: preempt_requests=%lu preemptions=%lu preempt_refused=%lu "
              "preempt_handoffs=%lu\n",
              (unsigned long)ps.requests, (unsigned long)ps.done, (unsigned long)ps.refused,
-             (unsigned long)sysmon_retakes());
+             (unsigned long)ps.handoffs);
 }
 
 /* A private copy of stderr, taken at start-up: programs that close fd 2

@@ -598,6 +598,8 @@ static long ws_wait(struct waitset *ws, long (*check)(void *), void *arg, int64_
     for (;;) {
         uint32_t w = __atomic_load_n(&ws->word, __ATOMIC_SEQ_CST);
         long r = check(arg);
+        if (r == -EINTR) /* a signal during the zero-timeout check: goshim's own, most likely */
+            r = check(arg);
         if (r != 0)
             return r;
         int err = gfutex_wait(&ws->word, w, deadline);
@@ -642,6 +644,8 @@ static int do_poll(struct pollfd *fds, nfds_t n, int64_t deadline)
     shim_testcancel();
     struct pollarg a = {fds, n};
     long r = poll_check(&a);
+    if (r == -EINTR)
+        r = poll_check(&a);
     if (r != 0 || deadline == 0)
         return (int)io_result(r);
     struct waitset ws;
@@ -705,6 +709,8 @@ static int do_select(int n, fd_set *r, fd_set *w, fd_set *e, int64_t deadline)
         return (int)io_result(-EINVAL);
     struct selectarg a = {n, {r, w, e}, {{{0}}}};
     long res = select_check(&a);
+    if (res == -EINTR)
+        res = select_check(&a);
     if (res == 0 && deadline != 0) {
         struct waitset ws;
         if (!ws_init(&ws, n))
@@ -772,6 +778,8 @@ static int do_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
     shim_testcancel();
     struct epollarg a = {epfd, ev, max};
     long r = epoll_check(&a);
+    if (r == -EINTR)
+        r = epoll_check(&a);
     if (r != 0 || timeout == 0)
         return (int)io_result(r);
     struct waitset ws;

@@ -24,7 +24,11 @@ extern bool goshim_on;
 /* True when the caller is a G of a running runtime. TLS read, no call. */
 static inline bool goshim_active(void)
 {
-    return __builtin_expect(goshim_on, 1) && sched_self() != NULL;
+    if (!__builtin_expect(goshim_on, 1) || sched_self() == NULL)
+        return false;
+    if (__builtin_expect(__atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST), 0)) /* P handed off */
+        sched_pless_reacquire();
+    return true;
 }
 
 /* shim/net.c: fork handlers of the netpoller. 0 or an errno value. */

@@ -229,6 +229,10 @@ Test(preload_preempt, libc_natively, .timeout = 60)
  */
 Test(preload_preempt, libc_one_p, .timeout = 90)
 {
+    /* Without the hand-off of a G refused too long (GOSHIM_PREEMPT_HANDOFF,
+     * off by default: it would let the libc thread run beside the spinner,
+     * P-less, which strict cannot tell from a preemption inside the
+     * comparator). */
     struct pp_stats s = pp_preloaded("prog_preempt_libc", "strict", "GOSHIM_PROCS=1", "libc: ok\n");
 
     cr_assert_gt(s.refused, 0, "no request was refused (preemptions %ld, requests %ld)", s.done,
@@ -278,4 +282,42 @@ Test(preload_preempt, sigurg_app_handler_default_slice, .timeout = 60)
 Test(preload_preempt, sigurg_app_handler_two_p, .timeout = 60)
 {
     pp_preloaded("prog_preempt_sigurg", NULL, "GOSHIM_PROCS=2 GOSHIM_PREEMPT=1", SIGURG_OK);
+}
+
+/* ---- a G that stays away from goshim does not keep the only P ------------------------ */
+
+Test(preload_preempt, stuck_natively, .timeout = 60)
+{
+    pp_native("prog_preempt_stuck", "qsort", "qsort: counter advanced while sorting\n");
+    pp_native("prog_preempt_stuck", "asm", "asm futex: woken\n");
+}
+
+/* Refused again and again (qsort's frames are on its stack): its P is
+ * handed to another M, where the counter runs, while it sorts on. */
+Test(preload_preempt, stuck_in_libc_hands_off_its_p, .timeout = 90)
+{
+    struct pp_stats s =
+        pp_preloaded("prog_preempt_stuck", "qsort", "GOSHIM_PROCS=1 GOSHIM_PREEMPT_HANDOFF=1",
+                     "qsort: counter advanced while sorting\n");
+    cr_assert_geq(s.handoffs, 1, "no hand-off (requests %ld, refused %ld)", s.requests, s.refused);
+}
+
+/* Without GOSHIM_PREEMPT_HANDOFF=1 (the default, for now) there is no
+ * hand-off: with one P the counter cannot run before the sort ends. */
+Test(preload_preempt, stuck_in_libc_without_handoff, .timeout = 90)
+{
+    struct pp_stats s = pp_preloaded("prog_preempt_stuck", "qsort", "GOSHIM_PROCS=1",
+                                     "qsort: counter did not advance while sorting\n");
+    cr_assert_eq(s.handoffs, 0);
+}
+
+/* Blocked in a futex system call made by an inline syscall instruction:
+ * the other thread still runs (the G is preempted where the call returns,
+ * or its P handed off). */
+Test(preload_preempt, stuck_in_raw_syscall_instruction_one_p, .timeout = 60)
+{
+    struct pp_stats s =
+        pp_preloaded("prog_preempt_stuck", "asm", "GOSHIM_PROCS=1 GOSHIM_PREEMPT_HANDOFF=1",
+                     "asm futex: woken\n");
+    cr_assert_geq(s.done + s.handoffs, 1, "neither a preemption nor a hand-off");
 }
