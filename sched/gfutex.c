@@ -189,7 +189,7 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
     if (deadline_ns == INT64_MAX)
         deadline_ns = -1;
     struct g *gp = sched_self();
-    if (gp != NULL && getm()->pless)
+    if (gp != NULL && __atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST))
         exitsyscall(); /* its P was handed off while it stayed away: get one */
     /* Not a G, or a G without a P: a signal handler that runs while its G
      * is in a system call (entersyscall let go of the P). Block the thread. */

@@ -299,9 +299,10 @@ void goshim_preempt_point(void)
     struct g *gp = mp->curg;
     struct walk w = {.app = __atomic_load_n(&pr.app, __ATOMIC_ACQUIRE),
                      .main = gp && (gp->flags & G_MAIN)};
-    mp->locks++; /* anything the walk calls goes straight to glibc */
+    __atomic_add_fetch(&mp->locks, 1,
+                       __ATOMIC_SEQ_CST); /* anything the walk calls goes straight to glibc */
     _Unwind_Backtrace(step, &w);
-    mp->locks--;
+    __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
     if (w.verdict == 0 && w.main && w.in_libc && w.app_after <= 1)
         w.verdict = 1; /* main ... libc start code ... _start */
     if (w.verdict != 1 || !gp || mp->p == NULL) {

@@ -105,7 +105,7 @@ struct m *acquirem(void)
 void releasem(struct m *mp)
 {
     if (mp)
-        mp->locks--;
+        __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
 }
 
 bool m_in_runtime(void)
@@ -269,7 +269,7 @@ void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *))
     if (!sched.tls_full)
         gp->errno_save = errno_get();
     mp->ong0 = 1;
-    mp->locks = 0;
+    __atomic_store_n(&mp->locks, 0, __ATOMIC_SEQ_CST);
     san_switch_begin(&gp->san_fake, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
     ctx_mcall(&gp->sched, fn, NULL, mp->g0_sp);
     san_switch_end(gp->san_fake);
@@ -285,7 +285,7 @@ static void switch_out(struct m *mp, struct g *gp)
 
 GOSHIM_NO_TSAN void goexit(void)
 {
-    if (getm()->pless)
+    if (__atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST))
         exitsyscall(); /* its P was handed off: get one to exit on */
     struct g *gp = getg();
     if (sched.tls_full)
@@ -293,7 +293,7 @@ GOSHIM_NO_TSAN void goexit(void)
     struct m *mp = getm();
     mp->rel = (struct release){REL_EXIT, gp, NULL, NULL};
     mp->ong0 = 1;
-    mp->locks = 0;
+    __atomic_store_n(&mp->locks, 0, __ATOMIC_SEQ_CST);
     san_switch_begin(NULL, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
     ctx_mcall(&gp->sched, mcall_schedule, NULL, mp->g0_sp);
     goshim_throw("goexit: dead G resumed");
@@ -509,7 +509,7 @@ void goready(struct g *gp)
 
 void sched_gosched(void)
 {
-    if (getm()->pless)
+    if (__atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST))
         exitsyscall();
     struct m *mp = getm();
     struct g *gp = getg();
@@ -520,7 +520,7 @@ void sched_gosched(void)
 
 void sched_goyield(void)
 {
-    if (getm()->pless)
+    if (__atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST))
         exitsyscall();
     struct m *mp = getm();
     struct g *gp = getg();
@@ -617,7 +617,7 @@ void sched_wg_done(struct sched_wg *wg)
 
 void sched_wg_wait(struct sched_wg *wg)
 {
-    if (sched_self() && getm()->pless)
+    if (sched_self() && __atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST))
         exitsyscall();
     struct g *gp = sched_self();
     for (;;) {

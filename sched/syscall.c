@@ -79,7 +79,7 @@ bool entersyscall(void)
         __atomic_store_n(&pp->m, NULL, __ATOMIC_RELAXED);
         __atomic_store_n(&pp->status, Psyscall, __ATOMIC_SEQ_CST);
     }
-    mp->locks--;
+    __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
     return pp != NULL;
 }
 
@@ -92,7 +92,7 @@ bool entersyscallblock(void)
         releasep();
         handoffp(pp);
     }
-    mp->locks--;
+    __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
     return pp != NULL;
 }
 /*
@@ -234,15 +234,15 @@ void exitsyscall(void)
 {
     struct m *mp = getm();
     struct g *gp = mp->curg;
-    mp->locks++;
+    __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
     while (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) == PLESS_TAKING)
         procyield(20);
     __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
     if (exitsyscall_try(mp, gp)) {
-        mp->locks--;
+        __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
         return;
     }
     mp->oldp = NULL;
-    mp->locks--;
+    __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
     switch_out_to(mp, gp, exitsyscall0);
 }

@@ -229,11 +229,11 @@ Test(preload_preempt, libc_natively, .timeout = 60)
  */
 Test(preload_preempt, libc_one_p, .timeout = 90)
 {
-    /* Without the hand-off of a G refused too long (GOSHIM_PREEMPT_HANDOFF,
-     * off by default: it would let the libc thread run beside the spinner,
-     * P-less, which strict cannot tell from a preemption inside the
-     * comparator). */
-    struct pp_stats s = pp_preloaded("prog_preempt_libc", "strict", "GOSHIM_PROCS=1", "libc: ok\n");
+    /* Without the hand-off of a G refused too long (GOSHIM_PREEMPT_HANDOFF=0:
+     * it would let the libc thread run beside the spinner, P-less, which
+     * strict cannot tell from a preemption inside the comparator). */
+    struct pp_stats s = pp_preloaded("prog_preempt_libc", "strict",
+                                     "GOSHIM_PROCS=1 GOSHIM_PREEMPT_HANDOFF=0", "libc: ok\n");
 
     cr_assert_gt(s.refused, 0, "no request was refused (preemptions %ld, requests %ld)", s.done,
                  s.requests);
@@ -302,12 +302,13 @@ Test(preload_preempt, stuck_in_libc_hands_off_its_p, .timeout = 90)
     cr_assert_geq(s.handoffs, 1, "no hand-off (requests %ld, refused %ld)", s.requests, s.refused);
 }
 
-/* Without GOSHIM_PREEMPT_HANDOFF=1 (the default, for now) there is no
- * hand-off: with one P the counter cannot run before the sort ends. */
+/* GOSHIM_PREEMPT_HANDOFF=0 really turns the hand-off off: with one P the
+ * counter cannot run before the sort ends. */
 Test(preload_preempt, stuck_in_libc_without_handoff, .timeout = 90)
 {
-    struct pp_stats s = pp_preloaded("prog_preempt_stuck", "qsort", "GOSHIM_PROCS=1",
-                                     "qsort: counter did not advance while sorting\n");
+    struct pp_stats s =
+        pp_preloaded("prog_preempt_stuck", "qsort", "GOSHIM_PROCS=1 GOSHIM_PREEMPT_HANDOFF=0",
+                     "qsort: counter did not advance while sorting\n");
     cr_assert_eq(s.handoffs, 0);
 }
 
