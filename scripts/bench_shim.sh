@@ -29,22 +29,9 @@ for f in "$lib" "$progs"/pbench_{create_join,cond_pingpong,mutex_uncontended,mut
     fi
 done
 
-runs=${GOSHIM_BENCH_RUNS:-5}
-if ! [[ $runs =~ ^[0-9]+$ ]] || [ "$runs" -lt 1 ] || [ "$runs" -gt 1000 ]; then
-    echo "bench_shim: GOSHIM_BENCH_RUNS must be 1..1000, not '$runs'; using 5" >&2
-    runs=5
-fi
+me=bench_shim
+. "$(dirname "$0")/bench_lib.sh"
 blocked_runs=$((runs < 3 ? runs : 3))
-scale=${GOSHIM_TEST_SCALE:-1}
-if ! awk -v s="$scale" 'BEGIN { exit !(s + 0 > 0) }'; then
-    echo "bench_shim: GOSHIM_TEST_SCALE must be a positive number, not '$scale'; using 1" >&2
-    scale=1
-fi
-
-# sc N: N scaled, at least 1.
-sc() {
-    awk -v n="$1" -v s="$scale" 'BEGIN { r = int(n * s); print (r < 1 ? 1 : r) }'
-}
 
 # ---- the cases ---------------------------------------------------------------
 # name | program and arguments | ops per run | kind (ns or blocked) | timeout (s)
@@ -128,10 +115,6 @@ for ((r = 0; r < runs; r++)); do
 done
 
 # ---- results -------------------------------------------------------------------
-median() {
-    tr ' ' '\n' <<<"$1" | grep . | sort -g |
-        awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
-}
 
 declare -A med medrss
 # Bit 1 of AT_HWCAP2: the kernel lets user space run wrfsbase.
