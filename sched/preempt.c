@@ -59,7 +59,7 @@ _Static_assert(offsetof(struct m, pend_rip) == 8, "preempt_x86_64.S reads m->pen
 extern const char __start_goshim_bottom[] __attribute__((visibility("hidden")));
 extern const char __stop_goshim_bottom[] __attribute__((visibility("hidden")));
 
-void goshim_preempt_stub(void);
+void goshim_preempt_entry(void);
 void goshim_preempt_tramp(void);
 extern const char goshim_preempt_tramp_end[];
 void goshim_preempt_point(void);
@@ -239,7 +239,7 @@ static void handler(int sig, siginfo_t *info, void *ucv)
     mp->pend_rip = pc;
     mp->preempt_pending = 1;
     uc->uc_mcontext.gregs[REG_RSP] = (greg_t)(sp - 128);
-    uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)goshim_preempt_stub;
+    uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)goshim_preempt_entry;
 }
 
 /* ---- the walk and the yield -------------------------------------------------------- */

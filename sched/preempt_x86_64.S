@@ -5,7 +5,7 @@
  * signal frame lies right below the red zone there, and an 8-byte store at
  * RSP-136 can hit its FP_XSTATE_MAGIC2). It stores the interrupted RIP in
  * m->pend_rip (%gs:8), lowers the saved RSP by the 128-byte red zone and
- * points the saved RIP at goshim_preempt_stub. After sigreturn the stub
+ * points the saved RIP at goshim_preempt_entry. After sigreturn that entry
  * pushes that RIP below the red zone without touching the flags, and the
  * trampoline finds, at its entry:
  *
@@ -31,7 +31,7 @@
 
 
 /* Never on a stack anyone walks: its 6 instructions run once per injection. */
-	FUNC	goshim_preempt_stub
+	FUNC	goshim_preempt_entry
 	.cfi_undefined rip
 	lea	-8(%rsp), %rsp
 	push	%rax
@@ -39,7 +39,7 @@
 	mov	%rax, 8(%rsp)
 	pop	%rax
 	jmp	goshim_preempt_tramp
-	ENDFUNC	goshim_preempt_stub
+	ENDFUNC	goshim_preempt_entry
 
 .macro PUSHREG reg
 	push	%\reg

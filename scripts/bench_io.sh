@@ -247,19 +247,10 @@ echo_run() {
     fi
     # The server exits once every connection reached EOF; give it 15 s (2 s
     # if the client failed: then it surely waits for connections that never come).
-    local killed=0 srv_rc grace=150
+    local srv_rc grace=150
     [ "$cli_rc" -ne 0 ] && grace=20
-    for ((i = 0; i < grace; i++)); do
-        kill -0 $bg_pid 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 $bg_pid 2>/dev/null; then
-        killed=1
-        kill $bg_pid 2>/dev/null
-    fi
-    wait $bg_pid
-    srv_rc=$?
-    bg_pid=
+    reap_bg $grace
+    srv_rc=$bg_rc
     local sline serr cline cap=""
     sline=$(grep '^server:' "$srv_out" | tail -1)
     serr=$(grep -v '^goshim: thread limit' "$srv_err" | tail -1)

@@ -1,5 +1,5 @@
 # Shared by the benchmark drivers (bench_shim.sh, bench_io.sh,
-# bench_preempt.sh): source it after setting `me` (the driver's name, for
+# bench_preempt.sh) and demo_io.sh: source it after setting `me` (the driver's name, for
 # messages). It sets `runs` (GOSHIM_BENCH_RUNS, 1..1000, default 5) and
 # `scale` (GOSHIM_TEST_SCALE, a positive number, default 1) and defines:
 #   sc N                       N scaled, at least 1
@@ -8,6 +8,7 @@
 #   why RC TIMEOUT LASTLINE    a failure in words
 #   median "V V V..."          the median of the values
 #   field LINE KEY             the number after "KEY=" in LINE
+#   reap_bg TENTHS             end the background process $bg_pid (below)
 
 runs=${GOSHIM_BENCH_RUNS:-5}
 if ! [[ $runs =~ ^[0-9]+$ ]] || [ "$runs" -lt 1 ] || [ "$runs" -gt 1000 ]; then
@@ -48,4 +49,23 @@ median() {
 
 field() {
     sed -n "s/.*\\b$2=\\([0-9.]*\\).*/\\1/p" <<<"$1"
+}
+
+# reap_bg TENTHS: wait up to TENTHS tenths of a second for the background
+# process $bg_pid to exit, then kill it if it has not; sets killed (0 or 1)
+# and bg_rc (its exit status), and clears bg_pid.
+reap_bg() {
+    local i
+    killed=0
+    for ((i = 0; i < $1; i++)); do
+        kill -0 "$bg_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$bg_pid" 2>/dev/null; then
+        killed=1
+        kill "$bg_pid" 2>/dev/null
+    fi
+    wait "$bg_pid"
+    bg_rc=$?
+    bg_pid=
 }

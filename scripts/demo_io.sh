@@ -23,6 +23,8 @@ for f in "$lib" "$progs"/pbench_{handoff,echo_server,echo_client}; do
     fi
 done
 
+me=demo_io
+. "$(dirname "$0")/bench_lib.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/demo_io.XXXXXX") || exit 1
 bg_pid=
 cleanup() {
@@ -112,17 +114,8 @@ echo_run() {
     fi
     local grace=150 # the server exits once every connection reached EOF
     [ $cli_rc -ne 0 ] && grace=20
-    for ((i = 0; i < grace; i++)); do
-        kill -0 $bg_pid 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 $bg_pid 2>/dev/null; then
-        killed=1
-        kill $bg_pid 2>/dev/null
-    fi
-    wait $bg_pid
-    srv_rc=$?
-    bg_pid=
+    reap_bg $grace
+    srv_rc=$bg_rc
     local sline cline
     sline=$(grep '^server:' "$tmp/srv.out" | tail -1)
     cline=$(grep '^client:' <<<"$cli" | tail -1)
