@@ -82,7 +82,7 @@ TEST_C    := $(wildcard tests/test_*.c)
 PROG_C    := $(wildcard tests/progs/*.c)
 BENCH_C   := $(wildcard tests/bench/*.c)
 FMT_FILES := $(wildcard sched/*.c sched/*.h shim/*.c shim/*.h preload/*.c preload/*.h \
-                        tests/*.c tests/*.h tests/*/*.c tests/*/*.h)
+                        tests/*.c tests/*.h tests/*/*.c tests/*/*.h tools/*.c)
 
 SCHED_OBJ := $(SCHED_C:%.c=$(BUILD)/%.o) $(SCHED_S:%.S=$(BUILD)/%.S.o)
 SO_OBJ    := $(SO_C:%.c=$(BUILD)/%.o)
@@ -95,6 +95,10 @@ BENCHES   := $(BENCH_C:tests/bench/%.c=$(BUILD)/bench/%)
 LIBSCHED  := $(BUILD)/libsched.a
 LIBGOSHIM := $(BUILD)/libgoshim.so
 UNIT      := $(BUILD)/tests/unit
+
+# tools/tools.mk adds the launcher (build/goshim) and its man page to TOOLS.
+TOOLS     :=
+-include tools/tools.mk
 
 # Rebuild everything when the compiler or flags change (e.g. CFLAGS=-O0), and relink
 # when a source file appears or disappears.
@@ -118,7 +122,7 @@ endif
         format-check deps
 .DEFAULT_GOAL := all
 
-all: $(LIBSCHED) $(LIBGOSHIM) $(PROGS) $(PROGS_CXX) $(UNIT) $(BENCHES)
+all: $(LIBSCHED) $(LIBGOSHIM) $(PROGS) $(PROGS_CXX) $(UNIT) $(BENCHES) $(TOOLS)
 	@:
 
 $(BUILD)/sched/%.o: sched/%.c $(STAMP)
@@ -254,11 +258,11 @@ demo:
 	$(Q)scripts/demo_io.sh
 
 # ---- install, clean, format ----------------------------------------------------------------
-install: $(LIBGOSHIM)
+install: $(LIBGOSHIM) install-tools
 	install -d $(DESTDIR)$(PREFIX)/lib
 	install -m 0755 $(LIBGOSHIM) $(DESTDIR)$(PREFIX)/lib/libgoshim.so
 
-uninstall:
+uninstall: uninstall-tools
 	rm -f $(DESTDIR)$(PREFIX)/lib/libgoshim.so
 
 clean:

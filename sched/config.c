@@ -185,7 +185,7 @@ int sched_config_from_env(struct sched_config *c)
     c->tls_mode = TLS_MODE_FULL;
     c->preempt_ns = 10000000;
     c->preempt_signal = SIGURG;
-    c->preempt_handoff = false; /* experimental: GOSHIM_PREEMPT_HANDOFF=1 */
+    c->preempt_handoff = true;
     int bad = 0;
     const char *v;
     long iv;

@@ -196,6 +196,15 @@ static void chain(int sig, siginfo_t *info, void *uc)
     }
 }
 
+static void on_request(struct m *mp, bool in_runtime, void *ucv);
+
+/* A request found its G at an unsafe point: counted, for sysmon too. */
+static void refuse(struct m *mp)
+{
+    __atomic_add_fetch(&pr.nrefused, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&mp->preempt_refusals, 1, __ATOMIC_RELAXED);
+}
+
 static void handler(int sig, siginfo_t *info, void *ucv)
 {
     int saved_errno = errno;
@@ -210,6 +219,17 @@ static void handler(int sig, siginfo_t *info, void *ucv)
     struct m *mp = m_of_thread();
     if (!mp)
         return;
+    /* Held while the handler reads the M's P and G: sysmon does not hand
+     * them off meanwhile (syscall.c), nor does it once it had begun. */
+    int32_t locks = __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST) == 0)
+        on_request(mp, locks > 1, ucv);
+    __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+}
+
+/* The handler's decision for mp, its own M (in_runtime: interrupted inside goshim). */
+static void on_request(struct m *mp, bool in_runtime, void *ucv)
+{
     struct p *pp = mp->p;
     struct g *gp = mp->curg;
     uint32_t hreq = __atomic_exchange_n(&mp->handoff_req, 0, __ATOMIC_ACQ_REL);
@@ -222,8 +242,8 @@ static void handler(int sig, siginfo_t *info, void *ucv)
         return;
     }
     uint32_t req = __atomic_exchange_n(&mp->preempt_req, 0, __ATOMIC_ACQ_REL);
-    if (!req || !pp || !gp || mp->ong0 || mp->locks || mp->preempt_pending ||
-        pp->schedtick + 1 != req || readgstatus(gp) != Grunning) {
+    if (!req || !pp || !gp || in_runtime || __atomic_load_n(&mp->ong0, __ATOMIC_RELAXED) ||
+        mp->preempt_pending || pp->schedtick + 1 != req || readgstatus(gp) != Grunning) {
         __atomic_add_fetch(&pr.nstale, 1, __ATOMIC_RELAXED);
         return;
     }
@@ -233,7 +253,7 @@ static void handler(int sig, siginfo_t *info, void *ucv)
     if (!app_pc(__atomic_load_n(&pr.app, __ATOMIC_ACQUIRE), pc) ||
         (gp->stack.lo &&
          (sp < (uintptr_t)gp->stack.lo + STACK_MARGIN || sp > (uintptr_t)gp->stack.hi))) {
-        __atomic_add_fetch(&pr.nrefused, 1, __ATOMIC_RELAXED);
+        refuse(mp);
         return;
     }
     mp->pend_rip = pc;
@@ -306,7 +326,7 @@ void goshim_preempt_point(void)
     if (w.verdict == 0 && w.main && w.in_libc && w.app_after <= 1)
         w.verdict = 1; /* main ... libc start code ... _start */
     if (w.verdict != 1 || !gp || mp->p == NULL) {
-        __atomic_add_fetch(&pr.nrefused, 1, __ATOMIC_RELAXED);
+        refuse(mp);
         return;
     }
     __atomic_add_fetch(&pr.ndone, 1, __ATOMIC_RELAXED);

@@ -97,7 +97,8 @@ struct m *acquirem(void)
     /* A G whose P was handed off while it stayed away takes one back (or
      * any idle one) at its first entry into the runtime, without
      * switching: this may be a signal handler. */
-    if (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST) && mp->locks == 1 && !mp->ong0)
+    if (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST) && mp->locks == 1 &&
+        !__atomic_load_n(&mp->ong0, __ATOMIC_RELAXED))
         sched_pless_reacquire();
     return mp;
 }
@@ -114,7 +115,8 @@ bool m_in_runtime(void)
         return false;
     if (getg()) {
         struct m *mp = getm();
-        return mp->ong0 || mp->locks > 0;
+        return __atomic_load_n(&mp->ong0, __ATOMIC_RELAXED) ||
+               __atomic_load_n(&mp->locks, __ATOMIC_RELAXED) > 0;
     }
     return tls_own_m != NULL; /* g0 with the M's own TCB installed */
 }
@@ -251,6 +253,7 @@ GOSHIM_NO_TSAN GOSHIM_G_ENTRY static void gostart(void *arg)
         tls_thread_start();
     else
         errno_set(0);
+    __atomic_store_n(&getm()->locks, 0, __ATOMIC_SEQ_CST); /* execute's; in the G's code now */
     gp->fn(gp->arg);
     goexit();
 }
@@ -268,13 +271,32 @@ void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *))
 {
     if (!sched.tls_full)
         gp->errno_save = errno_get();
-    mp->ong0 = 1;
+    __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&mp->locks, 0, __ATOMIC_SEQ_CST);
     san_switch_begin(&gp->san_fake, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
     ctx_mcall(&gp->sched, fn, NULL, mp->g0_sp);
     san_switch_end(gp->san_fake);
     if (!sched.tls_full)
         errno_set(gp->errno_save);
+    /* Resumed, maybe on another M, with the locks == 1 execute gave. */
+    __atomic_store_n(&getm()->locks, 0, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * Enter a switch from G code: hold the M (locks, so sysmon cannot hand the
+ * P off under us) with a P. A G whose P was handed off takes one back
+ * first, switching out if none is idle.
+ */
+static struct m *switch_enter(void)
+{
+    for (;;) {
+        struct m *mp = getm();
+        __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+        if (!__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST))
+            return mp;
+        __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+        exitsyscall();
+    }
 }
 
 /* Switch the current G out to g0, which commits mp->rel and schedules. */
@@ -285,14 +307,12 @@ static void switch_out(struct m *mp, struct g *gp)
 
 GOSHIM_NO_TSAN void goexit(void)
 {
-    if (__atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST))
-        exitsyscall(); /* its P was handed off: get one to exit on */
     struct g *gp = getg();
     if (sched.tls_full)
         tls_thread_exit();
-    struct m *mp = getm();
+    struct m *mp = switch_enter(); /* its P may have been handed off: get one to exit on */
     mp->rel = (struct release){REL_EXIT, gp, NULL, NULL};
-    mp->ong0 = 1;
+    __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&mp->locks, 0, __ATOMIC_SEQ_CST);
     san_switch_begin(NULL, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
     ctx_mcall(&gp->sched, mcall_schedule, NULL, mp->g0_sp);
@@ -471,6 +491,7 @@ static void runnable_to(struct p *pp, struct g *gp)
 void gopark(bool (*unlockf)(struct g *, void *), void *lock, int reason)
 {
     struct m *mp = getm();
+    __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST); /* no hand-off from here on */
     /* Handed off between its caller's check and here: it cannot switch
      * out without a P, nor drop the caller's lock to wait for one. */
     while (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST)) {
@@ -509,9 +530,7 @@ void goready(struct g *gp)
 
 void sched_gosched(void)
 {
-    if (__atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST))
-        exitsyscall();
-    struct m *mp = getm();
+    struct m *mp = switch_enter();
     struct g *gp = getg();
     mp->p->ngosched++;
     mp->rel = (struct release){REL_GOSCHED, gp, NULL, NULL};
@@ -520,9 +539,7 @@ void sched_gosched(void)
 
 void sched_goyield(void)
 {
-    if (__atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST))
-        exitsyscall();
-    struct m *mp = getm();
+    struct m *mp = switch_enter();
     struct g *gp = getg();
     mp->p->ngosched++;
     mp->rel = (struct release){REL_YIELD, gp, NULL, NULL};

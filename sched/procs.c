@@ -39,7 +39,10 @@ void acquirep(struct p *pp)
     struct m *mp = getm();
     if (mp->p != NULL)
         goshim_throw("acquirep: already in go");
-    if (pp->m != NULL || pp->status != Pidle)
+    /* Atomic loads: a G back from a system call may CAS the status of the
+     * P it left (exitsyscall) while this M takes it. */
+    if (__atomic_load_n(&pp->m, __ATOMIC_ACQUIRE) != NULL ||
+        __atomic_load_n(&pp->status, __ATOMIC_ACQUIRE) != Pidle)
         goshim_throw("acquirep: invalid p state");
     mp->p = pp;
     __atomic_store_n(&pp->m, mp, __ATOMIC_RELEASE); /* sysmon reads it */

@@ -133,7 +133,12 @@ struct m {
      * scheduler locks or touch this P's queues, because the code it
      * interrupted may hold or be changing them (gfutex_wake_async defers
      * then). locks counts acquirem() by G code; ong0 is set from the moment
-     * a G starts switching to g0 until g0 resumes a G. Owner only.
+     * a G starts switching to g0 until g0 resumes a G. The owner writes
+     * both atomically and keeps one of them set (locks > 0 or ong0) all
+     * the time it works on the fields below, so that sysmon, once it has
+     * marked mp->pless TAKING and read both as zero, may change them
+     * (syscall.c, sched_handoff_asleep): execute hands the G locks == 1,
+     * and the G drops it when it is back in its own code.
      */
     int32_t locks;
     uint32_t ong0;
@@ -144,6 +149,7 @@ struct m {
     uint32_t preempt_req;
     uint32_t preempt_pending;
     uint32_t handoff_req; /* like preempt_req: give up the P where the G stands */
+    uint32_t preempt_refusals; /* requests refused as unsafe; atomic, sysmon reads */
     uint32_t pless;       /* its G runs on without the P it gave up that way (syscall.c) */
     clockid_t cpuclock;   /* its thread's CPU-time clock (sysmon tells running from blocked) */
     uint64_t nsyscall;    /* blocking system calls; owner writes */

@@ -159,7 +159,8 @@ bool entersyscallblock(void); /* the same, handing the P off at once */
 void exitsyscall(void);
 void handoffp(struct p *pp);
 /* The handoff of a P from a G that stays away from the runtime (syscall.c):
- * done on its own M by the preemption handler; undone at the shim's gate. */
+ * done on its own M by the preemption handler, which holds one mp->locks
+ * while it runs; undone at the shim's gate. */
 bool sched_handoff_self(struct m *mp);
 bool sched_handoff_asleep(struct m *mp, bool (*still_asleep)(struct m *));
 void sched_pless_reacquire(void);

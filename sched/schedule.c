@@ -262,6 +262,15 @@ top:;
 }
 
 /* Run gp on the current M. Never returns. */
+/* Last step on g0 before gp runs: gp resumes inside the runtime (after
+ * its switch_out_to, or in gostart), so it gets locks == 1 before the M
+ * stops counting as on g0 (runtime.h); it drops it there. */
+static inline void m_leave_g0(struct m *mp)
+{
+    __atomic_store_n(&mp->locks, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&mp->ong0, 0, __ATOMIC_SEQ_CST);
+}
+
 GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp, bool inherit)
 {
     struct p *pp = mp->p;
@@ -289,7 +298,7 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
     gp->flags |= G_STARTED;
     release_commit(mp);
     san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
-    mp->ong0 = 0;
+    m_leave_g0(mp);
     ctx_gogo(&gp->sched);
 }
 
@@ -309,7 +318,7 @@ GOSHIM_NO_TSAN void schedule(void)
         if (!sched.tls_full)
             tls_g = gp;
         san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
-        mp->ong0 = 0;
+        m_leave_g0(mp);
         ctx_gogo(&gp->sched);
     }
     execute(mp, gp, inherit);

@@ -57,7 +57,8 @@ static struct p *syscall_enter(struct m *mp)
     if (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST) == PLESS_YES)
         return NULL;
     struct g *gp = mp->curg;
-    if (mp->ong0 || mp->p == NULL || gp == NULL || readgstatus(gp) != Grunning)
+    if (__atomic_load_n(&mp->ong0, __ATOMIC_RELAXED) || mp->p == NULL || gp == NULL ||
+        readgstatus(gp) != Grunning)
         return NULL;
     mp->nsyscall++;
     if (!casgstatus(gp, Grunning, Gsyscall))
@@ -106,13 +107,20 @@ bool entersyscallblock(void)
  * the OS thread (gfutex_wait) and what it readies goes to the global queue.
  */
 /* The transition itself, once mp->pless is PLESS_TAKING; false (and
- * PLESS_NO again) if mp is inside the runtime or its G is not running. */
-static bool handoff(struct m *mp)
+ * PLESS_NO again) if mp is inside the runtime (more than own_locks held:
+ * the handler holds one) or its G is not running. Read in that order: with
+ * locks and ong0 seen clear after the mark, the M cannot be changing its
+ * P or G (runtime.h), and every way back in waits for the mark to go. */
+static bool handoff(struct m *mp, int32_t own_locks)
 {
+    if (__atomic_load_n(&mp->locks, __ATOMIC_SEQ_CST) != own_locks ||
+        __atomic_load_n(&mp->ong0, __ATOMIC_SEQ_CST)) {
+        __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
+        return false;
+    }
     struct p *pp = mp->p;
     struct g *gp = mp->curg;
-    if (!pp || !gp || mp->ong0 || __atomic_load_n(&mp->locks, __ATOMIC_SEQ_CST) ||
-        !casgstatus(gp, Grunning, Gsyscall)) {
+    if (!pp || !gp || !casgstatus(gp, Grunning, Gsyscall)) {
         __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
         return false;
     }
@@ -130,7 +138,7 @@ bool sched_handoff_self(struct m *mp)
     uint32_t no = PLESS_NO;
     return __atomic_compare_exchange_n(&mp->pless, &no, PLESS_TAKING, false, __ATOMIC_SEQ_CST,
                                        __ATOMIC_SEQ_CST) &&
-           handoff(mp);
+           handoff(mp, 1);
 }
 
 /*
@@ -152,7 +160,7 @@ bool sched_handoff_asleep(struct m *mp, bool (*still_asleep)(struct m *))
         __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
         return false;
     }
-    return handoff(mp);
+    return handoff(mp, 0);
 }
 
 /* Take back the old P, or any idle one, without switching; false if none. */
@@ -243,6 +251,5 @@ void exitsyscall(void)
         return;
     }
     mp->oldp = NULL;
-    __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
-    switch_out_to(mp, gp, exitsyscall0);
+    switch_out_to(mp, gp, exitsyscall0); /* drops the lock */
 }

@@ -58,8 +58,21 @@ struct ptick {
     int64_t armed; /* when it was first seen past its slice (0: not yet) */
     int64_t cpu0;  /* its M's CPU time then */
     int blocked;   /* rounds past the slice its M spent blocked in the kernel */
-    int asked;     /* preemption requests since its G started */
+    int refused;   /* rounds in which its G refused a preemption (unsafe point) */
+    struct m *refm;         /* the M whose refusals ... */
+    uint32_t refusals_seen; /* ... were last counted, and how many there were */
 };
+
+/* Whether mp's G refused a preemption since the last look (a request that
+ * has not been answered yet, e.g. on a busy machine, is no refusal). */
+static bool refused_again(struct m *mp, struct ptick *pt)
+{
+    uint32_t r = __atomic_load_n(&mp->preempt_refusals, __ATOMIC_RELAXED);
+    bool again = pt->refm == mp && r != pt->refusals_seen;
+    pt->refm = mp;
+    pt->refusals_seen = r;
+    return again;
+}
 
 /* Whether mp's thread sleeps in the kernel (state S or D in /proc), as
  * opposed to running or waiting for a CPU: its CPU clock alone cannot tell
@@ -105,8 +118,10 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
         return;
     int64_t cpu = m_cputime(mp);
     if (cpu < 0) {
-        if (full)
-            preempt_request(pp, ++pt->asked > 3 && preempt_handoff_on());
+        if (full) {
+            pt->refused += refused_again(mp, pt);
+            preempt_request(pp, pt->refused > 2 && preempt_handoff_on());
+        }
         return;
     }
     if (pt->armed == 0 || !full) {
@@ -119,16 +134,16 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
     bool running = 2 * (cpu - pt->cpu0) >= now - pt->armed || !m_sleeping(mp);
     pt->blocked = running ? 0 : pt->blocked + 1;
     if (running)
-        pt->asked++;
+        pt->refused += refused_again(mp, pt);
     /* Stuck: blocked in the kernel outside goshim for two rounds past the
-     * slice, or asked to yield three times and refused (it stays in libc):
+     * slice, or refused a preemption in more than two rounds (it stays in libc):
      * the P goes to another M, the G keeps its OS thread. */
     if (pt->blocked >= 2 && preempt_handoff_on()) {
         /* Asleep in the kernel outside goshim: hand the P off from here,
          * without a signal that would interrupt the call. */
         if (sched_handoff_asleep(mp, m_sleeping))
             preempt_count_handoff();
-    } else if (pt->asked > 3 && running && preempt_handoff_on()) {
+    } else if (pt->refused > 2 && running && preempt_handoff_on()) {
         preempt_request(pp, true); /* refused again and again: hand off where it stands */
     } else if (running) {
         preempt_request(pp, false);
@@ -157,7 +172,8 @@ static int retake(int64_t now)
                 pt->schedwhen = now;
                 pt->armed = 0;
                 pt->blocked = 0;
-                pt->asked = 0;
+                pt->refused = 0;
+                pt->refm = NULL;
             } else if (now - pt->schedwhen >= slice / 2) {
                 over_slice(pp, pt, now, now - pt->schedwhen >= slice);
             }

@@ -541,8 +541,9 @@ Test(gfutex, timer_del_before_firing_prevents_the_call, .timeout = 30)
 {
     start(2);
     int64_t now = nanotime();
-    struct timer t1 = {.when = now + 30 * MS, .f = set_flag, .arg = &flag1};
-    struct timer t2 = {.when = now + 60 * MS, .f = set_flag, .arg = &flag2};
+    /* Far enough ahead that a slow sanitizer run on a busy machine deletes t1 in time. */
+    struct timer t1 = {.when = now + 1000 * MS, .f = set_flag, .arg = &flag1};
+    struct timer t2 = {.when = now + 1030 * MS, .f = set_flag, .arg = &flag2};
     timer_add(&t1);
     timer_add(&t2);
     cr_assert(timer_del(&t1));

@@ -1,0 +1,41 @@
+# The goshim launcher (tools/goshim.c) and its man page (tools/goshim.1).
+# Included by the Makefile before its rules: LIBGOSHIM, BUILD, VERSION, msg and Q are
+# set, STAMP is not yet, hence $(BUILD)/.flags spelt out (prerequisites expand at once).
+#
+#   build/goshim      the launcher: goshim run | compare | trace-plot (see goshim(1))
+#   build/goshim.1    the man page, with the version filled in
+#   make install-tools    bin/goshim, lib/libgoshim.so (where the launcher looks: ../lib
+#                         from its own directory) and share/man/man1/goshim.1 under
+#                         $(DESTDIR)$(PREFIX); make uninstall-tools removes them.
+
+GOSHIM_BIN := $(BUILD)/goshim
+GOSHIM_MAN := $(BUILD)/goshim.1
+TOOLS      += $(GOSHIM_BIN) $(GOSHIM_MAN)
+
+$(BUILD)/tools/%.o: tools/%.c $(BUILD)/.flags
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(BASE) $(WARN) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
+
+$(GOSHIM_BIN): $(BUILD)/tools/goshim.o
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $<
+
+$(GOSHIM_MAN): tools/goshim.1 $(BUILD)/.flags
+	$(call msg,GEN,$@)
+	@mkdir -p $(@D)
+	$(Q)sed 's/@VERSION@/$(VERSION)/g' $< > $@.tmp && mv $@.tmp $@
+
+.PHONY: install-tools uninstall-tools
+
+install-tools: $(GOSHIM_BIN) $(GOSHIM_MAN) $(LIBGOSHIM)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0755 $(GOSHIM_BIN) $(DESTDIR)$(PREFIX)/bin/goshim
+	install -m 0755 $(LIBGOSHIM) $(DESTDIR)$(PREFIX)/lib/libgoshim.so
+	install -m 0644 $(GOSHIM_MAN) $(DESTDIR)$(PREFIX)/share/man/man1/goshim.1
+
+uninstall-tools:
+	rm -f $(DESTDIR)$(PREFIX)/bin/goshim $(DESTDIR)$(PREFIX)/lib/libgoshim.so \
+	    $(DESTDIR)$(PREFIX)/share/man/man1/goshim.1
+
+-include $(wildcard $(BUILD)/tools/*.d)
