@@ -148,11 +148,11 @@ struct m {
      * the trampoline has not consumed yet. */
     uint32_t preempt_req;
     uint32_t preempt_pending;
-    uint32_t handoff_req; /* like preempt_req: give up the P where the G stands */
+    uint32_t handoff_req;      /* like preempt_req: give up the P where the G stands */
     uint32_t preempt_refusals; /* requests refused as unsafe; atomic, sysmon reads */
-    uint32_t pless;       /* its G runs on without the P it gave up that way (syscall.c) */
-    clockid_t cpuclock;   /* its thread's CPU-time clock (sysmon tells running from blocked) */
-    uint64_t nsyscall;    /* blocking system calls; owner writes */
+    uint32_t pless;            /* its G runs on without the P it gave up that way (syscall.c) */
+    clockid_t cpuclock;        /* its thread's CPU-time clock (sysmon tells running from blocked) */
+    uint64_t nsyscall;         /* blocking system calls; owner writes */
 };
 
 struct p {

@@ -55,10 +55,10 @@ struct ptick {
     int64_t syscallwhen;
     uint32_t schedtick;
     int64_t schedwhen;
-    int64_t armed; /* when it was first seen past its slice (0: not yet) */
-    int64_t cpu0;  /* its M's CPU time then */
-    int blocked;   /* rounds past the slice its M spent blocked in the kernel */
-    int refused;   /* rounds in which its G refused a preemption (unsafe point) */
+    int64_t armed;          /* when it was first seen past its slice (0: not yet) */
+    int64_t cpu0;           /* its M's CPU time then */
+    int blocked;            /* rounds past the slice its M spent blocked in the kernel */
+    int refused;            /* rounds in which its G refused a preemption (unsafe point) */
     struct m *refm;         /* the M whose refusals ... */
     uint32_t refusals_seen; /* ... were last counted, and how many there were */
 };
