@@ -293,12 +293,12 @@ Test(preload_preempt, stuck_natively, .timeout = 60)
 }
 
 /* Refused again and again (qsort's frames are on its stack): its P is
- * handed to another M, where the counter runs, while it sorts on. */
+ * handed to another M, where the counter runs, while it sorts on. The
+ * hand-off is on by default. */
 Test(preload_preempt, stuck_in_libc_hands_off_its_p, .timeout = 90)
 {
-    struct pp_stats s =
-        pp_preloaded("prog_preempt_stuck", "qsort", "GOSHIM_PROCS=1 GOSHIM_PREEMPT_HANDOFF=1",
-                     "qsort: counter advanced while sorting\n");
+    struct pp_stats s = pp_preloaded("prog_preempt_stuck", "qsort", "GOSHIM_PROCS=1",
+                                     "qsort: counter advanced while sorting\n");
     cr_assert_geq(s.handoffs, 1, "no hand-off (requests %ld, refused %ld)", s.requests, s.refused);
 }
 
@@ -318,7 +318,6 @@ Test(preload_preempt, stuck_in_libc_without_handoff, .timeout = 90)
 Test(preload_preempt, stuck_in_raw_syscall_instruction_one_p, .timeout = 60)
 {
     struct pp_stats s =
-        pp_preloaded("prog_preempt_stuck", "asm", "GOSHIM_PROCS=1 GOSHIM_PREEMPT_HANDOFF=1",
-                     "asm futex: woken\n");
+        pp_preloaded("prog_preempt_stuck", "asm", "GOSHIM_PROCS=1", "asm futex: woken\n");
     cr_assert_geq(s.done + s.handoffs, 1, "neither a preemption nor a hand-off");
 }
