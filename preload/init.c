@@ -60,8 +60,6 @@ __attribute__((constructor)) static void goshim_init(void)
     if (err == 0)
         err = shim_thread_init();
     if (err == 0)
-        err = shim_net_init();
-    if (err == 0)
         err = sched_adopt_main();
     if (err != 0) {
         rt_print(2, "goshim: the runtime did not start (error %d): the program runs natively\n",

@@ -45,6 +45,8 @@
 
 #include "gfutex.h"
 #include "sched.h"
+#include <string.h>
+
 #include "throw.h"
 #include "timer.h"
 
@@ -485,4 +487,16 @@ void gfutex_interrupt(struct g *gp)
         break;
     }
     releasem(mp);
+}
+
+/* Fork child: the waiters were other threads' (gone); the waker thread too. */
+void gfutex_fork_child(void)
+{
+    memset(table, 0, sizeof table);
+    memset(defer_slot, 0, sizeof defer_slot);
+    defer_full = 0;
+    defer_seq = 0;
+    if (gfutex_init() != 0)
+        rt_print(2, "goshim: forked child: cannot start the waker thread: sem_post in signal "
+                    "handlers may deadlock\n");
 }

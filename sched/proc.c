@@ -234,12 +234,12 @@ struct g *malg(void)
  * declares __errno_location const, so inline code may keep errno's address
  * from before a switch, when the G ran on another M with another errno.
  */
-__attribute__((noinline, noipa)) static int errno_get(void)
+__attribute__((noinline, noipa)) int errno_get(void)
 {
     return errno;
 }
 
-__attribute__((noinline, noipa)) static void errno_set(int v)
+__attribute__((noinline, noipa)) void errno_set(int v)
 {
     errno = v;
 }

@@ -121,6 +121,7 @@ struct m {
     void *g0_fiber;      /* TSan fiber of g0 (sanitizer builds) */
     void *g0tcb;         /* the OS thread's own TCB */
     void *curfs;         /* TCB installed as FS base now (full mode) */
+    void *real_tcb;      /* glibc's descriptor of its OS thread (M0: the main G's) */
     struct release rel;  /* pending release, see above */
     uint64_t fastrand;   /* per-M random state */
     pthread_t thread;

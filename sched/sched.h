@@ -167,6 +167,18 @@ void sched_pless_reacquire(void);
 
 /* sysmon.c */
 int sysmon_start(int trace_ms, bool detailed);
+/* Fork child resets of each part of the runtime (fork.c calls them). */
+void sysmon_fork_child(void);
+void timers_fork_child(void);
+void gfutex_fork_child(void);
+/* fork.c: pthread_atfork handlers; registered by sched_init. */
+void sched_fork_prepare(void);
+void sched_fork_parent(void);
+void sched_fork_child(void);
+/* errno of whatever TCB is the FS base now, through a call the compiler
+ * cannot fold across an FS switch (__errno_location is "const"). */
+int errno_get(void);
+void errno_set(int v);
 int sysmon_threads(void);
 uint64_t sysmon_retakes(void);
 void sched_steal_order_init(uint32_t n);

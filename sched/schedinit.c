@@ -51,6 +51,11 @@ int sched_init(const struct sched_config *c)
         rt_print(2, "goshim: cannot create the netpoller's epoll instance (error %d)\n", nerr);
         return nerr;
     }
+    int ferr = pthread_atfork(sched_fork_prepare, sched_fork_parent, sched_fork_child);
+    if (ferr != 0) {
+        rt_print(2, "goshim: cannot register the fork handlers (error %d)\n", ferr);
+        return ferr;
+    }
     sched.starttime = nanotime();
     sched.started = true;
     preempt_init(c->preempt_ns, c->preempt_signal, c->preempt_signal_set, c->preempt_handoff);
@@ -93,6 +98,7 @@ int sched_adopt_main(void)
         mp->cpuclock = CLOCK_THREAD_CPUTIME_ID;
     mp->g0tcb = g0tcb;
     mp->curfs = self;
+    mp->real_tcb = self;
     mp->g0_sp = (uintptr_t)g0stack.hi & ~(uintptr_t)15;
     if (g0tcb != self)
         m_mark_own_tls(mp, g0tcb); /* errno mode: g0 shares main's TLS, no marker */

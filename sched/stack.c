@@ -765,3 +765,9 @@ int stack_test_guard_install(void)
 {
     return guard_install;
 }
+
+/* Fork child: another thread may have held the cache's lock at the fork. */
+void stack_fork_child(void)
+{
+    stk.lock.key = 0;
+}

@@ -123,4 +123,7 @@ void stack_test_set_max_map_count(unsigned long n);
 void stack_test_force_mprotect(int on);
 int stack_test_guard_install(void);
 
+/* Fork child: release the cache's lock, which another thread may have held at the fork. */
+void stack_fork_child(void);
+
 #endif

@@ -287,3 +287,14 @@ uint64_t sysmon_retakes(void)
 {
     return __atomic_load_n(&sm.nretake, __ATOMIC_RELAXED);
 }
+
+/* Fork child: sysmon was a thread of the parent; start a new one with the same settings. */
+void sysmon_fork_child(void)
+{
+    bool was = sm.running;
+    memset(pticks, 0, sizeof pticks);
+    sm.note.key = 0;
+    sm.running = false;
+    if (was)
+        sysmon_start((int)(sm.trace_ns / 1000000), sm.detailed);
+}

@@ -231,3 +231,16 @@ int64_t timers_run(int64_t now)
     }
     return timers_next();
 }
+
+/* Fork child: every timer belonged to a wait of a thread that is gone. */
+void timers_fork_child(void)
+{
+    for (int32_t i = 0; i < MAX_PROCS; i++) {
+        pheaps[i].lock.key = 0;
+        pheaps[i].len = 0;
+        pheaps[i].when0 = -1;
+    }
+    offp.lock.key = 0;
+    offp.len = 0;
+    offp.when0 = -1;
+}

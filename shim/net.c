@@ -1042,10 +1042,3 @@ GOSHIM_EXPORT int setsockopt(int fd, int level, int opt, const void *val, sockle
     }
     return r;
 }
-
-/* ---- start-up ------------------------------------------------------------------------ */
-
-int shim_net_init(void)
-{
-    return pthread_atfork(NULL, netpoll_fork_parent, netpoll_fork_child);
-}

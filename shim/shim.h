@@ -31,7 +31,4 @@ static inline bool goshim_active(void)
     return true;
 }
 
-/* shim/net.c: fork handlers of the netpoller. 0 or an errno value. */
-int shim_net_init(void);
-
 #endif

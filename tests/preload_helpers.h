@@ -77,4 +77,63 @@ static inline void same_as_native_in_order(const char *prog, const char *env, lo
     compare_with_native(prog, env, min_gs, 0);
 }
 
+#define PP_MAX_ARGS 4
+
+/* argv for prog: its path, then the space-separated words of args (NULL: none). */
+struct pp_argv {
+    char path[4096];
+    char words[256];
+    char *argv[PP_MAX_ARGS + 2];
+};
+
+static inline char *const *pp_argv(struct pp_argv *a, const char *prog, const char *args)
+{
+    int n = 0;
+    char *save = NULL;
+
+    a->argv[n++] = (char *)test_prog_path(prog, a->path, sizeof a->path);
+    snprintf(a->words, sizeof a->words, "%s", args ? args : "");
+    for (char *w = strtok_r(a->words, " ", &save); w && n <= PP_MAX_ARGS;
+         w = strtok_r(NULL, " ", &save))
+        a->argv[n++] = w;
+    a->argv[n] = NULL;
+    return a->argv;
+}
+
+/* Run prog args natively: it must exit 0 and print exactly want. */
+static inline void expect_native_prints(const char *prog, const char *args, const char *want)
+{
+    static char out[1 << 16];
+    struct pp_argv a;
+    int st = run_native(prog, pp_argv(&a, prog, args), NULL, out, sizeof out);
+
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s %s natively: status %d\n%s", prog,
+              args ? args : "", st, out);
+    cr_assert_str_eq(out, want, "%s %s natively", prog, args ? args : "");
+}
+
+/*
+ * Run prog args under goshim with GOSHIM_STATS=1 plus env (or NULL): it
+ * must exit 0, print exactly want once the stats lines are removed, and
+ * have run at least min_gs Gs.
+ */
+static inline void expect_preloaded_prints(const char *prog, const char *args, const char *env,
+                                           const char *want, long min_gs)
+{
+    static char out[1 << 16];
+    struct pp_argv a;
+    char penv[256];
+
+    snprintf(penv, sizeof penv, "GOSHIM_STATS=1 %s", env ? env : "");
+    int st = run_preloaded(prog, pp_argv(&a, prog, args), penv, out, sizeof out);
+    cr_assert(WIFEXITED(st), "%s %s under goshim (%s) died: status %d\n%s", prog, args ? args : "",
+              penv, st, out);
+    cr_assert_eq(WEXITSTATUS(st), 0, "%s %s fails under goshim (%s):\n%s", prog, args ? args : "",
+                 penv, out);
+    long gs = strip_stats(out);
+    cr_assert_str_eq(out, want, "%s %s under goshim (%s)", prog, args ? args : "", penv);
+    cr_assert_geq(gs, min_gs, "%s %s: only %ld Gs ran under goshim (stats line missing?)", prog,
+                  args ? args : "", gs);
+}
+
 #endif

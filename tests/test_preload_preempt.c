@@ -19,29 +19,7 @@
 
 #include "tests/preload_helpers.h"
 
-#define PP_MAX_ARGS 4
-#define PP_OUT      (1 << 16)
-
-/* argv for prog: its path, then the space-separated words of args (NULL: none). */
-struct pp_argv {
-    char path[4096];
-    char words[256];
-    char *argv[PP_MAX_ARGS + 2];
-};
-
-static char *const *pp_argv(struct pp_argv *a, const char *prog, const char *args)
-{
-    int n = 0;
-    char *save = NULL;
-
-    a->argv[n++] = (char *)test_prog_path(prog, a->path, sizeof a->path);
-    snprintf(a->words, sizeof a->words, "%s", args ? args : "");
-    for (char *w = strtok_r(a->words, " ", &save); w && n <= PP_MAX_ARGS;
-         w = strtok_r(NULL, " ", &save))
-        a->argv[n++] = w;
-    a->argv[n] = NULL;
-    return a->argv;
-}
+#define PP_OUT (1 << 16)
 
 /*
  * The value of "name=" on the first "goshim stats:" line of out that has
@@ -108,13 +86,7 @@ static struct pp_stats pp_preloaded(const char *prog, const char *args, const ch
 /* Run prog args natively: it must exit 0 and print exactly want. */
 static void pp_native(const char *prog, const char *args, const char *want)
 {
-    static char out[PP_OUT];
-    struct pp_argv a;
-    int st = run_native(prog, pp_argv(&a, prog, args), NULL, out, sizeof out);
-
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s %s natively: status %d\n%s", prog,
-              args ? args : "", st, out);
-    cr_assert_str_eq(out, want, "%s %s natively", prog, args ? args : "");
+    expect_native_prints(prog, args, want);
 }
 
 /* ---- a thread that never makes a call gives way --------------------------------- */

@@ -1,0 +1,155 @@
+/*
+ * fork() from a G: the child keeps only the calling G, on a runtime
+ * restarted around it before any of the program's code runs there.
+ *
+ * Done in pthread_atfork handlers, registered at start-up, so that every
+ * fork glibc makes is covered: the program's fork(), daemon(), and any
+ * other caller inside libc. glibc runs prepare handlers in reverse order
+ * of registration (ours, registered first, runs last, right before the
+ * clone) and child/parent handlers in order (ours first): the program's
+ * own handlers run on the G as usual.
+ *
+ * Between our prepare and child/parent handlers, glibc does the fork with
+ * the FS base set to the M's own glibc thread descriptor (real_tcb), not
+ * the G's: in the child glibc keeps the descriptor it runs on as its only
+ * thread (reclaim_stacks) and puts every other thread's stack in its cache
+ * for reuse. Forking on the G's TCB would make glibc hand the M's stack -
+ * still this M's scheduler stack in the child - to the next
+ * pthread_create, and keep a goshim TCB on its thread list. malloc's
+ * per-thread state moves with the FS base (tls_malloc_move), and errno
+ * set by a failed fork is carried back to the G.
+ *
+ * The M holds a lock (acquirem) from prepare to child/parent, so the G is
+ * neither preempted nor handed off in between.
+ *
+ * The child's reset: the calling M is the only M, with its P (or P0 if it
+ * had none); every other G is dead (its thread does not exist in the
+ * child, as with native threads); run queues, timers, futex waiters,
+ * netpoller, the waker and sysmon threads start afresh; runtime locks the
+ * parent's other threads held are released.
+ */
+#include "sched.h"
+#include "netpoll.h"
+#include "preempt.h"
+#include "throw.h"
+#include "tls.h"
+
+#include <sys/syscall.h>
+
+/* Set in the TCB glibc forks on, from prepare to child/parent: NULL on a
+ * thread goshim does not run (its fork needs nothing from us). */
+static __thread struct m *fork_m __attribute__((tls_model("initial-exec")));
+
+void sched_fork_prepare(void)
+{
+    if (!sched.started || sched_self() == NULL)
+        return;
+    struct m *mp = acquirem(); /* released by the parent or child handler */
+    void *real = mp->real_tcb;
+    if (sched.tls_full && mp->curfs != real) {
+        tls_malloc_move(mp->curfs, real);
+        ctx_setfs(real);
+    }
+    fork_m = mp; /* in real's TLS */
+}
+
+/* Back to the G's TCB (mp->curfs, unchanged since prepare); errno with it. */
+static struct m *fork_resume(void)
+{
+    struct m *mp = fork_m;
+    if (mp == NULL)
+        return NULL;
+    fork_m = NULL;
+    if (sched.tls_full && mp->curfs != mp->real_tcb) {
+        int e = errno_get();
+        tls_malloc_move(mp->real_tcb, mp->curfs);
+        ctx_setfs(mp->curfs);
+        errno_set(e);
+    }
+    return mp;
+}
+
+void sched_fork_parent(void)
+{
+    struct m *mp = fork_resume();
+    if (sched.started)
+        netpoll_fork_parent();
+    if (mp)
+        releasem(mp);
+}
+
+/* Child: make mp, its G and one P the whole runtime. */
+static void reset_sched(struct m *mp)
+{
+    struct g *self = mp->curg;
+    mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
+    if (pthread_getcpuclockid(pthread_self(), &mp->cpuclock) != 0)
+        mp->cpuclock = CLOCK_THREAD_CPUTIME_ID;
+    mp->thread = pthread_self();
+    mp->preempt_req = mp->handoff_req = mp->preempt_pending = 0;
+    mp->spinning = false;
+    mp->nextp = NULL;
+    mp->schedlink = NULL;
+
+    sched.lock.key = 0;
+    sched.gflock.key = 0;
+    sched.allglock.key = 0;
+    sched.allm = mp;
+    mp->alllink = NULL;
+    sched.midle = NULL;
+    sched.nmidle = 0;
+    sched.mcount = 1;
+    sched.nmspinning = 0;
+    sched.runq.head = sched.runq.tail = NULL;
+    sched.runqsize = 0;
+
+    /* Its P: the one it runs on, the one it left in a system call or a
+     * hand-off, or P0. */
+    struct p *mine = mp->p ? mp->p : mp->oldp ? mp->oldp : sched.allp[0];
+    sched.pidle = NULL;
+    sched.npidle = 0;
+    for (int32_t i = sched.gomaxprocs - 1; i >= 0; i--) {
+        struct p *pp = sched.allp[i];
+        pp->runqhead = pp->runqtail = 0;
+        pp->runnext = NULL;
+        pp->link = NULL;
+        if (pp == mine && mp->p == pp)
+            continue;
+        pp->status = Pidle;
+        pp->m = NULL;
+        if (pp != mine)
+            pidleput(pp);
+    }
+    if (mp->p == NULL) {
+        acquirep(mine);
+        mp->oldp = NULL;
+        mp->pless = 0;
+        casgstatus(self, Gsyscall, Grunning);
+    }
+
+    /* Every other thread is gone: its G is dead (not reused: its stack
+     * and TCB hold what the parent's thread left there). */
+    for (struct g *gp = sched.allg; gp; gp = gp->alllink)
+        if (gp != self && readgstatus(gp) != Gdead)
+            __atomic_store_n(&gp->atomicstatus, Gdead, __ATOMIC_RELEASE);
+}
+
+void sched_fork_child(void)
+{
+    struct m *mp = fork_resume();
+    if (mp == NULL) {
+        /* Forked by a thread goshim does not run: the child has no M and
+         * no G; all it needs is not to share the parent's epoll. */
+        if (sched.started)
+            netpoll_fork_child();
+        return;
+    }
+    reset_sched(mp);
+    stack_fork_child();
+    timers_fork_child();
+    gfutex_fork_child();
+    netpoll_fork_child();
+    preempt_after_fork();
+    sysmon_fork_child();
+    releasem(mp);
+}

@@ -1,0 +1,288 @@
+/*
+ * fork, exec and system from a threaded program.
+ *
+ *   prog_fork threads   fork from a thread (not main) while other threads wait on a
+ *                       condition variable and sleep; the child must have only the
+ *                       forking thread (the others never run there), make 200 threads
+ *                       of its own, join them, and exit through exit() with status 3
+ *   prog_fork exec      16 threads fork+exec (this program, "exec-child N") at once;
+ *                       every child prints its number through a pipe, every exit is 0
+ *   prog_fork system    system() in one thread while another advances a counter
+ *   prog_fork atfork    pthread_atfork handlers run in POSIX order (prepare in reverse
+ *                       order of registration, parent and child in order) on the forking
+ *                       thread: its __thread value is what they see
+ *
+ * Output is fixed for each mode (see the printf calls); exit 0.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "prog_check.h"
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int release_waiters;
+static int ran_in_child; /* set by a parent thread if it ever runs in the child */
+static pid_t parent_pid;
+
+static void *waiter(void *arg)
+{
+    (void)arg;
+    EXPECT(pthread_mutex_lock(&mu), 0);
+    while (!release_waiters)
+        EXPECT(pthread_cond_wait(&cv, &mu), 0);
+    EXPECT(pthread_mutex_unlock(&mu), 0);
+    if (getpid() != parent_pid)
+        ran_in_child = 1;
+    return NULL;
+}
+
+static void *sleeper(void *arg)
+{
+    (void)arg;
+    usleep(20000);
+    if (getpid() != parent_pid) {
+        /* Its timer must not survive into the child: say so loudly. */
+        fprintf(stderr, "a parent's sleeping thread woke in the child\n");
+        _exit(9);
+    }
+    return NULL;
+}
+
+static void *child_worker(void *arg)
+{
+    return (void *)((long)arg * 2);
+}
+
+static int child_main(void)
+{
+    enum { N = 200 };
+    static pthread_t t[N];
+    long sum = 0;
+    for (long i = 0; i < N; i++)
+        EXPECT(pthread_create(&t[i], NULL, child_worker, (void *)i), 0);
+    for (int i = 0; i < N; i++) {
+        void *r;
+        EXPECT(pthread_join(t[i], &r), 0);
+        sum += (long)r;
+    }
+    usleep(50000); /* the parent's sleeper would have woken by now */
+    if (ran_in_child) {
+        fprintf(stderr, "a parent's waiting thread ran in the child\n");
+        return 8;
+    }
+    return sum == (long)N * (N - 1) ? 3 : 7;
+}
+
+static void *forker(void *arg)
+{
+    (void)arg;
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0)
+        exit(child_main());
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    if (WIFEXITED(st))
+        printf("child exit status %d\n", WEXITSTATUS(st));
+    else
+        printf("child died of signal %d\n", WTERMSIG(st));
+    return NULL;
+}
+
+static int mode_threads(void)
+{
+    pthread_t w[4], s, f;
+    for (int i = 0; i < 4; i++)
+        EXPECT(pthread_create(&w[i], NULL, waiter, NULL), 0);
+    EXPECT(pthread_create(&s, NULL, sleeper, NULL), 0);
+    EXPECT(pthread_create(&f, NULL, forker, NULL), 0);
+    EXPECT(pthread_join(f, NULL), 0);
+    EXPECT(pthread_mutex_lock(&mu), 0);
+    release_waiters = 1;
+    EXPECT(pthread_cond_broadcast(&cv), 0);
+    EXPECT(pthread_mutex_unlock(&mu), 0);
+    for (int i = 0; i < 4; i++)
+        EXPECT(pthread_join(w[i], NULL), 0);
+    EXPECT(pthread_join(s, NULL), 0);
+    printf("parent threads ok\n");
+    return 0;
+}
+
+/* ---- exec ---------------------------------------------------------------------------- */
+
+static const char *self_path;
+static int exec_pipe[2];
+
+static void *execer(void *arg)
+{
+    long n = (long)arg;
+    char num[16];
+    snprintf(num, sizeof num, "%ld", n);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        CHECK(dup2(exec_pipe[1], 1) == 1);
+        execl(self_path, self_path, "exec-child", num, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    return (void *)(long)(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+}
+
+static int mode_exec(void)
+{
+    enum { N = 16 };
+    pthread_t t[N];
+    CHECK(pipe(exec_pipe) == 0);
+    for (long i = 0; i < N; i++)
+        EXPECT(pthread_create(&t[i], NULL, execer, (void *)i), 0);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        void *r;
+        EXPECT(pthread_join(t[i], &r), 0);
+        bad += r != NULL;
+    }
+    close(exec_pipe[1]);
+    int seen[N] = {0}, lines = 0, v;
+    FILE *in = fdopen(exec_pipe[0], "r");
+    CHECK(in != NULL);
+    while (fscanf(in, "exec-child %d\n", &v) == 1 && v >= 0 && v < N) {
+        seen[v]++;
+        lines++;
+    }
+    fclose(in);
+    int all = lines == N;
+    for (int i = 0; i < N; i++)
+        all &= seen[i] == 1;
+    printf("exec: %d children failed, every child reported once: %s\n", bad, all ? "yes" : "no");
+    return 0;
+}
+
+/* ---- system ---------------------------------------------------------------------------- */
+
+static int stop_counter;
+static long counter;
+
+static void *count(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&stop_counter, __ATOMIC_ACQUIRE)) {
+        __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+        sched_yield();
+    }
+    return NULL;
+}
+
+static int mode_system(void)
+{
+    pthread_t c;
+    EXPECT(pthread_create(&c, NULL, count, NULL), 0);
+    fflush(stdout);
+    int st = system("echo from system; exit 5");
+    __atomic_store_n(&stop_counter, 1, __ATOMIC_RELEASE);
+    EXPECT(pthread_join(c, NULL), 0);
+    printf("system status %d, counter advanced: %s\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+           counter > 0 ? "yes" : "no");
+    return 0;
+}
+
+/* ---- atfork ------------------------------------------------------------------------------ */
+
+static __thread int who; /* the forking thread sets 42 */
+static char order[64];
+
+static void note(char c)
+{
+    size_t n = strlen(order);
+    if (n + 2 < sizeof order) {
+        order[n] = who == 42 ? c : '?';
+        order[n + 1] = 0;
+    }
+}
+static void prep1(void)
+{
+    note('A');
+}
+static void prep2(void)
+{
+    note('B');
+}
+static void par1(void)
+{
+    note('c');
+}
+static void par2(void)
+{
+    note('d');
+}
+static void chi1(void)
+{
+    note('e');
+}
+static void chi2(void)
+{
+    note('f');
+}
+
+static void *atfork_forker(void *arg)
+{
+    (void)arg;
+    who = 42;
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        printf("child saw %s\n", order);
+        fflush(stdout);
+        _exit(0);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    printf("parent saw %s\n", order);
+    return NULL;
+}
+
+static int mode_atfork(void)
+{
+    EXPECT(pthread_atfork(prep1, par1, chi1), 0);
+    EXPECT(pthread_atfork(prep2, par2, chi2), 0);
+    pthread_t t;
+    EXPECT(pthread_create(&t, NULL, atfork_forker, NULL), 0);
+    EXPECT(pthread_join(t, NULL), 0);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    parent_pid = getpid();
+    self_path = argv[0];
+    if (argc == 3 && !strcmp(argv[1], "exec-child")) {
+        printf("exec-child %s\n", argv[2]);
+        return 0;
+    }
+    if (argc != 2) {
+        fprintf(stderr, "usage: prog_fork threads|exec|system|atfork\n");
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!strcmp(argv[1], "threads"))
+        return mode_threads();
+    if (!strcmp(argv[1], "exec"))
+        return mode_exec();
+    if (!strcmp(argv[1], "system"))
+        return mode_system();
+    if (!strcmp(argv[1], "atfork"))
+        return mode_atfork();
+    fprintf(stderr, "prog_fork: unknown mode '%s'\n", argv[1]);
+    return 2;
+}

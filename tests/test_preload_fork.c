@@ -1,0 +1,48 @@
+/*
+ * Processes under LD_PRELOAD: fork from a threaded program (the child
+ * keeps only the forking thread, on a runtime restarted around it), many
+ * threads forking and exec'ing at once, system() beside running threads,
+ * pthread_atfork order. tests/progs/prog_fork prints the same natively and
+ * under goshim; a child that hangs because the runtime was not reset is
+ * caught by the test's timeout.
+ */
+#include <criterion/criterion.h>
+
+#include "tests/preload_helpers.h"
+
+#define THREADS_OUT "child exit status 3\nparent threads ok\n"
+#define EXEC_OUT    "exec: 0 children failed, every child reported once: yes\n"
+#define SYSTEM_OUT  "from system\nsystem status 5, counter advanced: yes\n"
+#define ATFORK_OUT  "child saw BAef\nparent saw BAcd\n"
+
+Test(preload_fork, natively, .timeout = 60)
+{
+    expect_native_prints("prog_fork", "threads", THREADS_OUT);
+    expect_native_prints("prog_fork", "exec", EXEC_OUT);
+    expect_native_prints("prog_fork", "system", SYSTEM_OUT);
+    expect_native_prints("prog_fork", "atfork", ATFORK_OUT);
+}
+
+/* The child makes 200 threads of its own; none of the parent's runs there. */
+Test(preload_fork, child_of_a_thread_runs_threads, .timeout = 60)
+{
+    expect_preloaded_prints("prog_fork", "threads", "GOSHIM_PROCS=1", THREADS_OUT, 7);
+    expect_preloaded_prints("prog_fork", "threads", "GOSHIM_PROCS=2", THREADS_OUT, 7);
+}
+
+Test(preload_fork, many_threads_fork_and_exec_at_once, .timeout = 60)
+{
+    expect_preloaded_prints("prog_fork", "exec", "GOSHIM_PROCS=1", EXEC_OUT, 17);
+    expect_preloaded_prints("prog_fork", "exec", NULL, EXEC_OUT, 17);
+}
+
+Test(preload_fork, system_beside_a_running_thread, .timeout = 60)
+{
+    expect_preloaded_prints("prog_fork", "system", "GOSHIM_PROCS=1", SYSTEM_OUT, 2);
+}
+
+/* Handlers in POSIX order, on the forking thread's TLS. */
+Test(preload_fork, atfork_handlers_in_order_on_the_forking_thread, .timeout = 60)
+{
+    expect_preloaded_prints("prog_fork", "atfork", NULL, ATFORK_OUT, 2);
+}
