@@ -729,11 +729,17 @@ GOSHIM_EXPORT int pthread_getname_np(pthread_t t, char *buf, size_t len)
 
 /* ---- start-up ------------------------------------------------------------------ */
 
+/* A fork child has one thread, the one that forked: its exit is the last. */
+static void thread_fork_child(void)
+{
+    nthreads = 1;
+}
+
 int shim_thread_init(void)
 {
     tls_thr_off = (size_t)((char *)&tls_thr - (char *)tls_self());
     sched_exit_hook = exit_hook;
-    return 0;
+    return pthread_atfork(NULL, NULL, thread_fork_child);
 }
 
 void shim_thread_adopted_main(void)

@@ -11,6 +11,7 @@
 #include "tests/preload_helpers.h"
 
 #define THREADS_OUT "child exit status 3\nparent threads ok\n"
+#define LASTEXIT_OUT "child exit status 0\nparent threads ok\n"
 #define EXEC_OUT    "exec: 0 children failed, every child reported once: yes\n"
 #define SYSTEM_OUT  "from system\nsystem status 5, counter advanced: yes\n"
 #define ATFORK_OUT  "child saw BAef\nparent saw BAcd\n"
@@ -18,6 +19,7 @@
 Test(preload_fork, natively, .timeout = 60)
 {
     expect_native_prints("prog_fork", "threads", THREADS_OUT);
+    expect_native_prints("prog_fork", "lastexit", LASTEXIT_OUT);
     expect_native_prints("prog_fork", "exec", EXEC_OUT);
     expect_native_prints("prog_fork", "system", SYSTEM_OUT);
     expect_native_prints("prog_fork", "atfork", ATFORK_OUT);
@@ -28,6 +30,12 @@ Test(preload_fork, child_of_a_thread_runs_threads, .timeout = 60)
 {
     expect_preloaded_prints("prog_fork", "threads", "GOSHIM_PROCS=1", THREADS_OUT, 7);
     expect_preloaded_prints("prog_fork", "threads", "GOSHIM_PROCS=2", THREADS_OUT, 7);
+}
+
+/* The child's only thread calls pthread_exit: that ends the child, status 0. */
+Test(preload_fork, child_ends_when_its_only_thread_exits, .timeout = 60)
+{
+    expect_preloaded_prints("prog_fork", "lastexit", "GOSHIM_PROCS=2", LASTEXIT_OUT, 7);
 }
 
 Test(preload_fork, many_threads_fork_and_exec_at_once, .timeout = 60)

@@ -5,6 +5,8 @@
  *                       condition variable and sleep; the child must have only the
  *                       forking thread (the others never run there), make 200 threads
  *                       of its own, join them, and exit through exit() with status 3
+ *   prog_fork lastexit  the same fork, but the child's only thread calls pthread_exit:
+ *                       the process ends with status 0, as when any last thread exits
  *   prog_fork exec      16 threads fork+exec (this program, "exec-child N") at once;
  *                       every child prints its number through a pipe, every exit is 0
  *   prog_fork system    system() in one thread while another advances a counter
@@ -81,12 +83,16 @@ static int child_main(void)
     return sum == (long)N * (N - 1) ? 3 : 7;
 }
 
+static int last_exit; /* lastexit mode */
+
 static void *forker(void *arg)
 {
     (void)arg;
     fflush(stdout);
     pid_t pid = fork();
     CHECK(pid >= 0);
+    if (pid == 0 && last_exit)
+        pthread_exit(NULL);
     if (pid == 0)
         exit(child_main());
     int st;
@@ -271,12 +277,16 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc != 2) {
-        fprintf(stderr, "usage: prog_fork threads|exec|system|atfork\n");
+        fprintf(stderr, "usage: prog_fork threads|lastexit|exec|system|atfork\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (!strcmp(argv[1], "threads"))
         return mode_threads();
+    if (!strcmp(argv[1], "lastexit")) {
+        last_exit = 1;
+        return mode_threads();
+    }
     if (!strcmp(argv[1], "exec"))
         return mode_exec();
     if (!strcmp(argv[1], "system"))
