@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "preload/detect.h"
 #include "preload/goshim.h"
 #include "sched/throw.h"
 #include "sched/tls.h"
@@ -44,6 +45,11 @@ __attribute__((constructor)) static void goshim_init(void)
     if (getpid() != (pid_t)syscall(SYS_gettid)) {
         rt_print(2, "goshim: loaded on a thread other than the main thread (dlopen?): "
                     "staying off, the program runs natively\n");
+        return;
+    }
+    char why[512];
+    if (goshim_unsupported(why, sizeof why)) {
+        rt_print(2, "goshim: %s: staying off, the program runs natively\n", why);
         return;
     }
     if (goshim_real_init() != 0) {

@@ -10,11 +10,11 @@
 
 #include "tests/preload_helpers.h"
 
-#define THREADS_OUT "child exit status 3\nparent threads ok\n"
+#define THREADS_OUT  "child exit status 3\nparent threads ok\n"
 #define LASTEXIT_OUT "child exit status 0\nparent threads ok\n"
-#define EXEC_OUT    "exec: 0 children failed, every child reported once: yes\n"
-#define SYSTEM_OUT  "from system\nsystem status 5, counter advanced: yes\n"
-#define ATFORK_OUT  "child saw BAef\nparent saw BAcd\n"
+#define EXEC_OUT     "exec: 0 children failed, every child reported once: yes\n"
+#define SYSTEM_OUT   "from system\nsystem status 5, counter advanced: yes\n"
+#define ATFORK_OUT   "child saw BAef\nparent saw BAcd\n"
 
 Test(preload_fork, natively, .timeout = 60)
 {
@@ -53,4 +53,40 @@ Test(preload_fork, system_beside_a_running_thread, .timeout = 60)
 Test(preload_fork, atfork_handlers_in_order_on_the_forking_thread, .timeout = 60)
 {
     expect_preloaded_prints("prog_fork", "atfork", NULL, ATFORK_OUT, 2);
+}
+
+/* ---- programs goshim leaves alone ------------------------------------------------------ */
+
+/* Under goshim: the one "staying off" line naming why, no stats (the runtime never ran), and
+ * otherwise exactly the native output. */
+static void stays_off(const char *prog, const char *why, const char *want)
+{
+    static char out[1 << 16];
+    char expect[512];
+    struct pp_argv a;
+
+    expect_native_prints(prog, NULL, want);
+    int st = run_preloaded(prog, pp_argv(&a, prog, NULL), "GOSHIM_STATS=1", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s under goshim: status %d\n%s", prog, st,
+              out);
+    cr_assert_eq(strip_stats(out), -1, "%s: goshim ran (stats printed) instead of staying off",
+                 prog);
+    snprintf(expect, sizeof expect,
+             "goshim: the program %s: staying off, the program runs natively\n%s", why, want);
+    sort_lines(out);
+    sort_lines(expect);
+    cr_assert_str_eq(out, expect, "%s under goshim", prog);
+}
+
+Test(preload_fork, a_program_with_a_go_runtime_runs_natively, .timeout = 30)
+{
+    stays_off("prog_go_like", "contains a Go runtime (cgo)", "go-like program ran: 42\n");
+}
+
+Test(preload_fork, a_program_making_threads_with_clone_runs_natively, .timeout = 30)
+{
+    stays_off("prog_clone_thread",
+              "makes its threads with clone(), not pthread_create (such threads cannot run beside "
+              "goshim)",
+              "clone thread ran: 42\n");
 }
