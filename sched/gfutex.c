@@ -425,14 +425,7 @@ static void *waker(void *arg)
 
 int gfutex_init(void)
 {
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    int err = sched_thread_create(&t, &attr, waker, NULL);
-    pthread_attr_destroy(&attr);
-    return err;
+    return sched_helper_thread(waker);
 }
 
 int gfutex_wake_async(uint32_t *addr, int n)

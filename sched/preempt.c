@@ -331,6 +331,8 @@ void goshim_preempt_point(void)
     }
     __atomic_add_fetch(&pr.ndone, 1, __ATOMIC_RELAXED);
     sched_goyield();
+    if (sched_resume_hook)
+        sched_resume_hook();
 }
 
 /* ---- sysmon's side ------------------------------------------------------------------ */

@@ -41,6 +41,7 @@
 
 struct schedt sched;
 void (*sched_exit_hook)(struct g *gp);
+void (*sched_resume_hook)(void);
 
 static void runnable_to(struct p *pp, struct g *gp);
 static int tls_bind_eager(struct g *gp);
@@ -73,6 +74,54 @@ int sched_gtid(struct g *gp)
 {
     struct m *mp = __atomic_load_n(&gp->m, __ATOMIC_ACQUIRE);
     return mp ? mp->tid : 0;
+}
+
+uint64_t thread_sigmask(void)
+{
+    uint64_t set = 0;
+    rt_syscall6(SYS_rt_sigprocmask, SIG_BLOCK, 0, (long)&set, sizeof set, 0, 0);
+    return set;
+}
+
+int sched_helper_thread(void *(*fn)(void *))
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    /* The new thread inherits the creator's mask: all blocked from its first instruction. */
+    uint64_t all = ~0ULL, old = 0;
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
+    int err = sched_thread_create(&t, &attr, fn, NULL);
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
+    pthread_attr_destroy(&attr);
+    return err;
+}
+
+void m_apply_sigmask(struct m *mp, uint64_t set)
+{
+    if (rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&set, 0, sizeof set, 0, 0) == 0)
+        mp->sigmask = set;
+}
+
+uint64_t sched_sigmask(void)
+{
+    return __atomic_load_n(&getg()->sigmask, __ATOMIC_RELAXED);
+}
+
+void sched_set_sigmask(uint64_t set)
+{
+    struct m *mp = acquirem(); /* stay on this M while its mask changes */
+    __atomic_store_n(&mp->curg->sigmask, set, __ATOMIC_RELAXED);
+    if (mp->sigmask != set)
+        m_apply_sigmask(mp, set);
+    releasem(mp);
+}
+
+uint64_t sched_gsigmask(struct g *gp)
+{
+    return __atomic_load_n(&gp->sigmask, __ATOMIC_RELAXED);
 }
 
 int sched_mtid(void)
@@ -336,6 +385,8 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
     /* As a new thread does, the G starts with its creator's FP control
      * (not with that of the scheduler context that binds its stack later). */
     gp->fpctl = ctx_fpctl();
+    /* ... and its signal mask (from another thread: that thread's). */
+    gp->sigmask = self ? __atomic_load_n(&self->sigmask, __ATOMIC_RELAXED) : thread_sigmask();
     /* The stack is bound when the G first runs (bind_stack): a burst of
      * spawns that outruns the Ps then costs a struct g each, not a stack
      * each, and short tasks reuse the stack of the one that just ended. */

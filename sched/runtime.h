@@ -75,6 +75,7 @@ struct g {
     void *arg;
     int waitreason;        /* enum waitreason, while Gwaiting */
     int errno_save;        /* errno while switched out (GOSHIM_TLS=errno) */
+    uint64_t sigmask;      /* blocked signals, bit sig-1; its M's mask while it runs; atomic */
     uint64_t nswitch;      /* times it was switched in; owner */
     struct g *alllink;     /* sched.allg list; sched.allglock */
     uint64_t fpctl;        /* MXCSR | x87 CW << 32 to start with (the creator's) */
@@ -154,6 +155,7 @@ struct m {
     uint32_t pless;            /* its G runs on without the P it gave up that way (syscall.c) */
     clockid_t cpuclock;        /* its thread's CPU-time clock (sysmon tells running from blocked) */
     uint64_t nsyscall;         /* blocking system calls; owner writes */
+    uint64_t sigmask;          /* the thread's blocked signals in the kernel; owner */
 };
 
 struct p {

@@ -80,6 +80,18 @@ uint32_t sched_gstatus(struct g *gp);
 int sched_gtid(struct g *gp);
 int sched_mtid(void);
 
+/* Signal masks (bit sig-1) are per G: the M installs its G's when it
+ * switches to it, with a system call only when the two differ. */
+uint64_t sched_sigmask(void);          /* the current G's */
+void sched_set_sigmask(uint64_t set);  /* the current G's, applied to its M now */
+uint64_t sched_gsigmask(struct g *gp); /* another G's, a snapshot */
+uint64_t thread_sigmask(void);         /* the calling OS thread's, from the kernel */
+/* Start one of goshim's own threads (sysmon, the waker): detached, a small
+ * stack, and every signal blocked, so that a signal for the process
+ * reaches one of the program's threads, as natively. 0 or an errno value. */
+int sched_helper_thread(void *(*fn)(void *));
+void m_apply_sigmask(struct m *mp, uint64_t set); /* on mp's own thread */
+
 /* Go's Gosched: the G goes to the global run queue and others run. */
 void sched_gosched(void);
 /* goyield: like Gosched, but to the tail of the local run queue. */
@@ -102,6 +114,9 @@ bool park_unlock(struct g *gp, void *lock);
  * the G had G_KEEP_TCB. It must not block.
  */
 extern void (*sched_exit_hook)(struct g *gp);
+/* Run by a G resumed after a preemption (no wrapper around it to do so):
+ * delivers the signals sent to it while it waited for a P. */
+extern void (*sched_resume_hook)(void);
 
 /*
  * acquirem marks the M of the calling G "inside the runtime" until

@@ -118,6 +118,7 @@ int sched_adopt_main(void)
         stack_user(stackaddr, stacksize, &gp->stack);
     gp->tcb = self;
     gp->flags = G_STARTED | G_MAIN;
+    gp->sigmask = mp->sigmask = thread_sigmask();
     gp->san_fiber = san_fiber_current();
     gp->goid = __atomic_add_fetch(&sched.goidgen, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);

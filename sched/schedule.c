@@ -296,6 +296,8 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
         tls_g = gp; /* errno mode: the M's own TLS */
     }
     gp->flags |= G_STARTED;
+    if (gp->sigmask != mp->sigmask)
+        m_apply_sigmask(mp, gp->sigmask);
     release_commit(mp);
     san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
     m_leave_g0(mp);
@@ -317,6 +319,8 @@ GOSHIM_NO_TSAN void schedule(void)
         __atomic_store_n(&mp->p->schedtick, mp->p->schedtick + 1, __ATOMIC_RELAXED);
         if (!sched.tls_full)
             tls_g = gp;
+        if (gp->sigmask != mp->sigmask)
+            m_apply_sigmask(mp, gp->sigmask);
         san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
         m_leave_g0(mp);
         ctx_gogo(&gp->sched);

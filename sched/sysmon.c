@@ -260,13 +260,7 @@ int sysmon_start(int trace_ms, bool detailed)
     sm.trace_ns = (int64_t)trace_ms * 1000000;
     sm.detailed = detailed;
     sm.lasttrace = nanotime();
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    int err = sched_thread_create(&t, &attr, sysmon, NULL);
-    pthread_attr_destroy(&attr);
+    int err = sched_helper_thread(sysmon);
     if (err) {
         rt_print(2,
                  "goshim: cannot start sysmon (error %d): a thread blocked in a system call "

@@ -12,10 +12,13 @@
 #ifndef GOSHIM_SHIM_H
 #define GOSHIM_SHIM_H
 
+#include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "preload/goshim.h"
 #include "preload/real.h"
+#include "sched/gfutex.h"
 #include "sched/sched.h"
 
 /* Set by the constructor once the runtime runs and the main thread is the main G. */
@@ -29,6 +32,23 @@ static inline bool goshim_active(void)
     if (__builtin_expect(__atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST), 0)) /* P handed off */
         sched_pless_reacquire();
     return true;
+}
+
+/* shim/thread.h */
+int shim_deliver_signals(void);
+
+/*
+ * gfutex_wait for the shim's synchronisation objects: a signal sent to the
+ * waiting thread interrupts the wait and its handler runs here, on the
+ * thread, as natively; the caller re-checks and waits again (to it, a
+ * spurious wake-up).
+ */
+static inline int sync_wait(uint32_t *addr, uint32_t val, int64_t deadline)
+{
+    int err = gfutex_wait(addr, val, deadline);
+    if (err == EINTR)
+        shim_deliver_signals();
+    return err;
 }
 
 #endif

@@ -1,4 +1,10 @@
 /*
+ * Signal masks are per thread, as natively: a G's mask is kept in the G
+ * and installed on whichever M runs it (sched: a system call only when it
+ * differs from the M's); a new thread starts with its creator's. Signals
+ * sent to a thread that blocks them wait in the thread's pending set
+ * (shim/thread.c) for it to unblock or sigwait them.
+ *
  * The preemption signal belongs to goshim (sched/preempt.c): the
  * application's sigaction and signal for it are recorded, not installed,
  * and goshim's handler passes every signal that is not its own on to that
@@ -10,11 +16,18 @@
  * internal sigaction.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
+
+/* glibc reserves these two real-time signals for itself (nptl). */
+#define SIGCANCEL_NO 32
+#define SIGSETXID_NO 33
 
 #include "sched/preempt.h"
 #include "shim/shim.h"
+#include "shim/thread.h"
 
 GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
@@ -53,16 +66,115 @@ static const sigset_t *keep_open(int how, const sigset_t *set, sigset_t *copy)
     return set;
 }
 
+/* Signals no thread blocks: glibc's SIGCANCEL and SIGSETXID, and preemption's. */
+static uint64_t never_blocked(void)
+{
+    uint64_t set = (1ULL << (SIGCANCEL_NO - 1)) | (1ULL << (SIGSETXID_NO - 1));
+    for (int sig = 1; sig < 65; sig++)
+        if (preempt_owns(sig))
+            set |= 1ULL << (sig - 1);
+    return set;
+}
+
+/* pthread_sigmask for the current G: 0 or an errno value. */
+static int g_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+    if (set && how != SIG_BLOCK && how != SIG_UNBLOCK && how != SIG_SETMASK)
+        return EINVAL;
+    uint64_t cur = sched_sigmask(), want = 0;
+    if (set)
+        memcpy(&want, set, sizeof want); /* signals 1-64; set and old may be one object */
+    if (old) {
+        sigemptyset(old);
+        memcpy(old, &cur, sizeof cur);
+    }
+    if (!set)
+        return 0;
+    uint64_t next = how == SIG_BLOCK ? cur | want : how == SIG_UNBLOCK ? cur & ~want : want;
+    next &= ~never_blocked();
+    sched_set_sigmask(next);
+    if (cur & ~next)
+        shim_deliver_signals(); /* sent while blocked: handled now */
+    return 0;
+}
+
 GOSHIM_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
+    if (goshim_active())
+        return g_sigmask(how, set, old);
     sigset_t copy;
     return REAL(pthread_sigmask)(how, keep_open(how, set, &copy), old);
 }
 
 GOSHIM_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
+    if (goshim_active()) {
+        int err = g_sigmask(how, set, old);
+        if (err)
+            errno = err;
+        return err ? -1 : 0;
+    }
     sigset_t copy;
     return REAL(sigprocmask)(how, keep_open(how, set, &copy), old);
+}
+
+/*
+ * sigwait and friends: a signal sent to this thread while it blocked it
+ * may wait in its pending set (not the kernel's): taken from there first.
+ * Otherwise the M waits in the kernel with the G's mask installed, its P
+ * handed off.
+ */
+static int take_pending(const sigset_t *set, siginfo_t *info)
+{
+    uint64_t want;
+    memcpy(&want, set, sizeof want);
+    int sig = shim_take_signal(want);
+    if (sig && info) {
+        memset(info, 0, sizeof *info);
+        info->si_signo = sig;
+        info->si_code = SI_TKILL;
+        info->si_pid = getpid();
+        info->si_uid = getuid();
+    }
+    return sig;
+}
+
+GOSHIM_EXPORT int sigwait(const sigset_t *set, int *sig)
+{
+    if (!goshim_active())
+        return REAL(sigwait)(set, sig);
+    int got = take_pending(set, NULL);
+    if (got) {
+        *sig = got;
+        return 0;
+    }
+    if (!entersyscallblock())
+        return REAL(sigwait)(set, sig);
+    int r = REAL(sigwait)(set, sig);
+    exitsyscall();
+    return r;
+}
+
+GOSHIM_EXPORT int sigwaitinfo(const sigset_t *set, siginfo_t *info)
+{
+    return sigtimedwait(set, info, NULL);
+}
+
+GOSHIM_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *ts)
+{
+    if (!goshim_active())
+        return REAL(sigtimedwait)(set, info, ts);
+    siginfo_t mine;
+    int got = take_pending(set, info ? info : &mine);
+    if (got)
+        return got;
+    if (!entersyscallblock())
+        return REAL(sigtimedwait)(set, info, ts);
+    int r = REAL(sigtimedwait)(set, info, ts);
+    int e = errno;
+    exitsyscall();
+    errno = e;
+    return r;
 }
 
 GOSHIM_EXPORT void *dlopen(const char *file, int mode)

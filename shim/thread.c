@@ -423,7 +423,7 @@ static int join(pthread_t t, void **ret, int64_t deadline, bool try)
             runtime_unlock(&st->lock);
             shim_testcancel();
         }
-        if (gfutex_wait(&st->exited, 0, deadline) == ETIMEDOUT &&
+        if (sync_wait(&st->exited, 0, deadline) == ETIMEDOUT &&
             !__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE)) {
             runtime_lock(&st->lock);
             st->joinstate = JS_JOINABLE;
@@ -669,7 +669,7 @@ GOSHIM_EXPORT int pthread_once(pthread_once_t *once, void (*init)(void))
             gfutex_wake(w, INT_MAX);
             return 0;
         }
-        gfutex_wait(w, v, -1);
+        sync_wait(w, v, -1);
     }
 }
 
@@ -678,7 +678,13 @@ GOSHIM_EXPORT int sched_yield(void)
     if (!goshim_active())
         return REAL(sched_yield)();
     sched_goyield();
+    shim_deliver_signals(); /* sent while it waited for a P */
     return 0;
+}
+
+static void deliver_after_preemption(void)
+{
+    shim_deliver_signals();
 }
 
 GOSHIM_EXPORT int pthread_getattr_np(pthread_t t, pthread_attr_t *attr)
@@ -739,6 +745,7 @@ int shim_thread_init(void)
 {
     tls_thr_off = (size_t)((char *)&tls_thr - (char *)tls_self());
     sched_exit_hook = exit_hook;
+    sched_resume_hook = deliver_after_preemption;
     return pthread_atfork(NULL, NULL, thread_fork_child);
 }
 
@@ -764,9 +771,11 @@ void shim_thread_adopted_main(void)
  * parked, or waits for a P, gets it marked pending and its wait
  * interrupted: it raises the signal on its own OS thread as soon as it
  * runs (shim_deliver_signals), and the interrupted call returns EINTR or
- * restarts as SA_RESTART says. Not yet: a thread's signal mask (the M's
- * mask applies) and a migration between the check and the kill (the
- * handler may then run on the thread that took its place).
+ * restarts as SA_RESTART says. A thread that blocks the signal gets it
+ * marked pending without interruption (delivered when it unblocks it, or
+ * taken by sigwait), unless it sits in a system call - sigwait maybe -
+ * where its M's mask is its own. Not yet: a migration between the check
+ * and the kill (the handler may then run on the thread that took its place).
  */
 GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
 {
@@ -785,14 +794,16 @@ GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
     struct g *gp = st->gp;
     uint32_t status = gp ? sched_gstatus(gp) : Gdead;
     int tid = gp ? sched_gtid(gp) : 0;
+    bool blocked = gp && (sched_gsigmask(gp) & (1ULL << (sig - 1)));
     if (!gp) {
         err = 0; /* exiting */
-    } else if (tid > 0 && (status == Grunning || status == Gsyscall)) {
+    } else if (tid > 0 && (status == Gsyscall || (status == Grunning && !blocked))) {
         long rc = rt_syscall(SYS_tgkill, getpid(), tid, sig);
         err = rc < 0 ? (int)-rc : 0;
     } else {
         __atomic_or_fetch(&st->sigpending, 1ULL << (sig - 1), __ATOMIC_SEQ_CST);
-        gfutex_interrupt(gp);
+        if (!blocked)
+            gfutex_interrupt(gp);
     }
     runtime_unlock(&st->lock);
     return err;
@@ -803,7 +814,10 @@ int shim_deliver_signals(void)
     struct sthread *st = goshim_active() ? self_thread() : NULL;
     if (!st || !__atomic_load_n(&st->sigpending, __ATOMIC_RELAXED))
         return 0;
-    uint64_t set = __atomic_exchange_n(&st->sigpending, 0, __ATOMIC_SEQ_CST);
+    uint64_t set = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & ~sched_sigmask();
+    if (!set)
+        return 0; /* all blocked: they wait */
+    set &= __atomic_fetch_and(&st->sigpending, ~set, __ATOMIC_SEQ_CST);
     int res = 0;
     for (int sig = 1; sig <= 64; sig++) {
         if (!(set & (1ULL << (sig - 1))))
@@ -815,6 +829,20 @@ int shim_deliver_signals(void)
         rt_syscall(SYS_tgkill, getpid(), sched_mtid(), sig);
     }
     return res;
+}
+
+int shim_take_signal(uint64_t want)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    uint64_t pend = st ? __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & want : 0;
+    while (pend) {
+        int sig = __builtin_ctzll(pend) + 1;
+        uint64_t bit = 1ULL << (sig - 1);
+        if (__atomic_fetch_and(&st->sigpending, ~bit, __ATOMIC_SEQ_CST) & bit)
+            return sig;
+        pend &= ~bit; /* taken meanwhile by its own delivery */
+    }
+    return 0;
 }
 
 GOSHIM_EXPORT int pthread_getaffinity_np(pthread_t t, size_t size, cpu_set_t *set)

@@ -27,5 +27,7 @@ bool shim_cancel_pending(void);
  * handler without SA_RESTART ran, so the interrupted call fails with EINTR.
  */
 int shim_deliver_signals(void);
+/* Take the lowest signal of want pending for the calling thread (0 if none). */
+int shim_take_signal(uint64_t want);
 
 #endif
