@@ -14,7 +14,10 @@
 #define LASTEXIT_OUT "child exit status 0\nparent threads ok\n"
 #define EXEC_OUT     "exec: 0 children failed, every child reported once: yes\n"
 #define SYSTEM_OUT   "from system\nsystem status 5, counter advanced: yes\n"
-#define ATFORK_OUT   "child saw BAef\nparent saw BAcd\n"
+#define SPAWN_OUT                                                                                  \
+    "popen, posix_spawn and vfork from 8 threads: 8 ok\n"                                          \
+    "daemon's parent exit 0; daemon: own session yes\n"
+#define ATFORK_OUT "child saw BAef\nparent saw BAcd\n"
 
 Test(preload_fork, natively, .timeout = 60)
 {
@@ -22,6 +25,7 @@ Test(preload_fork, natively, .timeout = 60)
     expect_native_prints("prog_fork", "lastexit", LASTEXIT_OUT);
     expect_native_prints("prog_fork", "exec", EXEC_OUT);
     expect_native_prints("prog_fork", "system", SYSTEM_OUT);
+    expect_native_prints("prog_fork", "spawn", SPAWN_OUT);
     expect_native_prints("prog_fork", "atfork", ATFORK_OUT);
 }
 
@@ -47,6 +51,12 @@ Test(preload_fork, many_threads_fork_and_exec_at_once, .timeout = 60)
 Test(preload_fork, system_beside_a_running_thread, .timeout = 60)
 {
     expect_preloaded_prints("prog_fork", "system", "GOSHIM_PROCS=1", SYSTEM_OUT, 2);
+}
+
+Test(preload_fork, popen_posix_spawn_vfork_and_daemon, .timeout = 60)
+{
+    expect_preloaded_prints("prog_fork", "spawn", "GOSHIM_PROCS=1", SPAWN_OUT, 9);
+    expect_preloaded_prints("prog_fork", "spawn", NULL, SPAWN_OUT, 9);
 }
 
 /* Handlers in POSIX order, on the forking thread's TLS. */

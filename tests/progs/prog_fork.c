@@ -10,6 +10,9 @@
  *   prog_fork exec      16 threads fork+exec (this program, "exec-child N") at once;
  *                       every child prints its number through a pipe, every exit is 0
  *   prog_fork system    system() in one thread while another advances a counter
+ *   prog_fork spawn     8 threads at once each run popen("echo N"), posix_spawn of
+ *                       /bin/sh -c 'exit N', and vfork+exec of the same; then daemon()
+ *                       in a forked child, whose detached grandchild reports through a pipe
  *   prog_fork atfork    pthread_atfork handlers run in POSIX order (prepare in reverse
  *                       order of registration, parent and child in order) on the forking
  *                       thread: its __thread value is what they see
@@ -202,6 +205,91 @@ static int mode_system(void)
     return 0;
 }
 
+/* ---- spawn ----------------------------------------------------------------------------- */
+
+#include <spawn.h>
+
+extern char **environ;
+
+static int exit_code(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* vfork, exec argv (a shell), wait: its exit code, or -1. */
+static __attribute__((noinline)) int vfork_exec(char **argv)
+{
+    int st;
+    pid_t pid = vfork();
+    if (pid == 0) {
+        execve("/bin/sh", argv, environ);
+        _exit(127);
+    }
+    return pid > 0 && waitpid(pid, &st, 0) == pid ? exit_code(st) : -1;
+}
+
+static void *spawner(void *arg)
+{
+    long n = (long)arg;
+    char cmd[64];
+    int ok = 1;
+
+    snprintf(cmd, sizeof cmd, "echo %ld", n);
+    FILE *p = popen(cmd, "r");
+    long got = -1;
+    ok &= p && fscanf(p, "%ld", &got) == 1 && got == n;
+    ok &= p && pclose(p) == 0;
+
+    snprintf(cmd, sizeof cmd, "exit %ld", n);
+    char *argv[] = {"sh", "-c", cmd, NULL};
+    pid_t pid;
+    int st;
+    ok &= posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) == 0 &&
+          waitpid(pid, &st, 0) == pid && exit_code(st) == n;
+
+    ok &= vfork_exec(argv) == n;
+    return (void *)(long)ok;
+}
+
+static int mode_spawn(void)
+{
+    enum { N = 8 };
+    pthread_t t[N];
+    int good = 0;
+    for (long i = 0; i < N; i++)
+        EXPECT(pthread_create(&t[i], NULL, spawner, (void *)i), 0);
+    for (int i = 0; i < N; i++) {
+        void *r;
+        EXPECT(pthread_join(t[i], &r), 0);
+        good += r != NULL;
+    }
+    printf("popen, posix_spawn and vfork from %d threads: %d ok\n", N, good);
+
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        if (daemon(1, 1) != 0)
+            _exit(1);
+        /* The daemon: a new session, its parent gone. */
+        char msg[64];
+        int len = snprintf(msg, sizeof msg, "daemon: own session %s\n",
+                           getsid(0) == getpid() ? "yes" : "no");
+        CHECK(write(fds[1], msg, (size_t)len) == len);
+        _exit(0);
+    }
+    close(fds[1]);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    char buf[64] = {0};
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    printf("daemon's parent exit %d; %s", exit_code(st), n > 0 ? buf : "daemon: nothing\n");
+    return 0;
+}
+
 /* ---- atfork ------------------------------------------------------------------------------ */
 
 static __thread int who; /* the forking thread sets 42 */
@@ -277,7 +365,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc != 2) {
-        fprintf(stderr, "usage: prog_fork threads|lastexit|exec|system|atfork\n");
+        fprintf(stderr, "usage: prog_fork threads|lastexit|exec|system|spawn|atfork\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -291,6 +379,8 @@ int main(int argc, char **argv)
         return mode_exec();
     if (!strcmp(argv[1], "system"))
         return mode_system();
+    if (!strcmp(argv[1], "spawn"))
+        return mode_spawn();
     if (!strcmp(argv[1], "atfork"))
         return mode_atfork();
     fprintf(stderr, "prog_fork: unknown mode '%s'\n", argv[1]);
