@@ -105,6 +105,31 @@ void m_apply_sigmask(struct m *mp, uint64_t set)
         mp->sigmask = set;
 }
 
+void m_apply_altstack(struct m *mp, const stack_t *ss)
+{
+    stack_t none = {.ss_flags = SS_DISABLE};
+    if (rt_syscall(SYS_sigaltstack, ss->ss_sp ? ss : &none, NULL, 0) == 0)
+        mp->altstack = ss->ss_sp;
+}
+
+int sched_sigaltstack(const stack_t *ss, stack_t *old)
+{
+    struct m *mp = acquirem(); /* its M's is its own while it runs */
+    int err = 0;
+    if (mp->altstack != mp->curg->altstack.ss_sp)
+        m_apply_altstack(mp, &mp->curg->altstack);
+    long r = rt_syscall(SYS_sigaltstack, ss, old, 0);
+    if (r < 0) {
+        err = (int)-r;
+    } else if (ss) {
+        bool off = ss->ss_flags & SS_DISABLE;
+        mp->curg->altstack = off ? (stack_t){.ss_flags = SS_DISABLE} : *ss;
+        mp->altstack = off ? NULL : ss->ss_sp;
+    }
+    releasem(mp);
+    return err;
+}
+
 uint64_t sched_sigmask(void)
 {
     return __atomic_load_n(&getg()->sigmask, __ATOMIC_RELAXED);
@@ -387,6 +412,7 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
     gp->fpctl = ctx_fpctl();
     /* ... and its signal mask (from another thread: that thread's). */
     gp->sigmask = self ? __atomic_load_n(&self->sigmask, __ATOMIC_RELAXED) : thread_sigmask();
+    gp->altstack = (stack_t){.ss_flags = SS_DISABLE}; /* a new thread has none */
     /* The stack is bound when the G first runs (bind_stack): a burst of
      * spawns that outruns the Ps then costs a struct g each, not a stack
      * each, and short tasks reuse the stack of the one that just ended. */

@@ -23,6 +23,7 @@
 #define GOSHIM_RUNTIME_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -76,6 +77,7 @@ struct g {
     int waitreason;        /* enum waitreason, while Gwaiting */
     int errno_save;        /* errno while switched out (GOSHIM_TLS=errno) */
     uint64_t sigmask;      /* blocked signals, bit sig-1; its M's mask while it runs; atomic */
+    stack_t altstack;      /* its sigaltstack (ss_sp NULL: none); its M's while it runs; owner */
     uint64_t nswitch;      /* times it was switched in; owner */
     struct g *alllink;     /* sched.allg list; sched.allglock */
     uint64_t fpctl;        /* MXCSR | x87 CW << 32 to start with (the creator's) */
@@ -156,6 +158,7 @@ struct m {
     clockid_t cpuclock;        /* its thread's CPU-time clock (sysmon tells running from blocked) */
     uint64_t nsyscall;         /* blocking system calls; owner writes */
     uint64_t sigmask;          /* the thread's blocked signals in the kernel; owner */
+    void *altstack;            /* ss_sp of the thread's sigaltstack in the kernel (NULL: none) */
 };
 
 struct p {

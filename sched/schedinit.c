@@ -119,6 +119,14 @@ int sched_adopt_main(void)
     gp->tcb = self;
     gp->flags = G_STARTED | G_MAIN;
     gp->sigmask = mp->sigmask = thread_sigmask();
+    stack_t alt;
+    if (rt_syscall(SYS_sigaltstack, NULL, &alt, 0) == 0 && !(alt.ss_flags & SS_DISABLE)) {
+        gp->altstack = alt;
+        gp->altstack.ss_flags = 0;
+        mp->altstack = alt.ss_sp;
+    } else {
+        gp->altstack = (stack_t){.ss_flags = SS_DISABLE};
+    }
     gp->san_fiber = san_fiber_current();
     gp->goid = __atomic_add_fetch(&sched.goidgen, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);

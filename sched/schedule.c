@@ -298,6 +298,8 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
     gp->flags |= G_STARTED;
     if (gp->sigmask != mp->sigmask)
         m_apply_sigmask(mp, gp->sigmask);
+    if (gp->altstack.ss_sp != mp->altstack)
+        m_apply_altstack(mp, &gp->altstack);
     release_commit(mp);
     san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
     m_leave_g0(mp);
@@ -321,6 +323,8 @@ GOSHIM_NO_TSAN void schedule(void)
             tls_g = gp;
         if (gp->sigmask != mp->sigmask)
             m_apply_sigmask(mp, gp->sigmask);
+        if (gp->altstack.ss_sp != mp->altstack)
+            m_apply_altstack(mp, &gp->altstack);
         san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
         m_leave_g0(mp);
         ctx_gogo(&gp->sched);

@@ -1,7 +1,8 @@
 /*
  * Signal masks are per thread, as natively: a G's mask is kept in the G
  * and installed on whichever M runs it (sched: a system call only when it
- * differs from the M's); a new thread starts with its creator's. Signals
+ * differs from the M's); a new thread starts with its creator's. The
+ * alternate signal stack (sigaltstack) is the G's the same way. Signals
  * sent to a thread that blocks them wait in the thread's pending set
  * (shim/thread.c) for it to unblock or sigwait them.
  *
@@ -116,6 +117,17 @@ GOSHIM_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
     }
     sigset_t copy;
     return REAL(sigprocmask)(how, keep_open(how, set, &copy), old);
+}
+
+/* The G's own alternate signal stack, installed on whichever M runs it. */
+GOSHIM_EXPORT int sigaltstack(const stack_t *ss, stack_t *old)
+{
+    if (!goshim_active())
+        return REAL(sigaltstack)(ss, old);
+    int err = sched_sigaltstack(ss, old);
+    if (err)
+        errno = err;
+    return err ? -1 : 0;
 }
 
 /*

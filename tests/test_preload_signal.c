@@ -16,12 +16,16 @@
     "handled while blocked: 0\n"                                                                   \
     "handled after unblocking: 1, on this thread: yes\n"                                           \
     "main, unblocked, handled it at once: yes\n"
+#define ALTSTACK_OUT                                                                               \
+    "with sigaltstack: handlers on it: yes\n"                                                      \
+    "without: handlers on the thread's stack: yes\n"
 #define TARGETS_OUT "parked thread ran its handler: yes\nspinning thread ran its handler: yes\n"
 
 Test(preload_signal, natively, .timeout = 60)
 {
     expect_native_prints("prog_signals", "sigwait", SIGWAIT_OUT);
     expect_native_prints("prog_signals", "mask", MASK_OUT);
+    expect_native_prints("prog_signals", "altstack", ALTSTACK_OUT);
     expect_native_prints("prog_signals", "targets", TARGETS_OUT);
 }
 
@@ -44,4 +48,11 @@ Test(preload_signal, pthread_kill_to_parked_and_running_threads, .timeout = 60)
 {
     expect_preloaded_prints("prog_signals", "targets", "GOSHIM_PROCS=1", TARGETS_OUT, 3);
     expect_preloaded_prints("prog_signals", "targets", "GOSHIM_PROCS=2", TARGETS_OUT, 3);
+}
+
+/* Each thread's sigaltstack follows it: one with and one without share OS threads. */
+Test(preload_signal, sigaltstack_is_per_thread, .timeout = 60)
+{
+    expect_preloaded_prints("prog_signals", "altstack", "GOSHIM_PROCS=1", ALTSTACK_OUT, 5);
+    expect_preloaded_prints("prog_signals", "altstack", "GOSHIM_PROCS=2", ALTSTACK_OUT, 5);
 }

@@ -10,6 +10,10 @@
  *                          busy threads) gets pthread_kill(SIGUSR2) only when it unblocks
  *                          it, and then on itself; a thread it creates starts with SIGUSR2
  *                          blocked; main, which never blocked it, still gets it at once
+ *   prog_signals altstack  a thread with its own sigaltstack and one without, both moving
+ *                          between OS threads (yields beside busy threads), each signal
+ *                          themselves: an SA_ONSTACK handler runs on the alternate stack
+ *                          of the first, on the normal stack of the second
  *   prog_signals targets   pthread_kill to a thread parked in a condition wait and to one
  *                          spinning: each handler runs on its target
  *
@@ -23,6 +27,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -151,6 +156,65 @@ static int mode_mask(void)
     return 0;
 }
 
+/* ---- altstack ------------------------------------------------------------------------ */
+
+static __thread char *alt_lo, *alt_hi; /* this thread's alternate stack, if any */
+static __thread volatile int on_alt;   /* where its last handler ran */
+
+static void on_alt_sig(int sig)
+{
+    char here;
+    (void)sig;
+    on_alt = &here >= alt_lo && &here < alt_hi;
+}
+
+static void *alt_thread(void *arg)
+{
+    int with_alt = arg != NULL;
+    if (with_alt) {
+        stack_t ss = {.ss_size = 1 << 16};
+        ss.ss_sp = malloc(ss.ss_size);
+        CHECK(ss.ss_sp != NULL && sigaltstack(&ss, NULL) == 0);
+        alt_lo = ss.ss_sp;
+        alt_hi = alt_lo + ss.ss_size;
+    }
+    int good = 1;
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < 100; i++)
+            sched_yield();
+        on_alt = -1;
+        EXPECT(pthread_kill(pthread_self(), SIGUSR1), 0);
+        good &= on_alt == with_alt;
+    }
+    stack_t cur;
+    CHECK(sigaltstack(NULL, &cur) == 0);
+    good &= with_alt ? cur.ss_sp == alt_lo : (cur.ss_flags & SS_DISABLE) != 0;
+    return (void *)(long)good;
+}
+
+static int mode_altstack(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alt_sig;
+    sa.sa_flags = SA_ONSTACK;
+    CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+    pthread_t w[2], a, b;
+    void *ra, *rb;
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_create(&w[i], NULL, busy, NULL), 0);
+    EXPECT(pthread_create(&a, NULL, alt_thread, (void *)1), 0);
+    EXPECT(pthread_create(&b, NULL, alt_thread, NULL), 0);
+    EXPECT(pthread_join(a, &ra), 0);
+    EXPECT(pthread_join(b, &rb), 0);
+    stop_workers = 1;
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_join(w[i], NULL), 0);
+    printf("with sigaltstack: handlers on it: %s\n", ra ? "yes" : "no");
+    printf("without: handlers on the thread's stack: %s\n", rb ? "yes" : "no");
+    return 0;
+}
+
 /* ---- targets --------------------------------------------------------------------------- */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -234,8 +298,10 @@ int main(int argc, char **argv)
         return mode_sigwait();
     if (argc == 2 && !strcmp(argv[1], "mask"))
         return mode_mask();
+    if (argc == 2 && !strcmp(argv[1], "altstack"))
+        return mode_altstack();
     if (argc == 2 && !strcmp(argv[1], "targets"))
         return mode_targets();
-    fprintf(stderr, "usage: prog_signals sigwait|mask|targets\n");
+    fprintf(stderr, "usage: prog_signals sigwait|mask|altstack|targets\n");
     return 2;
 }
