@@ -136,6 +136,7 @@ static void complain(const char *name, const char *val, const char *form)
 #define PARSE_BOOL(v, field, min, max)   (config_parse_bool((v), &bv) && ((field) = bv, 1))
 #define PARSE_MSEC(v, field, min, max)   config_parse_msec((v), (min), (max), &(field))
 #define PARSE_SIGNAL(v, field, min, max) config_parse_signal((v), &(field))
+#define PARSE_SEED(v, field, min, max)   config_parse_seed((v), &(field))
 #define PARSE_TLSMODE(v, field, min, max)                                                          \
     ((!strcmp((v), "full") || !strcmp((v), "errno")) &&                                            \
      ((field) = strcmp((v), "full") ? TLS_MODE_ERRNO : TLS_MODE_FULL, 1))
@@ -151,6 +152,20 @@ bool config_parse_msec(const char *s, long min, long max, int64_t *out)
     if (errno || *end || v < (double)min || v > (double)max)
         return false;
     *out = (int64_t)(v * 1e6 + 0.5);
+    return true;
+}
+
+/* A whole number that fits 64 bits unsigned, in decimal. */
+bool config_parse_seed(const char *s, uint64_t *out)
+{
+    char *end;
+    if (!s || !isdigit((unsigned char)*s))
+        return false;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end)
+        return false;
+    *out = v;
     return true;
 }
 
@@ -202,5 +217,7 @@ int sched_config_from_env(struct sched_config *c)
     (void)sv;
     (void)bv;
     c->preempt_signal_set = getenv("GOSHIM_PREEMPT_SIGNAL") != NULL;
+    uint64_t seed;
+    c->chaos = (v = getenv("GOSHIM_CHAOS")) != NULL && config_parse_seed(v, &seed);
     return bad;
 }

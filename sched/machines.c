@@ -43,7 +43,10 @@ struct m *allocm(void)
         return NULL;
     mp->self = mp;
     mp->id = -1;
-    mp->fastrand = (uint64_t)nanotime() * 0x9E3779B97F4A7C15ULL | 1;
+    static int64_t nallocated;
+    int64_t n = __atomic_add_fetch(&nallocated, 1, __ATOMIC_RELAXED);
+    mp->fastrand =
+        sched_chaos ? chaos_seed_for(n) : (uint64_t)nanotime() * 0x9E3779B97F4A7C15ULL | 1;
     return mp;
 }
 

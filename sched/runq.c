@@ -93,6 +93,8 @@ static bool runqputslow(struct p *pp, struct g *gp, uint32_t head, uint32_t tail
  */
 void runqput(struct p *pp, struct g *gp, bool next)
 {
+    if (__builtin_expect(sched_chaos, 0))
+        next = chaos_rand() & 1;
     if (next) {
         struct g *old = LOAD_ACQ(&pp->runnext);
         while (!CAS_ACQREL(&pp->runnext, old, gp))

@@ -26,6 +26,8 @@ struct sched_config {
     int preempt_signal;      /* GOSHIM_PREEMPT_SIGNAL */
     bool preempt_signal_set; /* GOSHIM_PREEMPT_SIGNAL was given */
     bool preempt_handoff;    /* GOSHIM_PREEMPT_HANDOFF: hand off the P of a stuck G */
+    uint64_t chaos_seed;     /* GOSHIM_CHAOS */
+    bool chaos;              /* GOSHIM_CHAOS was given */
 };
 
 /* Defaults, then the GOSHIM_ variables. A malformed value prints a message
@@ -40,6 +42,7 @@ bool config_parse_size(const char *s, size_t *out);
 bool config_parse_bool(const char *s, bool *out);
 bool config_parse_msec(const char *s, long min, long max, int64_t *out);
 bool config_parse_signal(const char *s, int *out);
+bool config_parse_seed(const char *s, uint64_t *out);
 
 /* ---- the C API -------------------------------------------------------- */
 
@@ -118,6 +121,18 @@ bool park_unlock(struct g *gp, void *lock);
  * the G had G_KEEP_TCB. It must not block.
  */
 extern void (*sched_exit_hook)(struct g *gp);
+
+/* Chaos mode (chaos.c). */
+extern bool sched_chaos;
+void chaos_init(uint64_t seed);
+uint64_t chaos_rand(void);           /* the next draw of the seeded generator */
+uint64_t chaos_seed_for(int64_t id); /* a per-M generator seed */
+void chaos_yield(void);              /* a wrapper boundary: maybe yield the P */
+static inline void chaos_point(void)
+{
+    if (__builtin_expect(sched_chaos, 0))
+        chaos_yield();
+}
 /* Run by a G resumed after a preemption (no wrapper around it to do so):
  * delivers the signals sent to it while it waited for a P. */
 extern void (*sched_resume_hook)(void);

@@ -56,6 +56,8 @@ int sched_init(const struct sched_config *c)
         rt_print(2, "goshim: cannot register the fork handlers (error %d)\n", ferr);
         return ferr;
     }
+    if (c->chaos)
+        chaos_init(c->chaos_seed);
     sched.starttime = nanotime();
     sched.started = true;
     preempt_init(c->preempt_ns, c->preempt_signal, c->preempt_signal_set, c->preempt_handoff);

@@ -165,6 +165,8 @@ static int retake(int64_t now)
         struct p *pp = sched.allp[i];
         struct ptick *pt = &pticks[i];
         uint32_t status = __atomic_load_n(&pp->status, __ATOMIC_ACQUIRE);
+        if (status == Prunning && sched_chaos && sched.gomaxprocs > 1 && chaos_rand() % 8 == 0)
+            preempt_request(pp, false); /* chaos: an extra preemption at its next safe point */
         if (status == Prunning && slice > 0) {
             uint32_t t = __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED);
             if (pt->schedtick != t) {

@@ -108,6 +108,7 @@ GOSHIM_EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
     if (!sync_on() || (cond_flags(c) & COND_SHARED))
         return REAL(pthread_cond_wait)(c, m);
+    chaos_point();
     return cond_wait(c, m, false, CLOCK_REALTIME, NULL);
 }
 
@@ -138,6 +139,7 @@ GOSHIM_EXPORT int pthread_cond_signal(pthread_cond_t *c)
 {
     if (!sync_on() || (cond_flags(c) & COND_SHARED))
         return REAL(pthread_cond_signal)(c);
+    chaos_point();
     cond_wake(c, 1);
     return 0;
 }
@@ -146,6 +148,7 @@ GOSHIM_EXPORT int pthread_cond_broadcast(pthread_cond_t *c)
 {
     if (!sync_on() || (cond_flags(c) & COND_SHARED))
         return REAL(pthread_cond_broadcast)(c);
+    chaos_point();
     cond_wake(c, INT_MAX);
     return 0;
 }

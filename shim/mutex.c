@@ -221,6 +221,7 @@ GOSHIM_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 {
     int kind = mx_kind(m);
 
+    chaos_point();
     if (!sync_on() || !mx_simple(kind))
         return REAL(pthread_mutex_lock)(m);
     /* Fast path of the default kind: glibc's own sequence. */
@@ -285,6 +286,7 @@ GOSHIM_EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
 {
     int kind = mx_kind(m);
 
+    chaos_point();
     if (!sync_on() || !mx_simple(kind))
         return REAL(pthread_mutex_unlock)(m);
     return mutex_unlock(m, kind, true);

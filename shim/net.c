@@ -178,6 +178,7 @@ static long io_run(struct io *io)
     if (io->op == OP_ACCEPT && !pd->forced_nb && !pd->user_nb)
         force_nonblock(pd);
     shim_testcancel();
+    chaos_point();
     shim_deliver_signals(); /* a signal sent before the call: handled, the call goes on */
     uint32_t gen = __atomic_load_n(&pd->gen, __ATOMIC_ACQUIRE);
     int64_t timeo = pd->timeo[io->mode];

@@ -216,6 +216,7 @@ GOSHIM_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
 {
     if (!rw_ours(rw))
         return REAL(pthread_rwlock_rdlock)(rw);
+    chaos_point();
     return rdlock(rw, false, CLOCK_REALTIME, NULL);
 }
 
@@ -238,6 +239,7 @@ GOSHIM_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *rw)
 {
     if (!rw_ours(rw))
         return REAL(pthread_rwlock_wrlock)(rw);
+    chaos_point();
     return wrlock(rw, false, CLOCK_REALTIME, NULL);
 }
 
@@ -297,6 +299,7 @@ GOSHIM_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *rw)
 
     if (!rw_ours(rw))
         return REAL(pthread_rwlock_unlock)(rw);
+    chaos_point();
     s = __atomic_load_n(rw_state(rw), __ATOMIC_RELAXED);
     if (lo(s) & RW_W) {
         __atomic_store_n(&rw->__data.__cur_writer, 0, __ATOMIC_RELAXED);

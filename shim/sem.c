@@ -121,6 +121,7 @@ GOSHIM_EXPORT int sem_wait(sem_t *s)
 
     if (!sem_ours(gs))
         return REAL(sem_wait)(s);
+    chaos_point();
     if (sem_take(gs))
         return 0;
     return sem_wait_slow(gs, -1);

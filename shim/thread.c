@@ -341,6 +341,7 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, 
 {
     if (!goshim_active())
         return REAL(pthread_create)(thread, attr, fn, arg);
+    chaos_point();
     struct spawn_attr sa = {
         .stacksize = 0, .guardsize = (size_t)-1, .eager_tls = true, .suspended = true};
     int detach = PTHREAD_CREATE_JOINABLE;
@@ -441,6 +442,7 @@ GOSHIM_EXPORT int pthread_join(pthread_t t, void **ret)
 {
     if (!goshim_active() || !lookup(t))
         return REAL(pthread_join)(t, ret);
+    chaos_point();
     return join(t, ret, -1, false);
 }
 
