@@ -73,6 +73,8 @@ __attribute__((constructor)) static void goshim_init(void)
         return;
     }
     shim_thread_adopted_main();
+    sched_deadlock_mode = c.deadlock;
+    quit_install();
     goshim_on = true;
 }
 

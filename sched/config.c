@@ -137,6 +137,11 @@ static void complain(const char *name, const char *val, const char *form)
 #define PARSE_MSEC(v, field, min, max)   config_parse_msec((v), (min), (max), &(field))
 #define PARSE_SIGNAL(v, field, min, max) config_parse_signal((v), &(field))
 #define PARSE_SEED(v, field, min, max)   config_parse_seed((v), &(field))
+#define PARSE_DEADLOCK(v, field, min, max)                                                         \
+    (!strcmp((v), "report")  ? ((field) = DEADLOCK_REPORT, 1)                                      \
+     : !strcmp((v), "abort") ? ((field) = DEADLOCK_ABORT, 1)                                       \
+     : !strcmp((v), "off")   ? ((field) = DEADLOCK_OFF, 1)                                         \
+                             : 0)
 #define PARSE_TLSMODE(v, field, min, max)                                                          \
     ((!strcmp((v), "full") || !strcmp((v), "errno")) &&                                            \
      ((field) = strcmp((v), "full") ? TLS_MODE_ERRNO : TLS_MODE_FULL, 1))
@@ -201,6 +206,7 @@ int sched_config_from_env(struct sched_config *c)
     c->preempt_ns = 10000000;
     c->preempt_signal = SIGURG;
     c->preempt_handoff = true;
+    c->deadlock = DEADLOCK_REPORT;
     int bad = 0;
     const char *v;
     long iv;

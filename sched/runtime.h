@@ -75,6 +75,8 @@ struct g {
     void (*fn)(void *);    /* entry function and argument */
     void *arg;
     int waitreason;        /* enum waitreason, while Gwaiting */
+    int waitkind;          /* enum waitkind: what the wrapper it waits in waits for (dump.c) */
+    void *waitobj;         /* ... and on which object (a mutex, a thread record...) */
     int errno_save;        /* errno while switched out (GOSHIM_TLS=errno) */
     uint64_t sigmask;      /* blocked signals, bit sig-1; its M's mask while it runs; atomic */
     stack_t altstack;      /* its sigaltstack (ss_sp NULL: none); its M's while it runs; owner */

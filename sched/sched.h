@@ -27,6 +27,7 @@ struct sched_config {
     bool preempt_signal_set; /* GOSHIM_PREEMPT_SIGNAL was given */
     bool preempt_handoff;    /* GOSHIM_PREEMPT_HANDOFF: hand off the P of a stuck G */
     uint64_t chaos_seed;     /* GOSHIM_CHAOS */
+    int deadlock;            /* GOSHIM_DEADLOCK: DEADLOCK_*; applied by the preload only */
     bool chaos;              /* GOSHIM_CHAOS was given */
 };
 
@@ -121,6 +122,34 @@ bool park_unlock(struct g *gp, void *lock);
  * the G had G_KEEP_TCB. It must not block.
  */
 extern void (*sched_exit_hook)(struct g *gp);
+
+/* Deadlock reports and thread dumps (dump.c). A wrapper says what its G
+ * is about to wait for (cleared with WAIT_NONE once it is back); the shim
+ * names threads and objects. */
+enum waitkind {
+    WAIT_NONE,
+    WAIT_MUTEX,
+    WAIT_COND,
+    WAIT_RWLOCK,
+    WAIT_SEM,
+    WAIT_JOIN,
+    WAIT_BARRIER,
+    WAIT_ONCE,
+    WAIT_SLEEP,
+    WAIT_IO,
+    WAIT_FUTEX,
+    WAIT_SIGNAL,
+    WAIT_KINDS
+};
+enum { DEADLOCK_OFF, DEADLOCK_REPORT, DEADLOCK_ABORT };
+extern int sched_deadlock_mode; /* GOSHIM_DEADLOCK; off unless the preload sets it */
+extern void (*sched_describe_hook)(struct g *gp, char *name, size_t nlen, char *obj, size_t olen);
+void sched_set_wait(int kind, void *obj);
+void deadlock_check(void); /* sysmon, every round */
+void quit_install(void);   /* a SIGQUIT handler, if the program has none */
+void quit_check(void);     /* sysmon: dump and exit after SIGQUIT */
+bool sched_quit_handler_is(void (*h)(int));
+void sysmon_wake(void);
 
 /* Chaos mode (chaos.c). */
 extern bool sched_chaos;

@@ -20,6 +20,7 @@
  * and wakes an idle P (goready from a non-G).
  */
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -253,8 +254,20 @@ static void *sysmon(void *arg)
             sm.lasttrace = now;
             schedtrace(sm.detailed);
         }
+        quit_check();
+        if (!busy)
+            deadlock_check();
     }
     return NULL;
+}
+
+/* Wake sysmon now (async-signal-safe; a wake-up already pending is enough). */
+void sysmon_wake(void)
+{
+    uint32_t clear = 0;
+    if (__atomic_compare_exchange_n(&sm.note.key, &clear, 1, false, __ATOMIC_RELEASE,
+                                    __ATOMIC_RELAXED))
+        rt_syscall(SYS_futex, &sm.note.key, FUTEX_WAKE_PRIVATE, 1);
 }
 
 int sysmon_start(int trace_ms, bool detailed)

@@ -65,7 +65,7 @@ GOSHIM_EXPORT int pthread_barrier_wait(pthread_barrier_t *b)
         return PTHREAD_BARRIER_SERIAL_THREAD;
     }
     while (__atomic_load_n(&gb->current_round, __ATOMIC_ACQUIRE) == round)
-        sync_wait(&gb->current_round, round, -1);
+        sync_wait(WAIT_BARRIER, gb, &gb->current_round, round, -1);
     __atomic_fetch_sub(&gb->out, 1, __ATOMIC_RELEASE); /* last access to b */
     return 0;
 }

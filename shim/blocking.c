@@ -150,7 +150,9 @@ enum { FUTEX_KERNEL = 1 };
 static long futex_wait(uint32_t *addr, uint32_t val, int64_t deadline)
 {
     for (;;) {
+        sched_set_wait(WAIT_FUTEX, addr);
         int err = gfutex_wait(addr, val, deadline);
+        sched_set_wait(WAIT_NONE, NULL);
         if (err == 0)
             return 0;
         if (err == EAGAIN || err == ETIMEDOUT)

@@ -87,7 +87,7 @@ static int cond_wait(pthread_cond_t *c, pthread_mutex_t *m, bool timed, clockid_
         __atomic_fetch_sub(COND_NWAITERS(c), 1, __ATOMIC_RELEASE);
         return r;
     }
-    r = sync_wait(COND_SEQ(c), seq, deadline);
+    r = sync_wait(WAIT_COND, c, COND_SEQ(c), seq, deadline);
     __atomic_fetch_sub(COND_NWAITERS(c), 1, __ATOMIC_RELEASE); /* last access to c */
     r2 = gmutex_cond_lock(m, saved);
     if (r2 != 0)

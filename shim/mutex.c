@@ -129,7 +129,7 @@ static int lock_slow(int *word, bool timed, clockid_t clk, const struct timespec
         goto wait;
     while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0) {
     wait:
-        if (sync_wait((uint32_t *)word, 2, deadline) == ETIMEDOUT)
+        if (sync_wait(WAIT_MUTEX, word, (uint32_t *)word, 2, deadline) == ETIMEDOUT)
             return ETIMEDOUT;
     }
     return 0;

@@ -243,7 +243,9 @@ static long io_run(struct io *io)
         }
         direct0 = direct;
         parked = true;
+        sched_set_wait(WAIT_IO, (void *)(intptr_t)io->fd);
         int err = netpoll_wait(pd, io->mode, seq, gen, deadline);
+        sched_set_wait(WAIT_NONE, NULL);
         if (err == EBADF) {
             res = -EBADF;
             break;
@@ -603,7 +605,9 @@ static long ws_wait(struct waitset *ws, long (*check)(void *), void *arg, int64_
             r = check(arg);
         if (r != 0)
             return r;
+        sched_set_wait(WAIT_IO, NULL);
         int err = gfutex_wait(&ws->word, w, deadline);
+        sched_set_wait(WAIT_NONE, NULL);
         if (err == ETIMEDOUT)
             return 0;
         if (err == EINTR) {

@@ -81,7 +81,7 @@ static int sem_wait_slow(struct gsem *gs, int64_t deadline)
                 __atomic_fetch_sub(&gs->data, SEM_ONE_WAITER, __ATOMIC_RELAXED);
                 shim_testcancel();
             }
-            if (sync_wait(sem_word(gs), 0, deadline) == ETIMEDOUT) {
+            if (sync_wait(WAIT_SEM, gs, sem_word(gs), 0, deadline) == ETIMEDOUT) {
                 __atomic_fetch_sub(&gs->data, SEM_ONE_WAITER, __ATOMIC_RELAXED);
                 return ETIMEDOUT;
             }

@@ -38,14 +38,18 @@ static inline bool goshim_active(void)
 int shim_deliver_signals(void);
 
 /*
- * gfutex_wait for the shim's synchronisation objects: a signal sent to the
- * waiting thread interrupts the wait and its handler runs here, on the
- * thread, as natively; the caller re-checks and waits again (to it, a
- * spurious wake-up).
+ * gfutex_wait for the shim's synchronisation objects: what the thread
+ * waits for (kind, obj) is noted for deadlock reports and dumps; a signal
+ * sent to the waiting thread interrupts the wait and its handler runs
+ * here, on the thread, as natively; the caller re-checks and waits again
+ * (to it, a spurious wake-up).
  */
-static inline int sync_wait(uint32_t *addr, uint32_t val, int64_t deadline)
+static inline int sync_wait(int kind, const void *obj, uint32_t *addr, uint32_t val,
+                            int64_t deadline)
 {
+    sched_set_wait(kind, (void *)obj);
     int err = gfutex_wait(addr, val, deadline);
+    sched_set_wait(WAIT_NONE, NULL);
     if (err == EINTR)
         shim_deliver_signals();
     return err;

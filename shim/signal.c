@@ -36,7 +36,12 @@ GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
         preempt_app_action(sig, act, old);
         return 0;
     }
-    return REAL(sigaction)(sig, act, old);
+    int r = REAL(sigaction)(sig, act, old);
+    /* goshim's SIGQUIT dump stands in for the default action: reported as such. */
+    if (r == 0 && old && sig == SIGQUIT && !(old->sa_flags & SA_SIGINFO) &&
+        sched_quit_handler_is(old->sa_handler))
+        old->sa_handler = SIG_DFL;
+    return r;
 }
 
 GOSHIM_EXPORT sighandler_t signal(int sig, sighandler_t handler)
@@ -49,7 +54,8 @@ GOSHIM_EXPORT sighandler_t signal(int sig, sighandler_t handler)
         preempt_app_action(sig, &act, &old);
         return old.sa_handler; /* the union's other member if it was an SA_SIGINFO handler */
     }
-    return REAL(signal)(sig, handler);
+    sighandler_t old = REAL(signal)(sig, handler);
+    return sig == SIGQUIT && sched_quit_handler_is(old) ? SIG_DFL : old;
 }
 
 /* The mask without the preemption signal when it would block it. */

@@ -26,7 +26,9 @@ static int park_until(int64_t deadline)
     shim_deliver_signals();
     for (;;) {
         shim_testcancel();
+        sched_set_wait(WAIT_SLEEP, NULL);
         int err = gfutex_wait(&word, 0, deadline);
+        sched_set_wait(WAIT_NONE, NULL);
         if (err == ETIMEDOUT || nanotime() >= deadline)
             return 0;
         if (err == EINTR && shim_deliver_signals() > 0)

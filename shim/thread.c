@@ -424,7 +424,7 @@ static int join(pthread_t t, void **ret, int64_t deadline, bool try)
             runtime_unlock(&st->lock);
             shim_testcancel();
         }
-        if (sync_wait(&st->exited, 0, deadline) == ETIMEDOUT &&
+        if (sync_wait(WAIT_JOIN, st, &st->exited, 0, deadline) == ETIMEDOUT &&
             !__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE)) {
             runtime_lock(&st->lock);
             st->joinstate = JS_JOINABLE;
@@ -671,7 +671,7 @@ GOSHIM_EXPORT int pthread_once(pthread_once_t *once, void (*init)(void))
             gfutex_wake(w, INT_MAX);
             return 0;
         }
-        sync_wait(w, v, -1);
+        sync_wait(WAIT_ONCE, w, w, v, -1);
     }
 }
 
@@ -682,6 +682,22 @@ GOSHIM_EXPORT int sched_yield(void)
     sched_goyield();
     shim_deliver_signals(); /* sent while it waited for a P */
     return 0;
+}
+
+/* For dumps (sched/dump.c): the thread's name, and what it waits for when the object is
+ * better named than by its address. */
+static void describe(struct g *gp, char *name, size_t nlen, char *obj, size_t olen)
+{
+    struct sthread *st = gp->thr;
+    if (st && st->magic == STHREAD_MAGIC && st->name[0])
+        snprintf(name, nlen, " \"%.15s\"", st->name);
+    else if (st && st->is_main)
+        snprintf(name, nlen, " (main)");
+    struct sthread *target = gp->waitobj;
+    if (gp->waitkind == WAIT_JOIN && target && target->magic == STHREAD_MAGIC && target->gp)
+        snprintf(obj, olen, "of thread %lu", (unsigned long)target->gp->goid);
+    else if (gp->waitkind == WAIT_IO && gp->waitobj)
+        snprintf(obj, olen, "on fd %d", (int)(intptr_t)gp->waitobj);
 }
 
 static void deliver_after_preemption(void)
@@ -748,6 +764,7 @@ int shim_thread_init(void)
     tls_thr_off = (size_t)((char *)&tls_thr - (char *)tls_self());
     sched_exit_hook = exit_hook;
     sched_resume_hook = deliver_after_preemption;
+    sched_describe_hook = describe;
     return pthread_atfork(NULL, NULL, thread_fork_child);
 }
 

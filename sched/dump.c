@@ -1,0 +1,309 @@
+/*
+ * What native pthreads cannot tell: "all threads are asleep - deadlock!"
+ * and a dump of every thread with what it waits for and where.
+ *
+ * Deadlock (checked by sysmon each round, deadlock_check): every P idle,
+ * nothing queued, no timer armed, no G waiting for epoll (a socket, a
+ * pipe from outside, a tty), and every G that exists parked - none
+ * runnable, running or in a system call - with no G scheduled anywhere
+ * between two rounds at least 10 ms apart. Then nothing in the runtime can
+ * wake anyone: only a signal handler could (so the report is printed once
+ * per deadlock and the program keeps waiting), or GOSHIM_DEADLOCK=abort
+ * ends it like Go, with exit status 2.
+ *
+ * Each thread: its number (the G id), its name (pthread_setname_np), what
+ * it waits for - the wrappers say (sched_set_wait) and the shim names the
+ * object and, for a mutex, its owner (sched_describe_hook) - and a
+ * backtrace from its saved context. Backtraces use libunwind, loaded with
+ * dlopen(RTLD_LOCAL) the first time one is needed, so that its _Unwind_*
+ * symbols never stand in for libgcc's in the program (C++ exceptions); a
+ * parked G's frame is a call into ctx_mcall (context_x86_64_sysv_elf.S),
+ * whose saved callee-saved registers and return address seed the walk.
+ * Running Gs are listed without one (their registers are on another CPU).
+ *
+ * kill -QUIT on a program that installed no SIGQUIT handler dumps the same
+ * way (from sysmon, outside the handler) and exits with status 2, as Go.
+ */
+#define UNW_LOCAL_ONLY
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "netpoll.h"
+#include "sched.h"
+#include "throw.h"
+#include "timer.h"
+#include "tls.h"
+
+void (*sched_describe_hook)(struct g *gp, char *name, size_t nlen, char *obj, size_t olen);
+int sched_deadlock_mode = DEADLOCK_OFF;
+
+static const char *const reasons[] = {
+    [WAIT_NONE] = "waiting",    [WAIT_MUTEX] = "mutex",   [WAIT_COND] = "condition variable",
+    [WAIT_RWLOCK] = "rwlock",   [WAIT_SEM] = "semaphore", [WAIT_JOIN] = "join",
+    [WAIT_BARRIER] = "barrier", [WAIT_ONCE] = "once",     [WAIT_SLEEP] = "sleep",
+    [WAIT_IO] = "I/O",          [WAIT_FUTEX] = "futex",   [WAIT_SIGNAL] = "signal",
+};
+
+void sched_set_wait(int kind, void *obj)
+{
+    struct g *gp = sched_self();
+    if (gp) {
+        gp->waitkind = kind;
+        gp->waitobj = obj;
+    }
+}
+
+/* ---- backtraces ----------------------------------------------------------------------- */
+
+static struct {
+    int (*init_local)(unw_cursor_t *, unw_context_t *);
+    int (*step)(unw_cursor_t *);
+    int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+    int (*get_proc_name)(unw_cursor_t *, char *, size_t, unw_word_t *);
+    int tried;
+} unw;
+
+static bool unw_load(void)
+{
+    if (!unw.tried) {
+        unw.tried = 1;
+        void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+        if (h) {
+            unw.init_local =
+                (int (*)(unw_cursor_t *, unw_context_t *))dlsym(h, "_ULx86_64_init_local");
+            unw.step = (int (*)(unw_cursor_t *))dlsym(h, "_ULx86_64_step");
+            unw.get_reg =
+                (int (*)(unw_cursor_t *, unw_regnum_t, unw_word_t *))dlsym(h, "_ULx86_64_get_reg");
+            unw.get_proc_name = (int (*)(unw_cursor_t *, char *, size_t, unw_word_t *))dlsym(
+                h, "_ULx86_64_get_proc_name");
+        }
+    }
+    return unw.init_local && unw.step && unw.get_reg && unw.get_proc_name;
+}
+
+/* One frame: "  #n 0xPC name+off (object)". */
+static void print_frame(int fd, int n, uintptr_t pc, const char *name, uintptr_t off)
+{
+    Dl_info di;
+    const char *obj = dladdr((void *)pc, &di) && di.dli_fname ? di.dli_fname : "?";
+    const char *base = strrchr(obj, '/');
+    if (name && *name)
+        rt_print(fd, "  #%d 0x%lx %s+0x%lx (%s)\n", n, (unsigned long)pc, name, (unsigned long)off,
+                 base ? base + 1 : obj);
+    else
+        rt_print(fd, "  #%d 0x%lx (%s)\n", n, (unsigned long)pc, base ? base + 1 : obj);
+}
+
+/* The backtrace of a switched-out G, from its saved frame (see the .S for the layout). */
+static void backtrace_parked(int fd, struct g *gp)
+{
+    if (!unw_load()) {
+        rt_print(fd, "  (no backtrace: libunwind.so.8 could not be loaded)\n");
+        return;
+    }
+    const uintptr_t *f = (const uintptr_t *)gp->sched.sp;
+    unw_context_t uc;
+    memset(&uc, 0, sizeof uc);
+    uc.uc_mcontext.gregs[REG_R15] = (greg_t)f[1];
+    uc.uc_mcontext.gregs[REG_R14] = (greg_t)f[2];
+    uc.uc_mcontext.gregs[REG_R13] = (greg_t)f[3];
+    uc.uc_mcontext.gregs[REG_R12] = (greg_t)f[4];
+    uc.uc_mcontext.gregs[REG_RBX] = (greg_t)f[5];
+    uc.uc_mcontext.gregs[REG_RBP] = (greg_t)f[6];
+    uc.uc_mcontext.gregs[REG_RIP] = (greg_t)f[7];
+    uc.uc_mcontext.gregs[REG_RSP] = (greg_t)(gp->sched.sp + 64);
+    unw_cursor_t c;
+    if (unw.init_local(&c, &uc) < 0) {
+        rt_print(fd, "  (no backtrace)\n");
+        return;
+    }
+    for (int n = 0; n < 48; n++) {
+        unw_word_t pc = 0, off = 0;
+        char name[128];
+        if (unw.get_reg(&c, UNW_REG_IP, &pc) < 0 || pc == 0)
+            break;
+        if (unw.get_proc_name(&c, name, sizeof name, &off) < 0)
+            name[0] = 0;
+        print_frame(fd, n, (uintptr_t)pc, name, (uintptr_t)off);
+        if (unw.step(&c) <= 0)
+            break;
+    }
+}
+
+/* ---- the dump ------------------------------------------------------------------------- */
+
+static const char *status_word(uint32_t st)
+{
+    switch (st) {
+    case Grunnable:
+        return "runnable";
+    case Grunning:
+        return "running";
+    case Gsyscall:
+        return "in a system call";
+    case Gwaiting:
+        return "waiting";
+    default:
+        return "?";
+    }
+}
+
+/* The G whose thread id the shim's mutexes record as owner (allglock held), or NULL. */
+static struct g *owner_g(int tid)
+{
+    for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
+        if (readgstatus(gp) == Gdead)
+            continue;
+        if (sched.tls_full ? gp->tcb && (int)tls_tcb_tid(gp->tcb) == tid
+                           : (int)(0x40000000u | (uint32_t)(gp->goid & 0x1fffffffu)) == tid)
+            return gp;
+    }
+    return NULL;
+}
+
+/* ", held by thread N "name"" for a mutex waited on. */
+static void mutex_owner(struct g *waiter, char *buf, size_t len)
+{
+    int tid = ((pthread_mutex_t *)waiter->waitobj)->__data.__owner;
+    struct g *o = tid ? owner_g(tid) : NULL;
+    char name[64] = "", obj[8];
+    if (o && sched_describe_hook)
+        sched_describe_hook(o, name, sizeof name, obj, sizeof obj);
+    size_t n = strlen(buf);
+    if (o)
+        snprintf(buf + n, len - n, ", held by thread %lu%s", (unsigned long)o->goid, name);
+    else if (tid)
+        snprintf(buf + n, len - n, ", held by id %d", tid);
+}
+
+/* Every G that exists: a header line, then its backtrace if it is switched out. */
+static void dump_threads(int fd)
+{
+    runtime_lock(&sched.allglock);
+    for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
+        uint32_t st = readgstatus(gp);
+        if (st == Gdead || !(gp->flags & G_STARTED))
+            continue;
+        char name[64] = "", obj[192] = "";
+        if (sched_describe_hook)
+            sched_describe_hook(gp, name, sizeof name, obj, sizeof obj);
+        if (st == Gwaiting) {
+            int k = gp->waitkind >= 0 && gp->waitkind < WAIT_KINDS ? gp->waitkind : WAIT_NONE;
+            if (!obj[0] && gp->waitobj)
+                snprintf(obj, sizeof obj, "%p", gp->waitobj);
+            if (k == WAIT_MUTEX && gp->waitobj)
+                mutex_owner(gp, obj, sizeof obj);
+            rt_print(fd, "\nthread %lu%s [%s%s%s]:\n", (unsigned long)gp->goid, name, reasons[k],
+                     obj[0] ? " " : "", obj);
+        } else {
+            rt_print(fd, "\nthread %lu%s [%s]:\n", (unsigned long)gp->goid, name, status_word(st));
+        }
+        if (st == Gwaiting || st == Grunnable)
+            backtrace_parked(fd, gp);
+        else
+            rt_print(fd, "  (running on OS thread %d: no backtrace)\n", sched_gtid(gp));
+    }
+    runtime_unlock(&sched.allglock);
+}
+
+/* ---- deadlock ------------------------------------------------------------------------- */
+
+static struct {
+    uint64_t ticks;    /* schedtick sum when it was first seen asleep (0: not) */
+    uint64_t reported; /* schedtick sum of the deadlock last reported */
+} dl;
+
+static uint64_t tick_sum(void)
+{
+    uint64_t s = 1; /* never 0 */
+    for (int32_t i = 0; i < sched.gomaxprocs; i++)
+        s += __atomic_load_n(&sched.allp[i]->schedtick, __ATOMIC_RELAXED);
+    return s;
+}
+
+/* Whether every G is parked with nothing in the runtime to wake it. */
+static bool all_asleep(void)
+{
+    if (__atomic_load_n(&sched.npidle, __ATOMIC_ACQUIRE) != sched.gomaxprocs ||
+        __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) != 0 || timers_next() >= 0 ||
+        netpoll_anywaiters())
+        return false;
+    int waiting = 0;
+    runtime_lock(&sched.allglock);
+    for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
+        uint32_t st = readgstatus(gp);
+        if (st == Grunnable || st == Grunning || st == Gsyscall) {
+            waiting = -1;
+            break;
+        }
+        waiting += st == Gwaiting && (gp->flags & G_STARTED);
+    }
+    runtime_unlock(&sched.allglock);
+    return waiting > 0;
+}
+
+void deadlock_check(void)
+{
+    if (sched_deadlock_mode == DEADLOCK_OFF)
+        return;
+    if (!all_asleep()) {
+        dl.ticks = 0;
+        return;
+    }
+    uint64_t t = tick_sum();
+    if (dl.ticks != t) { /* first sight, or something ran since: look again next round */
+        dl.ticks = t;
+        return;
+    }
+    if (dl.reported == t)
+        return;
+    dl.reported = t;
+    rt_print(2, "goshim: all threads are asleep - deadlock!\n");
+    dump_threads(2);
+    if (sched_deadlock_mode == DEADLOCK_ABORT) {
+        rt_print(2, "\ngoshim: GOSHIM_DEADLOCK=abort: exiting with status 2\n");
+        _exit(2);
+    }
+    rt_print(2, "\ngoshim: the program keeps waiting (a signal handler may still wake a thread; "
+                "GOSHIM_DEADLOCK=abort ends it)\n");
+}
+
+/* ---- SIGQUIT --------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t quit_requested;
+
+static void on_quit(int sig)
+{
+    (void)sig;
+    quit_requested = 1;
+    sysmon_wake();
+}
+
+bool sched_quit_handler_is(void (*h)(int))
+{
+    return h == on_quit;
+}
+
+void quit_install(void)
+{
+    struct sigaction sa, old;
+    if (sigaction(SIGQUIT, NULL, &old) != 0 || old.sa_handler != SIG_DFL)
+        return; /* the program (or its parent: SIG_IGN) decided */
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_quit;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGQUIT, &sa, NULL);
+}
+
+void quit_check(void)
+{
+    if (!quit_requested)
+        return;
+    rt_print(2, "SIGQUIT: quit\n");
+    dump_threads(2);
+    _exit(2);
+}

@@ -1,0 +1,77 @@
+/*
+ * Deadlocks, for goshim's reports (GOSHIM_DEADLOCK) and dumps (SIGQUIT).
+ *
+ *   prog_deadlock lockorder   threads "left" and "right" take mutexes A and B in
+ *                             opposite orders, each holding its first until the other
+ *                             holds its own: a deadlock. Prints "A=<addr> B=<addr>" first.
+ *                             Natively it hangs forever (a test kills it).
+ *   prog_deadlock quit        main and 3 threads wait on a condition variable nobody
+ *                             signals, with a timer-free wait; prints "ready" and waits
+ *                             for SIGQUIT.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static pthread_mutex_t a = PTHREAD_MUTEX_INITIALIZER, b = PTHREAD_MUTEX_INITIALIZER;
+static pthread_barrier_t both_hold;
+
+static void *left(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "left");
+    pthread_mutex_lock(&a);
+    pthread_barrier_wait(&both_hold);
+    pthread_mutex_lock(&b);
+    return NULL;
+}
+
+static void *right(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "right");
+    pthread_mutex_lock(&b);
+    pthread_barrier_wait(&both_hold);
+    pthread_mutex_lock(&a);
+    return NULL;
+}
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t never = PTHREAD_COND_INITIALIZER;
+
+static void *sleeper(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&mu);
+    for (;;)
+        pthread_cond_wait(&never, &mu);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    pthread_t l, r;
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (argc == 2 && !strcmp(argv[1], "lockorder")) {
+        printf("A=%p B=%p\n", (void *)&a, (void *)&b);
+        pthread_barrier_init(&both_hold, NULL, 2);
+        pthread_create(&l, NULL, left, NULL);
+        pthread_create(&r, NULL, right, NULL);
+        pthread_join(l, NULL);
+        pthread_join(r, NULL);
+        return 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "quit")) {
+        pthread_t t[3];
+        for (int i = 0; i < 3; i++)
+            pthread_create(&t[i], NULL, sleeper, NULL);
+        printf("ready\n");
+        pthread_join(t[0], NULL);
+        return 0;
+    }
+    fprintf(stderr, "usage: prog_deadlock lockorder|quit\n");
+    return 2;
+}

@@ -1,0 +1,150 @@
+/*
+ * What goshim tells that native pthreads cannot: the deadlock report
+ * (GOSHIM_DEADLOCK=report, the default, or abort) and the SIGQUIT dump of
+ * every thread, with names, what each waits for, mutex owners and
+ * backtraces. tests/progs/prog_deadlock makes a lock-order deadlock
+ * between threads "left" and "right", or waits for SIGQUIT.
+ */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/preload_helpers.h"
+
+#define OUT (1 << 16)
+
+/* A preloaded prog_deadlock MODE with env (NAME=VALUE words) and SIGQUIT at its default,
+ * stdout and stderr on separate pipes. */
+struct child {
+    pid_t pid;
+    FILE *out, *err;
+};
+
+static void start(struct child *c, const char *mode, const char *env)
+{
+    int o[2], e[2];
+    char path[4096];
+    cr_assert(pipe(o) == 0 && pipe(e) == 0);
+    test_prog_path("prog_deadlock", path, sizeof path);
+    c->pid = fork();
+    cr_assert_geq(c->pid, 0);
+    if (c->pid == 0) {
+        char copy[256];
+        char *save = NULL;
+        dup2(o[1], 1);
+        dup2(e[1], 2);
+        signal(SIGQUIT, SIG_DFL);
+        snprintf(copy, sizeof copy, "%s", env);
+        for (char *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+            char *eq = strchr(w, '=');
+            *eq = 0;
+            setenv(w, eq + 1, 1);
+        }
+        setenv("LD_PRELOAD", test_preload_value(), 1);
+        execl(path, path, mode, (char *)NULL);
+        _exit(127);
+    }
+    close(o[1]);
+    close(e[1]);
+    c->out = fdopen(o[0], "r");
+    c->err = fdopen(e[0], "r");
+}
+
+/* Read c's stderr into buf until a line starting with stop (included) or EOF. */
+static void read_err_until(struct child *c, const char *stop, char *buf, size_t len)
+{
+    size_t n = 0;
+    char line[1024];
+    buf[0] = 0;
+    while (fgets(line, sizeof line, c->err)) {
+        n += (size_t)snprintf(buf + n, len - n, "%s", line);
+        if (n >= len || !strncmp(line, stop, strlen(stop)))
+            break;
+    }
+}
+
+/* The header line of the thread named name in report, or fail. */
+static const char *thread_line(const char *report, const char *name, char *line, size_t len)
+{
+    char want[64];
+    snprintf(want, sizeof want, " \"%s\" [", name);
+    const char *at = strstr(report, want);
+    cr_assert(at, "no thread \"%s\" in the report:\n%s", name, report);
+    while (at > report && at[-1] != '\n')
+        at--;
+    const char *end = strchr(at, '\n');
+    snprintf(line, len, "%.*s", (int)(end - at), at);
+    return line;
+}
+
+static void check_lockorder_report(const char *report, void *a, void *b)
+{
+    char line[256], want[128];
+    cr_assert(strstr(report, "goshim: all threads are asleep - deadlock!\n"), "%s", report);
+    /* left holds A and waits for B, held by right; right the other way round. */
+    thread_line(report, "left", line, sizeof line);
+    snprintf(want, sizeof want, "[mutex %p, held by thread ", b);
+    cr_assert(strstr(line, want) && strstr(line, "\"right\"]:"), "left: %s\n%s", line, report);
+    thread_line(report, "right", line, sizeof line);
+    snprintf(want, sizeof want, "[mutex %p, held by thread ", a);
+    cr_assert(strstr(line, want) && strstr(line, "\"left\"]:"), "right: %s\n%s", line, report);
+    cr_assert(strstr(report, " left+0x") && strstr(report, " right+0x"),
+              "backtraces without the threads' functions:\n%s", report);
+    cr_assert(strstr(report, "(main) [join of thread "), "main's join:\n%s", report);
+}
+
+Test(preload_dump, lock_order_deadlock_abort, .timeout = 60)
+{
+    static char report[OUT];
+    struct child c;
+    void *a, *b;
+    int st;
+    start(&c, "lockorder", "GOSHIM_DEADLOCK=abort");
+    cr_assert_eq(fscanf(c.out, "A=%p B=%p", &a, &b), 2);
+    read_err_until(&c, "goshim: GOSHIM_DEADLOCK=abort", report, sizeof report);
+    cr_assert_eq(waitpid(c.pid, &st, 0), c.pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d\n%s", st, report);
+    check_lockorder_report(report, a, b);
+}
+
+/* The default: reported, and the program goes on waiting (as natively, it would hang). */
+Test(preload_dump, lock_order_deadlock_reported_and_waiting, .timeout = 60)
+{
+    static char report[OUT];
+    struct child c;
+    void *a, *b;
+    int st;
+    start(&c, "lockorder", "GOSHIM_PROCS=2");
+    cr_assert_eq(fscanf(c.out, "A=%p B=%p", &a, &b), 2);
+    read_err_until(&c, "goshim: the program keeps waiting", report, sizeof report);
+    check_lockorder_report(report, a, b);
+    cr_assert_eq(kill(c.pid, SIGKILL), 0);
+    cr_assert_eq(waitpid(c.pid, &st, 0), c.pid);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "it had ended by itself: status %d", st);
+}
+
+Test(preload_dump, sigquit_dumps_every_thread_and_exits_2, .timeout = 60)
+{
+    static char report[OUT];
+    char ready[16];
+    struct child c;
+    int st;
+    start(&c, "quit", "GOSHIM_DEADLOCK=off");
+    cr_assert(fgets(ready, sizeof ready, c.out) && !strcmp(ready, "ready\n"));
+    cr_assert_eq(kill(c.pid, SIGQUIT), 0);
+    read_err_until(&c, "\1", report, sizeof report); /* to EOF */
+    cr_assert_eq(waitpid(c.pid, &st, 0), c.pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d\n%s", st, report);
+    cr_assert(!strncmp(report, "SIGQUIT: quit\n", 14), "%s", report);
+    int threads = 0, conds = 0;
+    for (const char *p = report; (p = strstr(p, "\nthread ")); p++) {
+        threads++;
+        conds += !strncmp(strchr(p, '['), "[condition variable 0x", 22);
+    }
+    cr_assert_eq(threads, 4, "%s", report);
+    cr_assert_eq(conds, 3, "%s", report);
+    cr_assert(strstr(report, " sleeper+0x") && strstr(report, " main+0x"), "%s", report);
+}
