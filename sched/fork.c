@@ -145,6 +145,7 @@ void sched_fork_child(void)
         return;
     }
     reset_sched(mp);
+    machines_fork_child();
     stack_fork_child();
     timers_fork_child();
     gfutex_fork_child();

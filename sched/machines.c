@@ -193,6 +193,13 @@ static int64_t timer_m_until;
 static struct m *poll_m;
 static int64_t poll_m_until;
 
+/* Fork child: the Ms that watched the timers or polled were the parent's. */
+void machines_fork_child(void)
+{
+    timer_m = NULL;
+    poll_m = NULL;
+}
+
 /*
  * Block in netpoll until an fd event, the earliest timer or netpoll_break,
  * as the one polling M. Returns with a P if there is work for one; false
