@@ -180,6 +180,47 @@ static void mutex_owner(struct g *waiter, char *buf, size_t len)
         snprintf(buf + n, len - n, ", held by id %d", tid);
 }
 
+/* "name [what it waits for]" of a parked G into buf (allglock held). */
+static void describe_wait(struct g *gp, char *buf, size_t len)
+{
+    char name[64] = "", obj[192] = "";
+    if (sched_describe_hook)
+        sched_describe_hook(gp, name, sizeof name, obj, sizeof obj);
+    int k = gp->waitkind >= 0 && gp->waitkind < WAIT_KINDS ? gp->waitkind : WAIT_NONE;
+    if (!obj[0] && gp->waitobj)
+        snprintf(obj, sizeof obj, "%p", gp->waitobj);
+    if (k == WAIT_MUTEX && gp->waitobj)
+        mutex_owner(gp, obj, sizeof obj);
+    snprintf(buf, len, "%s [%s%s%s]", name, reasons[k], obj[0] ? " " : "", obj);
+}
+
+void sched_describe(struct g *gp, char *buf, size_t len)
+{
+    if (readgstatus(gp) == Gwaiting) {
+        describe_wait(gp, buf, len);
+        return;
+    }
+    buf[0] = 0;
+    if (sched_describe_hook) {
+        char obj[8];
+        sched_describe_hook(gp, buf, len, obj, sizeof obj);
+    }
+}
+
+void leaks_print(int fd)
+{
+    runtime_lock(&sched.allglock);
+    for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
+        if (readgstatus(gp) != Gwaiting || !(gp->flags & G_STARTED) || gp->waitkind == WAIT_SLEEP)
+            continue;
+        char what[320];
+        describe_wait(gp, what, sizeof what);
+        rt_print(fd, "goshim stats: leak: thread %lu%s still waiting at exit\n",
+                 (unsigned long)gp->goid, what);
+    }
+    runtime_unlock(&sched.allglock);
+}
+
 /* Every G that exists: a header line, then its backtrace if it is switched out. */
 static void dump_threads(int fd)
 {
@@ -188,20 +229,12 @@ static void dump_threads(int fd)
         uint32_t st = readgstatus(gp);
         if (st == Gdead || !(gp->flags & G_STARTED))
             continue;
-        char name[64] = "", obj[192] = "";
-        if (sched_describe_hook)
-            sched_describe_hook(gp, name, sizeof name, obj, sizeof obj);
-        if (st == Gwaiting) {
-            int k = gp->waitkind >= 0 && gp->waitkind < WAIT_KINDS ? gp->waitkind : WAIT_NONE;
-            if (!obj[0] && gp->waitobj)
-                snprintf(obj, sizeof obj, "%p", gp->waitobj);
-            if (k == WAIT_MUTEX && gp->waitobj)
-                mutex_owner(gp, obj, sizeof obj);
-            rt_print(fd, "\nthread %lu%s [%s%s%s]:\n", (unsigned long)gp->goid, name, reasons[k],
-                     obj[0] ? " " : "", obj);
-        } else {
-            rt_print(fd, "\nthread %lu%s [%s]:\n", (unsigned long)gp->goid, name, status_word(st));
-        }
+        char what[320];
+        sched_describe(gp, what, sizeof what);
+        if (st == Gwaiting)
+            rt_print(fd, "\nthread %lu%s:\n", (unsigned long)gp->goid, what);
+        else
+            rt_print(fd, "\nthread %lu%s [%s]:\n", (unsigned long)gp->goid, what, status_word(st));
         if (st == Gwaiting || st == Grunnable)
             backtrace_parked(fd, gp);
         else

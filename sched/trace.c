@@ -75,9 +75,12 @@ void schedtrace(bool detailed)
         const char *wr = st == Gwaiting && gp->waitreason < waitReasonCount
                              ? waitreason_name[gp->waitreason]
                              : "";
-        rt_print(2, "  G%lu: status=%u(%s%s%s) m=%ld\n", (unsigned long)gp->goid, st,
+        char what[320] = "";
+        if (gp->flags & G_STARTED)
+            sched_describe(gp, what, sizeof what);
+        rt_print(2, "  G%lu: status=%u(%s%s%s) m=%ld%s\n", (unsigned long)gp->goid, st,
                  st < 6 ? gstatus_name[st] : "?", *wr ? " " : "", wr,
-                 st == Grunning && mp ? (long)mp->id : -1L);
+                 st == Grunning && mp ? (long)mp->id : -1L, what);
     }
     runtime_unlock(&sched.allglock);
 }
@@ -165,4 +168,5 @@ void stats_open(void)
 void stats_at_exit(void)
 {
     stats_print(stats_fd);
+    leaks_print(stats_fd);
 }

@@ -148,3 +148,43 @@ Test(preload_dump, sigquit_dumps_every_thread_and_exits_2, .timeout = 60)
     cr_assert_eq(conds, 3, "%s", report);
     cr_assert(strstr(report, " sleeper+0x") && strstr(report, " main+0x"), "%s", report);
 }
+
+/* GOSHIM_STATS lists, at exit, the threads still waiting forever. */
+Test(preload_dump, leaks_listed_at_exit, .timeout = 60)
+{
+    static char out[OUT];
+    struct pp_argv a;
+    int st = run_preloaded("prog_deadlock", pp_argv(&a, "prog_deadlock", "leak"), "GOSHIM_STATS=1",
+                           out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d\n%s", st, out);
+    const char *leak = strstr(out, "goshim stats: leak: thread ");
+    cr_assert(leak, "no leak line:\n%s", out);
+    cr_assert(strstr(leak, " \"stuck\" [condition variable 0x"), "%s", out);
+    cr_assert(strstr(leak, "] still waiting at exit\n"), "%s", out);
+    cr_assert_null(strstr(leak + 1, "goshim stats: leak:"), "more than one leak:\n%s", out);
+}
+
+/* SCHEDTRACE lines parsed back: Go's format, and numbers that make sense. */
+Test(preload_dump, schedtrace_lines_are_consistent, .timeout = 60)
+{
+    static char out[OUT];
+    struct pp_argv a;
+    int st = run_preloaded("prog_many_threads", pp_argv(&a, "prog_many_threads", "20000"),
+                           "GOSHIM_PROCS=2 GOSHIM_SCHEDTRACE=5", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d\n%s", st, out);
+    int lines = 0;
+    for (const char *p = out; (p = strstr(p, "SCHED ")); p++) {
+        long ms, procs, idle, threads, spinning, idlethreads, runq, q0, q1;
+        int n = sscanf(p,
+                       "SCHED %ldms: gomaxprocs=%ld idleprocs=%ld threads=%ld spinningthreads=%ld "
+                       "idlethreads=%ld runqueue=%ld [%ld %ld]",
+                       &ms, &procs, &idle, &threads, &spinning, &idlethreads, &runq, &q0, &q1);
+        cr_assert_eq(n, 9, "malformed: %.200s", p);
+        cr_assert_eq(procs, 2);
+        cr_assert(idle >= 0 && idle <= procs, "idleprocs %ld", idle);
+        cr_assert(runq >= 0 && q0 >= 0 && q1 >= 0 && q0 <= 256 && q1 <= 256);
+        cr_assert(spinning >= 0 && idlethreads >= 0 && threads >= 1);
+        lines++;
+    }
+    cr_assert_geq(lines, 1, "no SCHED line:\n%.2000s", out);
+}

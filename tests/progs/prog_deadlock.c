@@ -5,6 +5,9 @@
  *                             opposite orders, each holding its first until the other
  *                             holds its own: a deadlock. Prints "A=<addr> B=<addr>" first.
  *                             Natively it hangs forever (a test kills it).
+ *   prog_deadlock leak        a thread named "stuck" waits on a condition variable nobody
+ *                             signals; main prints "exiting" and returns (a leak, for
+ *                             GOSHIM_STATS)
  *   prog_deadlock quit        main and 3 threads wait on a condition variable nobody
  *                             signals, with a timer-free wait; prints "ready" and waits
  *                             for SIGQUIT.
@@ -13,6 +16,7 @@
 #define _GNU_SOURCE
 #endif
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,10 +46,24 @@ static void *right(void *arg)
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t never = PTHREAD_COND_INITIALIZER;
 
+static int sleeping; /* sleepers that hold or have released mu in their wait; mu */
+
 static void *sleeper(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&mu);
+    sleeping++;
+    for (;;)
+        pthread_cond_wait(&never, &mu);
+    return NULL;
+}
+
+static void *stuck(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "stuck");
+    pthread_mutex_lock(&mu);
+    pthread_barrier_wait(&both_hold);
     for (;;)
         pthread_cond_wait(&never, &mu);
     return NULL;
@@ -64,14 +82,31 @@ int main(int argc, char **argv)
         pthread_join(r, NULL);
         return 0;
     }
+    if (argc == 2 && !strcmp(argv[1], "leak")) {
+        pthread_create(&l, NULL, stuck, NULL);
+        pthread_barrier_init(&both_hold, NULL, 2);
+        pthread_barrier_wait(&both_hold); /* it is named and holds mu ... */
+        pthread_mutex_lock(&mu);          /* ... until its cond_wait lets it go */
+        pthread_mutex_unlock(&mu);
+        printf("exiting\n");
+        return 0;
+    }
     if (argc == 2 && !strcmp(argv[1], "quit")) {
         pthread_t t[3];
         for (int i = 0; i < 3; i++)
             pthread_create(&t[i], NULL, sleeper, NULL);
+        for (;;) { /* all three counted and in cond_wait (mu free again) */
+            pthread_mutex_lock(&mu);
+            int n = sleeping;
+            pthread_mutex_unlock(&mu);
+            if (n == 3)
+                break;
+            sched_yield();
+        }
         printf("ready\n");
         pthread_join(t[0], NULL);
         return 0;
     }
-    fprintf(stderr, "usage: prog_deadlock lockorder|quit\n");
+    fprintf(stderr, "usage: prog_deadlock lockorder|leak|quit\n");
     return 2;
 }
