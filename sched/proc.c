@@ -90,8 +90,10 @@ int sched_helper_thread(void *(*fn)(void *))
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    /* The new thread inherits the creator's mask: all blocked from its first instruction. */
-    uint64_t all = ~0ULL, old = 0;
+    /* The new thread inherits the creator's mask: all blocked from its first
+     * instruction, but for glibc's SIGCANCEL and SIGSETXID (32, 33): set*id
+     * waits for every thread to take SIGSETXID (setxid.c). */
+    uint64_t all = ~((1ULL << 31) | (1ULL << 32)), old = 0;
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
     int err = sched_thread_create(&t, &attr, fn, NULL);
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);

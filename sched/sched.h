@@ -236,6 +236,8 @@ int sysmon_start(int trace_ms, bool detailed);
 /* Fork child resets of each part of the runtime (fork.c calls them). */
 void sysmon_fork_child(void);
 void machines_fork_child(void);
+/* setxid.c: set*id calls work while Gs run on Ms (call once, at start-up). */
+void setxid_init(void);
 void timers_fork_child(void);
 void gfutex_fork_child(void);
 /* fork.c: pthread_atfork handlers; registered by sched_init. */

@@ -58,6 +58,8 @@ int sched_init(const struct sched_config *c)
     }
     if (c->chaos)
         chaos_init(c->chaos_seed);
+    if (sched.tls_full)
+        setxid_init();
     sched.starttime = nanotime();
     sched.started = true;
     preempt_init(c->preempt_ns, c->preempt_signal, c->preempt_signal_set, c->preempt_handoff);

@@ -363,6 +363,16 @@ static size_t find_pair(char *tp, uintptr_t a, uintptr_t b)
     return n == 1 ? found : 0;
 }
 
+/* glibc's own malloc and free, even when the program brings another
+ * malloc (jemalloc, tcmalloc): the probe looks for glibc's per-thread
+ * words, and another allocator's thread state, set up in a TCB that is
+ * thrown away without its thread exit, would stay linked into its lists
+ * (jemalloc: redis crashed at its first mallctl). */
+static struct {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+} glibc_malloc;
+
 /* malloc_probe_fn runs with a fresh TCB installed: snapshot, malloc, snapshot. */
 static void malloc_probe_fn(void *arg)
 {
@@ -372,8 +382,8 @@ static void malloc_probe_fn(void *arg)
     char *errp = (char *)&errno;
     pr->fresh_ok = errno == 0 && errp >= blk && errp < blk + ti.libc_tls_size;
     memcpy(pr->before, blk, ti.libc_tls_size);
-    void *volatile p = malloc(24);
-    free(p);
+    void *volatile p = glibc_malloc.malloc(24);
+    glibc_malloc.free(p);
     memcpy(pr->after, blk, ti.libc_tls_size);
 }
 
@@ -387,6 +397,11 @@ static void malloc_probe_fn(void *arg)
 static const char *probe_malloc_words(struct probe *pr)
 {
     char *fresh = pr->fresh;
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    glibc_malloc.malloc = libc ? (void *(*)(size_t))dlsym(libc, "malloc") : NULL;
+    glibc_malloc.free = libc ? (void (*)(void *))dlsym(libc, "free") : NULL;
+    if (!glibc_malloc.malloc || !glibc_malloc.free)
+        return fail("glibc's malloc", " not found in libc.so.6");
     tls_call_with_fs(fresh, malloc_probe_fn, pr);
     if (!pr->fresh_ok)
         return fail("fresh TCB errno check", " failed");
