@@ -357,6 +357,15 @@ void preempt_request(struct p *pp, bool handoff)
     rt_syscall6(SYS_rt_tgsigqueueinfo, pr.pid, mp->tid, sig, (long)&si, 0, 0);
 }
 
+void sched_preempt_g(struct g *gp)
+{
+    struct m *mp = __atomic_load_n(&gp->m, __ATOMIC_ACQUIRE);
+    struct p *pp =
+        mp && readgstatus(gp) == Grunning ? __atomic_load_n(&mp->p, __ATOMIC_ACQUIRE) : NULL;
+    if (pp && __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE) == mp)
+        preempt_request(pp, false);
+}
+
 void preempt_count_handoff(void)
 {
     __atomic_add_fetch(&pr.nhandoff, 1, __ATOMIC_RELAXED);

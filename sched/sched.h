@@ -168,6 +168,8 @@ static inline void chaos_point(void)
 /* Run by a G resumed after a preemption (no wrapper around it to do so):
  * delivers the signals sent to it while it waited for a P. */
 extern void (*sched_resume_hook)(void);
+/* Ask gp, if it runs, to yield at its next safe point (preempt.c). */
+void sched_preempt_g(struct g *gp);
 
 /*
  * acquirem marks the M of the calling G "inside the runtime" until

@@ -131,6 +131,7 @@ static int lock_slow(int *word, bool timed, clockid_t clk, const struct timespec
     wait:
         if (sync_wait(WAIT_MUTEX, word, (uint32_t *)word, 2, deadline) == ETIMEDOUT)
             return ETIMEDOUT;
+        shim_async_cancel(); /* not holding it: a cancelled thread may go */
     }
     return 0;
 }

@@ -36,6 +36,7 @@ static inline bool goshim_active(void)
 
 /* shim/thread.h */
 int shim_deliver_signals(void);
+void shim_async_cancel(void);
 
 /*
  * gfutex_wait for the shim's synchronisation objects: what the thread

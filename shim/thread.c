@@ -590,6 +590,15 @@ void shim_testcancel(void)
     }
 }
 
+/* With PTHREAD_CANCEL_ASYNCHRONOUS, a pending cancellation acts at any point where the
+ * thread's state is whole: back from a mutex or join wait, a yield, a preemption. */
+void shim_async_cancel(void)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    if (st && st->canceltype == PTHREAD_CANCEL_ASYNCHRONOUS)
+        shim_testcancel();
+}
+
 GOSHIM_EXPORT void pthread_testcancel(void)
 {
     if (!goshim_active() || !self_thread()) {
@@ -614,8 +623,11 @@ GOSHIM_EXPORT int pthread_cancel(pthread_t t)
     /* Wake it if it waits at a cancellation point (any other wait of it
      * just sees a spurious wake-up and waits again). */
     runtime_lock(&st->lock);
-    if (st->gp && st->cancelstate == PTHREAD_CANCEL_ENABLE)
+    if (st->gp && st->cancelstate == PTHREAD_CANCEL_ENABLE) {
         gfutex_interrupt(st->gp);
+        if (st->canceltype == PTHREAD_CANCEL_ASYNCHRONOUS)
+            sched_preempt_g(st->gp); /* running: cancelled where it is preempted */
+    }
     runtime_unlock(&st->lock);
     return 0;
 }
@@ -681,6 +693,7 @@ GOSHIM_EXPORT int sched_yield(void)
         return REAL(sched_yield)();
     sched_goyield();
     shim_deliver_signals(); /* sent while it waited for a P */
+    shim_async_cancel();
     return 0;
 }
 
@@ -703,6 +716,7 @@ static void describe(struct g *gp, char *name, size_t nlen, char *obj, size_t ol
 static void deliver_after_preemption(void)
 {
     shim_deliver_signals();
+    shim_async_cancel();
 }
 
 GOSHIM_EXPORT int pthread_getattr_np(pthread_t t, pthread_attr_t *attr)

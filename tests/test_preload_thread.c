@@ -90,3 +90,16 @@ Test(preload_thread, lifecycle_in_errno_mode, .timeout = 60)
     cr_assert(strstr(out, "all passed"), "%s", out);
     cr_assert(strstr(out, "GOSHIM_TLS=errno mode"), "the mode is announced:\n%s", out);
 }
+
+/* PTHREAD_CANCEL_ASYNCHRONOUS: cancelled while blocked on a mutex, or while spinning
+ * without calls (acted on where it is preempted); redis's killIOThreads hung without it. */
+Test(preload_thread, async_cancel_blocked_or_spinning, .timeout = 60)
+{
+    const char *want = "cancel 0, join 0, PTHREAD_CANCELED: yes\n";
+    expect_native_prints("prog_async_cancel", "mutex", want);
+    expect_native_prints("prog_async_cancel", "spin", want);
+    expect_preloaded_prints("prog_async_cancel", "mutex", "GOSHIM_PROCS=1", want, 2);
+    expect_preloaded_prints("prog_async_cancel", "mutex", "GOSHIM_PROCS=2", want, 2);
+    expect_preloaded_prints("prog_async_cancel", "spin", "GOSHIM_PROCS=1", want, 2);
+    expect_preloaded_prints("prog_async_cancel", "spin", "GOSHIM_PROCS=2", want, 2);
+}
