@@ -7,6 +7,7 @@
 #   make bench      run every build/bench/bench_*
 #   make test-asan  the same tests built with ASan+UBSan (objects in build/san-address/)
 #   make test-tsan  the same tests built with TSan, without the preload suites
+#   make test-real  real Debian programs natively and under goshim (installs them)
 #
 # Knobs: V=1 (show commands), SAN=address|undefined|thread, DEBUG=1 (-DGOSHIM_DEBUG=1),
 # WERROR=0 (warnings stay warnings), CFLAGS, LDFLAGS, PREFIX, DESTDIR, TRACE, TEST_TIMEOUT.
@@ -118,7 +119,7 @@ endif
 endif
 
 # ---- build ---------------------------------------------------------------------------------
-.PHONY: all test test-unit check test-asan test-tsan bench demo install uninstall clean format \
+.PHONY: all test test-unit test-real check test-asan test-tsan bench demo install uninstall clean format \
         format-check deps
 .DEFAULT_GOAL := all
 
@@ -217,13 +218,18 @@ endif
 deps:
 	$(Q)scripts/setup.sh
 
-# make test: the suite as built normally, then again under ASan+UBSan and TSan.
-# The last line is the normal run's summary.
+# make test: the suite under ASan+UBSan and TSan, then as built normally, then the
+# real-program suite (about a minute). The last line is the real programs' summary.
 test:
 	$(Q)scripts/setup.sh
 	$(Q)$(MAKE) --no-print-directory test-asan
 	$(Q)$(MAKE) --no-print-directory test-tsan
 	$(Q)$(MAKE) --no-print-directory test-unit
+	$(Q)$(MAKE) --no-print-directory test-real
+
+test-real:
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)timeout -k 10 $(TEST_TIMEOUT) scripts/test_real.sh
 
 check: test
 
