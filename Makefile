@@ -3,7 +3,8 @@
 #   make            build/libgoshim.so, build/libsched.a, test programs, unit binary, benches
 #   make test       install missing packages, then test-asan, test-tsan and test-unit
 #   make test-unit  build, check exports, run the Criterion suites (normal build only)
-#   make demo       build, then run build/bench/demo_sched with GOSHIM_SCHEDTRACE=$(TRACE)
+#   make demo       build, run build/bench/demo_sched with GOSHIM_SCHEDTRACE=$(TRACE), the
+#                   blocking-calls demo and the native-vs-goshim comparisons (charts in build/demo)
 #   make bench      run every build/bench/bench_*
 #   make test-asan  the same tests built with ASan+UBSan (objects in build/san-address/)
 #   make test-tsan  the same tests built with TSan, without the preload suites
@@ -262,6 +263,7 @@ demo:
 	    echo "demo: $(BUILD)/bench/demo_sched is not built yet (tests/bench/demo_sched.c is missing)"; \
 	fi
 	$(Q)scripts/demo_io.sh
+	$(Q)scripts/demo_compare.sh
 
 # ---- install, clean, format ----------------------------------------------------------------
 install: $(LIBGOSHIM) install-tools
