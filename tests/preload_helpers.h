@@ -77,7 +77,7 @@ static inline void same_as_native_in_order(const char *prog, const char *env, lo
     compare_with_native(prog, env, min_gs, 0);
 }
 
-#define PP_MAX_ARGS 4
+#define PP_MAX_ARGS 8
 
 /* argv for prog: its path, then the space-separated words of args (NULL: none). */
 struct pp_argv {

@@ -15,29 +15,6 @@
 
 #include "tests/preload_helpers.h"
 
-#define NET_MAX_ARGS 8
-
-/* argv for prog: its path, then the space-separated words of args (NULL: none). */
-struct net_argv {
-    char path[4096];
-    char words[256];
-    char *argv[NET_MAX_ARGS + 2];
-};
-
-static char *const *net_argv(struct net_argv *a, const char *prog, const char *args)
-{
-    int n = 0;
-    char *save = NULL;
-
-    a->argv[n++] = (char *)test_prog_path(prog, a->path, sizeof a->path);
-    snprintf(a->words, sizeof a->words, "%s", args ? args : "");
-    for (char *w = strtok_r(a->words, " ", &save); w && n <= NET_MAX_ARGS;
-         w = strtok_r(NULL, " ", &save))
-        a->argv[n++] = w;
-    a->argv[n] = NULL;
-    return a->argv;
-}
-
 /*
  * How many "goshim stats:" lines in out name a G count (gs_created=), and
  * the first and the last count (strip_stats returns the last).
@@ -92,13 +69,13 @@ static void net_compare_procs(const char *prog, const char *args, const char *en
                               int sorted, long min_child_gs)
 {
     static char nat[1 << 16], pre[1 << 16];
-    struct net_argv a;
+    struct pp_argv a;
     char penv[256];
     int sn, sp;
 
     snprintf(penv, sizeof penv, "GOSHIM_STATS=1 %s", env ? env : "");
-    sn = run_native(prog, net_argv(&a, prog, args), NULL, nat, sizeof nat);
-    sp = run_preloaded(prog, net_argv(&a, prog, args), penv, pre, sizeof pre);
+    sn = run_native(prog, pp_argv(&a, prog, args), NULL, nat, sizeof nat);
+    sp = run_preloaded(prog, pp_argv(&a, prog, args), penv, pre, sizeof pre);
     cr_assert(WIFEXITED(sn), "%s %s natively: status %d\n%s", prog, args ? args : "", sn, nat);
     cr_assert_eq(WEXITSTATUS(sn), 0, "%s %s fails natively:\n%s", prog, args ? args : "", nat);
     cr_assert(WIFEXITED(sp), "%s %s under goshim (%s) died: status %d\n%s", prog, args ? args : "",
@@ -130,11 +107,11 @@ static void net_preloaded_prints_procs(const char *prog, const char *args, const
                                        long min_gs, const char *want, long min_child_gs)
 {
     static char out[1 << 16];
-    struct net_argv a;
+    struct pp_argv a;
     char penv[256];
 
     snprintf(penv, sizeof penv, "GOSHIM_STATS=1 %s", env ? env : "");
-    int st = run_preloaded(prog, net_argv(&a, prog, args), penv, out, sizeof out);
+    int st = run_preloaded(prog, pp_argv(&a, prog, args), penv, out, sizeof out);
     cr_assert(WIFEXITED(st), "%s %s under goshim (%s) died: status %d\n%s", prog, args ? args : "",
               penv, st, out);
     cr_assert_eq(WEXITSTATUS(st), 0, "%s %s fails under goshim (%s):\n%s", prog, args ? args : "",
