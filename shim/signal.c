@@ -125,6 +125,31 @@ GOSHIM_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
     return REAL(sigprocmask)(how, keep_open(how, set, &copy), old);
 }
 
+/* The mask is the G's for the wait (and the M's while it blocks, its P handed
+ * off); a signal left pending for this thread that the mask lets through is
+ * handled at once, as the kernel would do. */
+GOSHIM_EXPORT int sigsuspend(const sigset_t *set)
+{
+    if (!goshim_active())
+        return REAL(sigsuspend)(set);
+    uint64_t want, old = sched_sigmask();
+    memcpy(&want, set, sizeof want);
+    sched_set_sigmask(want & ~never_blocked());
+    int ran = shim_deliver_signals();
+    sched_set_sigmask(old);
+    if (ran) {
+        errno = EINTR;
+        return -1;
+    }
+    if (!entersyscallblock())
+        return REAL(sigsuspend)(set);
+    int r = REAL(sigsuspend)(set);
+    int e = errno;
+    exitsyscall();
+    errno = e;
+    return r;
+}
+
 /* The G's own alternate signal stack, installed on whichever M runs it. */
 GOSHIM_EXPORT int sigaltstack(const stack_t *ss, stack_t *old)
 {

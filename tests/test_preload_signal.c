@@ -19,6 +19,10 @@
 #define ALTSTACK_OUT                                                                               \
     "with sigaltstack: handlers on it: yes\n"                                                      \
     "without: handlers on the thread's stack: yes\n"
+#define SUSPEND_OUT                                                                                \
+    "sigsuspend: returned -1 EINTR, handler ran on this thread only then: yes\n"                   \
+    "raise: handler ran on the raising thread: yes\n"                                              \
+    "abort in a thread: child killed by SIGABRT: yes\n"
 #define TARGETS_OUT "parked thread ran its handler: yes\nspinning thread ran its handler: yes\n"
 
 Test(preload_signal, natively, .timeout = 60)
@@ -26,6 +30,7 @@ Test(preload_signal, natively, .timeout = 60)
     expect_native_prints("prog_signals", "sigwait", SIGWAIT_OUT);
     expect_native_prints("prog_signals", "mask", MASK_OUT);
     expect_native_prints("prog_signals", "altstack", ALTSTACK_OUT);
+    expect_native_prints("prog_signals", "suspend", SUSPEND_OUT);
     expect_native_prints("prog_signals", "targets", TARGETS_OUT);
 }
 
@@ -70,4 +75,11 @@ Test(preload_signal, setxid_from_a_thread_reaches_every_os_thread, .timeout = 60
               "natively: %s", nat);
     expect_preloaded_prints("prog_setxid", NULL, "GOSHIM_PROCS=1", nat, 8);
     expect_preloaded_prints("prog_setxid", NULL, "GOSHIM_PROCS=2", nat, 8);
+}
+
+/* sigsuspend takes a signal left pending while the thread blocked it; raise and abort. */
+Test(preload_signal, sigsuspend_raise_abort, .timeout = 60)
+{
+    expect_preloaded_prints("prog_signals", "suspend", "GOSHIM_PROCS=1", SUSPEND_OUT, 2);
+    expect_preloaded_prints("prog_signals", "suspend", "GOSHIM_PROCS=2", SUSPEND_OUT, 2);
 }

@@ -14,6 +14,11 @@
  *                          between OS threads (yields beside busy threads), each signal
  *                          themselves: an SA_ONSTACK handler runs on the alternate stack
  *                          of the first, on the normal stack of the second
+ *   prog_signals suspend   a thread that blocks SIGUSR1 is sent it while it waits on a
+ *                          semaphore, then calls sigsuspend with an empty mask: the
+ *                          handler runs on it and sigsuspend returns EINTR; a thread's
+ *                          raise() runs the handler on that thread; abort() in a thread
+ *                          of a forked child ends the child with SIGABRT
  *   prog_signals targets   pthread_kill to a thread parked in a condition wait and to one
  *                          spinning: each handler runs on its target
  *
@@ -25,10 +30,12 @@
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "prog_check.h"
@@ -215,6 +222,77 @@ static int mode_altstack(void)
     return 0;
 }
 
+/* ---- suspend, raise, abort ------------------------------------------------------------ */
+
+static sem_t ready, go;
+static volatile pthread_t usr1_on;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    usr1_on = pthread_self();
+}
+
+static void *suspender(void *arg)
+{
+    (void)arg;
+    sigset_t set, none;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    sigemptyset(&none);
+    EXPECT(pthread_sigmask(SIG_BLOCK, &set, NULL), 0);
+    CHECK(sem_post(&ready) == 0);
+    CHECK(sem_wait(&go) == 0); /* SIGUSR1 arrives while it waits here, blocked */
+    int before = usr1_on != 0;
+    int r = sigsuspend(&none);
+    int err = errno;
+    printf("sigsuspend: returned %d %s, handler ran on this thread only then: %s\n", r,
+           err == EINTR ? "EINTR" : "?",
+           !before && pthread_equal(usr1_on, pthread_self()) ? "yes" : "no");
+    usr1_on = 0;
+    EXPECT(pthread_sigmask(SIG_UNBLOCK, &set, NULL), 0);
+    raise(SIGUSR1);
+    printf("raise: handler ran on the raising thread: %s\n",
+           pthread_equal(usr1_on, pthread_self()) ? "yes" : "no");
+    return NULL;
+}
+
+static void *aborter(void *arg)
+{
+    (void)arg;
+    abort();
+}
+
+static int mode_suspend(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+    CHECK(sem_init(&ready, 0, 0) == 0 && sem_init(&go, 0, 0) == 0);
+    pthread_t t;
+    EXPECT(pthread_create(&t, NULL, suspender, NULL), 0);
+    CHECK(sem_wait(&ready) == 0);
+    EXPECT(pthread_kill(t, SIGUSR1), 0);
+    CHECK(sem_post(&go) == 0);
+    EXPECT(pthread_join(t, NULL), 0);
+
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        pthread_t a;
+        pthread_create(&a, NULL, aborter, NULL);
+        pthread_join(a, NULL);
+        _exit(0);
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    printf("abort in a thread: child killed by SIGABRT: %s\n",
+           WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT ? "yes" : "no");
+    return 0;
+}
+
 /* ---- targets --------------------------------------------------------------------------- */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -300,8 +378,10 @@ int main(int argc, char **argv)
         return mode_mask();
     if (argc == 2 && !strcmp(argv[1], "altstack"))
         return mode_altstack();
+    if (argc == 2 && !strcmp(argv[1], "suspend"))
+        return mode_suspend();
     if (argc == 2 && !strcmp(argv[1], "targets"))
         return mode_targets();
-    fprintf(stderr, "usage: prog_signals sigwait|mask|altstack|targets\n");
+    fprintf(stderr, "usage: prog_signals sigwait|mask|altstack|suspend|targets\n");
     return 2;
 }
