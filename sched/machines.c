@@ -67,6 +67,7 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
     m_mark_own_tls(mp, mp->g0tcb);
     stack_thread_init();
+    m_record_altstack(mp);
     /* Everything below this point of the thread stack is the g0 stack. */
     mp->g0_sp = ((uintptr_t)__builtin_frame_address(0) - 1024) & ~(uintptr_t)15;
     mp->g0_lo = (char *)mp->g0_sp - M_STACK_SIZE / 2;

@@ -107,29 +107,57 @@ void m_apply_sigmask(struct m *mp, uint64_t set)
         mp->sigmask = set;
 }
 
-void m_apply_altstack(struct m *mp, const stack_t *ss)
+void m_record_altstack(struct m *mp)
 {
+    stack_t cur;
+    if (rt_syscall(SYS_sigaltstack, NULL, &cur, 0) != 0 || (cur.ss_flags & SS_DISABLE))
+        cur = (stack_t){.ss_flags = SS_DISABLE};
+    cur.ss_flags &= ~SS_ONSTACK;
+    mp->own_alt = cur;
+    mp->altstack = cur.ss_sp;
+}
+
+/* What gp runs with: its own alternate stack, else its M's (overflow reports). */
+static const stack_t *altstack_for(struct m *mp, struct g *gp)
+{
+    return gp->altstack.ss_sp ? &gp->altstack : &mp->own_alt;
+}
+
+void m_apply_altstack(struct m *mp, struct g *gp)
+{
+    const stack_t *want = altstack_for(mp, gp);
+    if (want->ss_sp == mp->altstack)
+        return;
     stack_t none = {.ss_flags = SS_DISABLE};
-    if (rt_syscall(SYS_sigaltstack, ss->ss_sp ? ss : &none, NULL, 0) == 0)
-        mp->altstack = ss->ss_sp;
+    if (rt_syscall(SYS_sigaltstack, want->ss_sp ? want : &none, NULL, 0) == 0)
+        mp->altstack = want->ss_sp;
 }
 
 int sched_sigaltstack(const stack_t *ss, stack_t *old)
 {
     struct m *mp = acquirem(); /* its M's is its own while it runs */
-    int err = 0;
-    if (mp->altstack != mp->curg->altstack.ss_sp)
-        m_apply_altstack(mp, &mp->curg->altstack);
-    long r = rt_syscall(SYS_sigaltstack, ss, old, 0);
-    if (r < 0) {
-        err = (int)-r;
+    struct g *gp = mp->curg;
+    m_apply_altstack(mp, gp);
+    stack_t cur;
+    if (rt_syscall(SYS_sigaltstack, NULL, &cur, 0) != 0)
+        cur = (stack_t){.ss_flags = SS_DISABLE};
+    long r = 0;
+    if (ss && !(ss->ss_flags & SS_DISABLE)) {
+        r = rt_syscall(SYS_sigaltstack, ss, NULL, 0); /* the kernel checks it */
+        if (r == 0) {
+            gp->altstack = *ss;
+            mp->altstack = ss->ss_sp;
+        }
     } else if (ss) {
-        bool off = ss->ss_flags & SS_DISABLE;
-        mp->curg->altstack = off ? (stack_t){.ss_flags = SS_DISABLE} : *ss;
-        mp->altstack = off ? NULL : ss->ss_sp;
+        gp->altstack = (stack_t){.ss_flags = SS_DISABLE};
+        m_apply_altstack(mp, gp); /* back to the M's own */
     }
+    /* Its own as the kernel had it (SS_ONSTACK included); none if it had none. */
+    if (r == 0 && old)
+        *old =
+            cur.ss_sp && cur.ss_sp != mp->own_alt.ss_sp ? cur : (stack_t){.ss_flags = SS_DISABLE};
     releasem(mp);
-    return err;
+    return (int)-r;
 }
 
 uint64_t sched_sigmask(void)

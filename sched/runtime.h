@@ -161,6 +161,7 @@ struct m {
     uint64_t nsyscall;         /* blocking system calls; owner writes */
     uint64_t sigmask;          /* the thread's blocked signals in the kernel; owner */
     void *altstack;            /* ss_sp of the thread's sigaltstack in the kernel (NULL: none) */
+    stack_t own_alt; /* its own (goshim's overflow stack): installed under Gs without one */
 };
 
 struct p {

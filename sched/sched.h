@@ -98,7 +98,8 @@ void m_apply_sigmask(struct m *mp, uint64_t set); /* on mp's own thread */
 /* sigaltstack is per G too: the current G's, as the system call (0 or an
  * errno value); and the switch-in step that installs a G's on its M. */
 int sched_sigaltstack(const stack_t *ss, stack_t *old);
-void m_apply_altstack(struct m *mp, const stack_t *ss);
+void m_apply_altstack(struct m *mp, struct g *gp);
+void m_record_altstack(struct m *mp); /* the M's own, once it has it (stack_thread_init) */
 
 /* Go's Gosched: the G goes to the global run queue and others run. */
 void sched_gosched(void);

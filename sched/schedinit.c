@@ -108,7 +108,12 @@ int sched_adopt_main(void)
         m_mark_own_tls(mp, g0tcb); /* errno mode: g0 shares main's TLS, no marker */
     mp->g0_lo = g0stack.lo;
     mp->g0_fiber = san_fiber_create();
+    stack_t alt; /* the program's own alternate stack, set before goshim started */
+    if (rt_syscall(SYS_sigaltstack, NULL, &alt, 0) != 0 || (alt.ss_flags & SS_DISABLE))
+        alt = (stack_t){.ss_flags = SS_DISABLE};
+    alt.ss_flags &= ~SS_ONSTACK;
     stack_thread_init();
+    m_record_altstack(mp);
 
     /* The main G: this very thread, its stack and TCB. */
     pthread_attr_t attr;
@@ -123,14 +128,7 @@ int sched_adopt_main(void)
     gp->tcb = self;
     gp->flags = G_STARTED | G_MAIN;
     gp->sigmask = mp->sigmask = thread_sigmask();
-    stack_t alt;
-    if (rt_syscall(SYS_sigaltstack, NULL, &alt, 0) == 0 && !(alt.ss_flags & SS_DISABLE)) {
-        gp->altstack = alt;
-        gp->altstack.ss_flags = 0;
-        mp->altstack = alt.ss_sp;
-    } else {
-        gp->altstack = (stack_t){.ss_flags = SS_DISABLE};
-    }
+    gp->altstack = alt;
     gp->san_fiber = san_fiber_current();
     gp->goid = __atomic_add_fetch(&sched.goidgen, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);

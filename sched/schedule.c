@@ -298,8 +298,7 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
     gp->flags |= G_STARTED;
     if (gp->sigmask != mp->sigmask)
         m_apply_sigmask(mp, gp->sigmask);
-    if (gp->altstack.ss_sp != mp->altstack)
-        m_apply_altstack(mp, &gp->altstack);
+    m_apply_altstack(mp, gp);
     release_commit(mp);
     san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
     m_leave_g0(mp);
@@ -323,8 +322,7 @@ GOSHIM_NO_TSAN void schedule(void)
             tls_g = gp;
         if (gp->sigmask != mp->sigmask)
             m_apply_sigmask(mp, gp->sigmask);
-        if (gp->altstack.ss_sp != mp->altstack)
-            m_apply_altstack(mp, &gp->altstack);
+        m_apply_altstack(mp, gp);
         san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
         m_leave_g0(mp);
         ctx_gogo(&gp->sched);
