@@ -16,12 +16,19 @@
 #include "sched/tls.h"
 #include "tests/helpers.h"
 
-static void start(int nprocs)
+static void start_with(int nprocs, int64_t preempt_ns)
 {
     struct sched_config c;
     sched_config_from_env(&c);
     c.nprocs = nprocs;
+    if (preempt_ns >= 0)
+        c.preempt_ns = preempt_ns;
     cr_assert_eq(sched_init(&c), 0);
+}
+
+static void start(int nprocs)
+{
+    start_with(nprocs, -1);
 }
 
 /* ---- every G runs exactly once ----------------------------------------- */
@@ -210,7 +217,9 @@ static void hog(void *arg)
 
 Test(sched, runnable_g_beside_idle_p_gets_a_woken_m, .timeout = 60)
 {
-    start(2);
+    /* No preemption: on a busy machine the second M may take longer than a
+     * slice to come, and a preempted hog would let the G run on its own P. */
+    start_with(2, 0);
     sched_wg_init(&wg);
     sched_wg_add(&wg, 2);
     int err;
