@@ -150,6 +150,20 @@ GOSHIM_EXPORT int sigsuspend(const sigset_t *set)
     return r;
 }
 
+/* The kernel's pending set of the OS thread and the process, plus the
+ * signals left pending for this thread while it blocked them. */
+GOSHIM_EXPORT int sigpending(sigset_t *set)
+{
+    int r = REAL(sigpending)(set);
+    if (r == 0 && goshim_active()) {
+        uint64_t mine = shim_pending_signals(), word;
+        memcpy(&word, set, sizeof word);
+        word |= mine;
+        memcpy(set, &word, sizeof word);
+    }
+    return r;
+}
+
 /* The G's own alternate signal stack, installed on whichever M runs it. */
 GOSHIM_EXPORT int sigaltstack(const stack_t *ss, stack_t *old)
 {

@@ -864,6 +864,12 @@ int shim_deliver_signals(void)
     return res;
 }
 
+uint64_t shim_pending_signals(void)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    return st ? __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) : 0;
+}
+
 int shim_take_signal(uint64_t want)
 {
     struct sthread *st = goshim_active() ? self_thread() : NULL;

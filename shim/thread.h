@@ -29,5 +29,7 @@ bool shim_cancel_pending(void);
 int shim_deliver_signals(void);
 /* Take the lowest signal of want pending for the calling thread (0 if none). */
 int shim_take_signal(uint64_t want);
+/* The signals left pending for the calling thread (bit sig-1). */
+uint64_t shim_pending_signals(void);
 
 #endif

@@ -20,6 +20,7 @@
     "with sigaltstack: handlers on it: yes\n"                                                      \
     "without: handlers on the thread's stack: yes\n"
 #define SUSPEND_OUT                                                                                \
+    "sigpending shows it: yes\n"                                                                   \
     "sigsuspend: returned -1 EINTR, handler ran on this thread only then: yes\n"                   \
     "raise: handler ran on the raising thread: yes\n"                                              \
     "abort in a thread: child killed by SIGABRT: yes\n"

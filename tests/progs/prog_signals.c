@@ -243,6 +243,9 @@ static void *suspender(void *arg)
     EXPECT(pthread_sigmask(SIG_BLOCK, &set, NULL), 0);
     CHECK(sem_post(&ready) == 0);
     CHECK(sem_wait(&go) == 0); /* SIGUSR1 arrives while it waits here, blocked */
+    sigset_t pend;
+    CHECK(sigpending(&pend) == 0);
+    printf("sigpending shows it: %s\n", sigismember(&pend, SIGUSR1) == 1 ? "yes" : "no");
     int before = usr1_on != 0;
     int r = sigsuspend(&none);
     int err = errno;
