@@ -113,6 +113,23 @@ static inline void expect_native_prints(const char *prog, const char *args, cons
 }
 
 /*
+ * Run prog args under goshim with GOSHIM_STATS=1 plus env (or NULL) into
+ * out (stats lines kept); it must exit 0. penv gets the environment used.
+ */
+static inline void run_preloaded_ok(const char *prog, const char *args, const char *env, char *penv,
+                                    size_t penvlen, char *out, size_t outlen)
+{
+    struct pp_argv a;
+
+    snprintf(penv, penvlen, "GOSHIM_STATS=1 %s", env ? env : "");
+    int st = run_preloaded(prog, pp_argv(&a, prog, args), penv, out, outlen);
+    cr_assert(WIFEXITED(st), "%s %s under goshim (%s) died: status %d\n%s", prog, args ? args : "",
+              penv, st, out);
+    cr_assert_eq(WEXITSTATUS(st), 0, "%s %s fails under goshim (%s):\n%s", prog, args ? args : "",
+                 penv, out);
+}
+
+/*
  * Run prog args under goshim with GOSHIM_STATS=1 plus env (or NULL): it
  * must exit 0, print exactly want once the stats lines are removed, and
  * have run at least min_gs Gs.
@@ -121,15 +138,9 @@ static inline void expect_preloaded_prints(const char *prog, const char *args, c
                                            const char *want, long min_gs)
 {
     static char out[1 << 16];
-    struct pp_argv a;
     char penv[256];
 
-    snprintf(penv, sizeof penv, "GOSHIM_STATS=1 %s", env ? env : "");
-    int st = run_preloaded(prog, pp_argv(&a, prog, args), penv, out, sizeof out);
-    cr_assert(WIFEXITED(st), "%s %s under goshim (%s) died: status %d\n%s", prog, args ? args : "",
-              penv, st, out);
-    cr_assert_eq(WEXITSTATUS(st), 0, "%s %s fails under goshim (%s):\n%s", prog, args ? args : "",
-                 penv, out);
+    run_preloaded_ok(prog, args, env, penv, sizeof penv, out, sizeof out);
     long gs = strip_stats(out);
     cr_assert_str_eq(out, want, "%s %s under goshim (%s)", prog, args ? args : "", penv);
     cr_assert_geq(gs, min_gs, "%s %s: only %ld Gs ran under goshim (stats line missing?)", prog,

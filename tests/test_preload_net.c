@@ -107,15 +107,9 @@ static void net_preloaded_prints_procs(const char *prog, const char *args, const
                                        long min_gs, const char *want, long min_child_gs)
 {
     static char out[1 << 16];
-    struct pp_argv a;
     char penv[256];
 
-    snprintf(penv, sizeof penv, "GOSHIM_STATS=1 %s", env ? env : "");
-    int st = run_preloaded(prog, pp_argv(&a, prog, args), penv, out, sizeof out);
-    cr_assert(WIFEXITED(st), "%s %s under goshim (%s) died: status %d\n%s", prog, args ? args : "",
-              penv, st, out);
-    cr_assert_eq(WEXITSTATUS(st), 0, "%s %s fails under goshim (%s):\n%s", prog, args ? args : "",
-                 penv, out);
+    run_preloaded_ok(prog, args, env, penv, sizeof penv, out, sizeof out);
     net_check_gs(prog, out, min_gs, min_child_gs);
     strip_stats(out);
     cr_assert_str_eq(out, want, "%s %s under goshim (%s)", prog, args ? args : "", penv);
