@@ -11,7 +11,7 @@
  *     makes its threads itself, and a thread made that way inherits the
  *     M's GS base (and, without CLONE_SETTLS, the G's TCB), so it would
  *     run goshim's code as if it were that M or G. Found as undefined
- *     symbols in the object's dynamic symbol table. An object that imports
+
  *     both (stress-ng: clone for processes, pthreads for threads) is run.
  *
  * Read with dl_iterate_phdr from the constructor (never from a signal
@@ -53,6 +53,27 @@ static bool has_go_note(const struct dl_phdr_info *info)
     return false;
 }
 
+/*
+ * The number of dynamic symbols, from a GNU hash table: one past the
+ * highest index a bucket's chain reaches (the undefined symbols, which are
+ * not hashed, come before symoffset).
+ */
+static size_t gnu_hash_count(const uint32_t *h)
+{
+    uint32_t nbuckets = h[0], symoffset = h[1], bloom_size = h[2];
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(h + 4) + bloom_size);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t last = 0;
+    for (uint32_t b = 0; b < nbuckets; b++)
+        if (buckets[b] > last)
+            last = buckets[b];
+    if (last < symoffset)
+        return symoffset;
+    while (!(chain[last - symoffset] & 1))
+        last++;
+    return (size_t)last + 1;
+}
+
 /* Which of clone/__clone/clone3 (bit 0) and pthread_create (bit 1) the object imports. */
 enum { IMP_CLONE = 1, IMP_PTHREAD_CREATE = 2 };
 
@@ -66,6 +87,7 @@ static unsigned imports(const struct dl_phdr_info *info, const char **clone_name
         return 0;
     const ElfW(Sym) *sym = NULL;
     const char *str = NULL;
+    const uint32_t *hash = NULL, *gnu_hash = NULL;
     size_t strsz = 0;
     for (; dyn->d_tag != DT_NULL; dyn++) {
         /* ld.so has relocated these d_ptr values in place, except in
@@ -79,12 +101,14 @@ static unsigned imports(const struct dl_phdr_info *info, const char **clone_name
             str = (const void *)ptr;
         else if (dyn->d_tag == DT_STRSZ)
             strsz = dyn->d_un.d_val;
+        else if (dyn->d_tag == DT_HASH)
+            hash = (const void *)ptr;
+        else if (dyn->d_tag == DT_GNU_HASH)
+            gnu_hash = (const void *)ptr;
     }
-    /* The symbol count is not recorded with a GNU hash table; linkers put
-     * .dynstr right after .dynsym, which bounds it. */
-    if (!sym || !str || (const char *)sym >= str)
+    if (!sym || !str)
         return 0;
-    size_t n = (size_t)(str - (const char *)sym) / sizeof *sym;
+    size_t n = hash ? hash[1] : gnu_hash ? gnu_hash_count(gnu_hash) : 0;
     if (n > (1u << 20))
         return 0;
     unsigned found = 0;
