@@ -3,10 +3,10 @@
  * and a dump of every thread with what it waits for and where.
  *
  * Deadlock (checked by sysmon each round, deadlock_check): every P idle,
- * nothing queued, no timer armed, no G waiting for epoll (a socket, a
- * pipe from outside, a tty), and every G that exists parked - none
- * runnable, running or in a system call - with no G scheduled anywhere
- * between two rounds at least 10 ms apart. Then nothing in the runtime can
+ * nothing queued, no timer armed, no G in an I/O wait (epoll may report
+ * for it, even on the program's own pipe), and every G that exists parked
+ * - none runnable, running or in a system call - with no G scheduled anywhere
+ * for 20 ms. Then nothing in the runtime can
  * wake anyone: only a signal handler could (so the report is printed once
  * per deadlock and the program keeps waiting), or GOSHIM_DEADLOCK=abort
  * ends it like Go, with exit status 2.
@@ -245,8 +245,11 @@ static void dump_threads(int fd)
 
 /* ---- deadlock ------------------------------------------------------------------------- */
 
+enum { DEADLOCK_SETTLE_NS = 20000000 }; /* asleep that long, with nothing scheduled */
+
 static struct {
     uint64_t ticks;    /* schedtick sum when it was first seen asleep (0: not) */
+    int64_t since;     /* ... and when */
     uint64_t reported; /* schedtick sum of the deadlock last reported */
 } dl;
 
@@ -269,7 +272,11 @@ static bool all_asleep(void)
     runtime_lock(&sched.allglock);
     for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
         uint32_t st = readgstatus(gp);
-        if (st == Grunnable || st == Grunning || st == Gsyscall) {
+        /* A G in an I/O wait may be woken through epoll even on the
+         * program's own pipe (a close, a write goshim did not see): sysmon
+         * polls for it; never a deadlock. */
+        if (st == Grunnable || st == Grunning || st == Gsyscall ||
+            (st == Gwaiting && gp->waitkind == WAIT_IO)) {
             waiting = -1;
             break;
         }
@@ -288,11 +295,13 @@ void deadlock_check(void)
         return;
     }
     uint64_t t = tick_sum();
-    if (dl.ticks != t) { /* first sight, or something ran since: look again next round */
+    int64_t now = nanotime();
+    if (dl.ticks != t) { /* first sight, or something ran since: look again later */
         dl.ticks = t;
+        dl.since = now;
         return;
     }
-    if (dl.reported == t)
+    if (dl.reported == t || now - dl.since < DEADLOCK_SETTLE_NS)
         return;
     dl.reported = t;
     rt_print(2, "goshim: all threads are asleep - deadlock!\n");
