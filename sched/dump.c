@@ -4,12 +4,12 @@
  *
  * Deadlock (checked by sysmon each round, deadlock_check): every P idle,
  * nothing queued, no timer armed, no G in an I/O wait (epoll may report
- * for it, even on the program's own pipe), and every G that exists parked
- * - none runnable, running or in a system call - with no G scheduled anywhere
- * for 20 ms. Then nothing in the runtime can
- * wake anyone: only a signal handler could (so the report is printed once
- * per deadlock and the program keeps waiting), or GOSHIM_DEADLOCK=abort
- * ends it like Go, with exit status 2.
+ * for it, even on the program's own pipe), every G that exists parked
+ * (none runnable, running or in a system call), and no G scheduled
+ * anywhere for 20 ms. Then nothing in the runtime can wake anyone: only a
+ * signal handler could (so the report is printed once per deadlock and the
+ * program keeps waiting), or GOSHIM_DEADLOCK=abort ends it like Go, with
+ * exit status 2.
  *
  * Each thread: its number (the G id), its name (pthread_setname_np), what
  * it waits for - the wrappers say (sched_set_wait) and the shim names the
