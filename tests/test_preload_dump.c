@@ -157,6 +157,8 @@ Test(preload_dump, leaks_listed_at_exit, .timeout = 60)
     int st = run_preloaded("prog_deadlock", pp_argv(&a, "prog_deadlock", "leak"), "GOSHIM_STATS=1",
                            out, sizeof out);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d\n%s", st, out);
+    const char *peak = strstr(out, " peak_ms=");
+    cr_assert(peak && atol(peak + 9) >= 1, "no peak_ms= in the stats:\n%s", out);
     const char *leak = strstr(out, "goshim stats: leak: thread ");
     cr_assert(leak, "no leak line:\n%s", out);
     cr_assert(strstr(leak, " \"stuck\" [condition variable 0x"), "%s", out);
