@@ -56,14 +56,7 @@ me=bench_io
 echo_runs=$((runs < 3 ? runs : 3))
 echo30_runs=$((runs < 2 ? runs : 2))
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench_io.XXXXXX") || exit 1
-bg_pid=
-cleanup() {
-    [ -n "$bg_pid" ] && kill "$bg_pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+workdir
 
 
 # nofile_why FILE: the server's "need N file descriptors" complaint, shortened.

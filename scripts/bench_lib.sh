@@ -9,6 +9,7 @@
 #   median "V V V..."          the median of the values
 #   field LINE KEY             the number after "KEY=" in LINE
 #   reap_bg TENTHS             end the background process $bg_pid (below)
+#   workdir                    a temporary directory $tmp, removed (with $bg_pid) at exit
 
 runs=${GOSHIM_BENCH_RUNS:-5}
 if ! [[ $runs =~ ^[0-9]+$ ]] || [ "$runs" -lt 1 ] || [ "$runs" -gt 1000 ]; then
@@ -68,4 +69,13 @@ reap_bg() {
     wait "$bg_pid"
     bg_rc=$?
     bg_pid=
+}
+
+# workdir: make the temporary directory $tmp; at exit, end the background
+# process $bg_pid (if any) and remove $tmp; INT or TERM end the script (130).
+workdir() {
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/$me.XXXXXX") || exit 1
+    bg_pid=
+    trap '[ -n "$bg_pid" ] && kill "$bg_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+    trap 'exit 130' INT TERM
 }

@@ -25,14 +25,7 @@ done
 
 me=demo_io
 . "$(dirname "$0")/bench_lib.sh"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/demo_io.XXXXXX") || exit 1
-bg_pid=
-cleanup() {
-    [ -n "$bg_pid" ] && kill "$bg_pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+workdir
 status=0
 
 heading() {
