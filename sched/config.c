@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "sched.h"
+#include "preempt.h"
 #include "throw.h"
 #include "tls.h"
 
@@ -133,8 +134,11 @@ static void complain(const char *name, const char *val, const char *form)
     (config_parse_int((v), (min), (max), &iv) && ((field) = (int)iv, 1))
 #define PARSE_SIZE(v, field, min, max)                                                             \
     (config_parse_size((v), &sv) && sv >= (size_t)(min) && sv <= (size_t)(max) && ((field) = sv, 1))
-#define PARSE_BOOL(v, field, min, max)   (config_parse_bool((v), &bv) && ((field) = bv, 1))
-#define PARSE_MSEC(v, field, min, max)   config_parse_msec((v), (min), (max), &(field))
+#define PARSE_BOOL(v, field, min, max) (config_parse_bool((v), &bv) && ((field) = bv, 1))
+#define PARSE_MSEC(v, field, min, max) config_parse_msec((v), (min), (max), &(field))
+#define PARSE_PREEMPT(v, field, min, max)                                                          \
+    (!strcmp((v), "kernel") ? ((field) = PREEMPT_KERNEL, 1)                                        \
+                            : config_parse_msec((v), (min), (max), &(field)))
 #define PARSE_SIGNAL(v, field, min, max) config_parse_signal((v), &(field))
 #define PARSE_SEED(v, field, min, max)   config_parse_seed((v), &(field))
 #define PARSE_DEADLOCK(v, field, min, max)                                                         \
@@ -203,7 +207,7 @@ int sched_config_from_env(struct sched_config *c)
     memset(c, 0, sizeof *c);
     c->maxthreads = 10000;
     c->tls_mode = TLS_MODE_FULL;
-    c->preempt_ns = 10000000;
+    c->preempt_ns = PREEMPT_KERNEL;
     c->preempt_signal = SIGURG;
     c->preempt_handoff = true;
     c->deadlock = DEADLOCK_REPORT;

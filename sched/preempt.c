@@ -42,9 +42,11 @@
 #include <link.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include <unwind.h>
@@ -87,9 +89,11 @@ static struct {
     bool on;
     int sig;
     int64_t slice;
+    bool when_waiting; /* the kernel's policy: preempt only while another G waits for a P */
     pid_t pid;
     int cookie;
     struct ranges *app; /* application text; atomic */
+    struct ranges *all; /* every loaded object's text; atomic */
     struct range self;  /* goshim's own text */
     struct range libc;  /* libc's text (the main G's bottom) */
     bool moved;       /* sig was the default and the application claimed it: now a real-time one */
@@ -98,7 +102,7 @@ static struct {
     uint64_t handled; /* signals whose handler is goshim's (bit sig-1) */
     struct sigaction app_action[65]; /* the application's disposition of each of them */
     bool app_set[65];
-    uint64_t nrequests, ndone, nrefused, nstale, nhandoff;
+    uint64_t nrequests, ndone, nrefused, nstale, nhandoff, ncut, ndemoted;
 } pr;
 
 /* ---- which text is the application's -------------------------------------------- */
@@ -116,10 +120,16 @@ static bool denied(const char *name)
     return false;
 }
 
+struct tables {
+    struct ranges *app; /* application text */
+    struct ranges *all; /* every loaded object's text */
+};
+
 static int collect(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
-    struct ranges *t = arg;
+    struct tables *tt = arg;
+    struct ranges *t = tt->app;
     const char *name = info->dlpi_name ? info->dlpi_name : "";
     uintptr_t here = (uintptr_t)&collect;
     for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -128,6 +138,8 @@ static int collect(struct dl_phdr_info *info, size_t size, void *arg)
             continue;
         struct range r = {info->dlpi_addr + ph->p_vaddr,
                           info->dlpi_addr + ph->p_vaddr + ph->p_memsz};
+        if (tt->all->n < MAX_RANGES)
+            tt->all->r[tt->all->n++] = r;
         if (here >= r.lo && here < r.hi) {
             pr.self = r;
             continue;
@@ -146,11 +158,15 @@ void preempt_refresh(void)
 {
     if (!pr.on)
         return;
-    struct ranges *t = calloc(1, sizeof *t);
-    if (!t)
-        return; /* keep the old table: new text is refused, which is safe */
-    dl_iterate_phdr(collect, t);
-    __atomic_store_n(&pr.app, t, __ATOMIC_RELEASE);
+    struct tables t = {calloc(1, sizeof *t.app), calloc(1, sizeof *t.all)};
+    if (!t.app || !t.all) {
+        free(t.app);
+        free(t.all);
+        return; /* keep the old tables: new text is refused, which is safe */
+    }
+    dl_iterate_phdr(collect, &t);
+    __atomic_store_n(&pr.app, t.app, __ATOMIC_RELEASE);
+    __atomic_store_n(&pr.all, t.all, __ATOMIC_RELEASE);
 }
 
 static bool in(const struct range *r, uintptr_t pc)
@@ -253,6 +269,10 @@ static void on_request(struct m *mp, bool in_runtime, void *ucv)
     if (!app_pc(__atomic_load_n(&pr.app, __ATOMIC_ACQUIRE), pc) ||
         (gp->stack.lo &&
          (sp < (uintptr_t)gp->stack.lo + STACK_MARGIN || sp > (uintptr_t)gp->stack.hi))) {
+        /* Code of no loaded object (a JIT's): no walk will ever pass it,
+         * so sysmon hands the P off at once rather than after retries. */
+        if (!app_pc(__atomic_load_n(&pr.all, __ATOMIC_ACQUIRE), pc))
+            __atomic_store_n(&mp->preempt_nowalk, 1, __ATOMIC_RELAXED);
         refuse(mp);
         return;
     }
@@ -330,9 +350,18 @@ void goshim_preempt_point(void)
         return;
     }
     __atomic_add_fetch(&pr.ndone, 1, __ATOMIC_RELAXED);
-    sched_goyield();
+    /* No wrapped call since its last preemption: a spinner. It goes
+     * behind every G that waits (the global queue's tail); any other G
+     * behind those of its own P. */
+    if (gp->ncalls_preempted == sched_ncalls) {
+        __atomic_add_fetch(&pr.ndemoted, 1, __ATOMIC_RELAXED);
+        sched_gosched();
+    } else {
+        sched_goyield();
+    }
     if (sched_resume_hook)
         sched_resume_hook();
+    gp->ncalls_preempted = sched_ncalls; /* the hook's own calls do not count */
 }
 
 /* ---- sysmon's side ------------------------------------------------------------------ */
@@ -379,6 +408,37 @@ bool preempt_handoff_on(void)
 int64_t preempt_slice(void)
 {
     return pr.on ? pr.slice : 0;
+}
+
+bool preempt_when_waiting(void)
+{
+    return pr.when_waiting;
+}
+
+void preempt_count_cut(void)
+{
+    __atomic_add_fetch(&pr.ncut, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * The kernel's base slice for nprocs CPUs, as EEVDF computes it:
+ * sysctl_sched_base_slice (0.75 ms until Linux 6.14, 0.70 ms from 6.15)
+ * times 1 + ilog2(min(ncpu, 8)) (sched_update_scaling's default, log
+ * scaling): 0.70 ms at one P, 1.40 at 2, 2.10 at 4, 2.80 from 8 on.
+ */
+int64_t preempt_kernel_slice(int nprocs)
+{
+    int64_t base = 700000;
+    struct utsname u;
+    int major = 0, minor = 0;
+    if (uname(&u) == 0 && sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
+        (major < 6 || (major == 6 && minor < 15)))
+        base = 750000;
+    int n = nprocs < 1 ? 1 : nprocs > 8 ? 8 : nprocs;
+    int log = 0;
+    while (n >>= 1)
+        log++;
+    return base * (1 + log);
 }
 
 /* ---- the application's disposition of the signal --------------------------------- */
@@ -449,8 +509,11 @@ void preempt_app_action(int sig, const struct sigaction *act, struct sigaction *
 int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff)
 {
     pr.pid = getpid();
-    if (slice_ns <= 0)
+    if (slice_ns == 0)
         return 0;
+    pr.when_waiting = slice_ns < 0;
+    if (slice_ns < 0)
+        slice_ns = preempt_kernel_slice(sched.gomaxprocs);
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_XSAVE) || !(c & bit_OSXSAVE)) {
         rt_print(2, "goshim: no XSAVE on this CPU: async preemption is off\n");
@@ -485,4 +548,6 @@ void preempt_stats(struct preempt_stats *s)
     s->refused = __atomic_load_n(&pr.nrefused, __ATOMIC_RELAXED);
     s->stale = __atomic_load_n(&pr.nstale, __ATOMIC_RELAXED);
     s->handoffs = __atomic_load_n(&pr.nhandoff, __ATOMIC_RELAXED);
+    s->cut = __atomic_load_n(&pr.ncut, __ATOMIC_RELAXED);
+    s->demoted = __atomic_load_n(&pr.ndemoted, __ATOMIC_RELAXED);
 }

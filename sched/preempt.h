@@ -12,15 +12,24 @@
 
 struct p;
 
-/* Start (sched_init): slice_ns 0 = off. Installs the handler for sig
+/* Start (sched_init): slice_ns 0 = off, PREEMPT_KERNEL = the kernel's
+ * policy (its base slice for this many Ps, only while another G waits),
+ * else a fixed slice in ns. Installs the handler for sig
  * (chosen: set by GOSHIM_PREEMPT_SIGNAL, kept even if the application
  * takes it; handoff: GOSHIM_PREEMPT_HANDOFF). */
+enum { PREEMPT_KERNEL = -1 };
 int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff);
 /* GOSHIM_PREEMPT_HANDOFF: sysmon may hand a stuck G's P to another M. */
 bool preempt_handoff_on(void);
 void preempt_count_handoff(void);
 /* The slice, or 0 when preemption is off. */
 int64_t preempt_slice(void);
+/* The kernel's policy: a G is preempted only while another waits for a P. */
+bool preempt_when_waiting(void);
+/* sysmon: a slice cut short because another G waited. */
+void preempt_count_cut(void);
+/* The kernel's EEVDF base slice for nprocs CPUs, in ns. */
+int64_t preempt_kernel_slice(int nprocs);
 /* sysmon: pp has run the same G past the slice: signal its M to preempt
  * the G, or (handoff) to let the P go where the G stands. */
 void preempt_request(struct p *pp, bool handoff);
@@ -38,6 +47,8 @@ void preempt_app_action(int sig, const struct sigaction *act, struct sigaction *
 
 struct preempt_stats {
     uint64_t requests, done, refused, stale, handoffs;
+    uint64_t cut;     /* slices cut short because another G waited (the kernel's policy) */
+    uint64_t demoted; /* preempted spinners sent behind the waiting Gs */
 };
 void preempt_stats(struct preempt_stats *s);
 

@@ -50,6 +50,7 @@ static int tls_bind_eager(struct g *gp);
  * errno mode (the switch updates it). On g0 it may name a G this M just
  * left; g0 code uses getm(). */
 __thread struct g *tls_g __attribute__((tls_model("initial-exec")));
+__thread uint64_t sched_ncalls __attribute__((tls_model("initial-exec")));
 
 /* Read tls_g freshly: never let the compiler keep it (or its address)
  * across a switch, after which the G may run on another M. */

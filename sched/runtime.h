@@ -74,16 +74,18 @@ struct g {
     struct g *schedlink;   /* global run queue / free lists / wait lists */
     void (*fn)(void *);    /* entry function and argument */
     void *arg;
-    int waitreason;        /* enum waitreason, while Gwaiting */
-    int waitkind;          /* enum waitkind: what the wrapper it waits in waits for (dump.c) */
-    void *waitobj;         /* ... and on which object (a mutex, a thread record...) */
-    int errno_save;        /* errno while switched out (GOSHIM_TLS=errno) */
-    uint64_t sigmask;      /* blocked signals, bit sig-1; its M's mask while it runs; atomic */
-    stack_t altstack;      /* its sigaltstack (ss_sp NULL: none); its M's while it runs; owner */
-    uint64_t nswitch;      /* times it was switched in; owner */
-    struct g *alllink;     /* sched.allg list; sched.allglock */
-    uint64_t fpctl;        /* MXCSR | x87 CW << 32 to start with (the creator's) */
-    size_t want_stacksize; /* stack requested at spawn, bound at first run */
+    int waitreason;   /* enum waitreason, while Gwaiting */
+    int waitkind;     /* enum waitkind: what the wrapper it waits in waits for (dump.c) */
+    void *waitobj;    /* ... and on which object (a mutex, a thread record...) */
+    int errno_save;   /* errno while switched out (GOSHIM_TLS=errno) */
+    uint64_t sigmask; /* blocked signals, bit sig-1; its M's mask while it runs; atomic */
+    stack_t altstack; /* its sigaltstack (ss_sp NULL: none); its M's while it runs; owner */
+    uint64_t nswitch; /* times it was switched in; owner */
+    uint64_t ncalls_preempted; /* sched_ncalls when it resumed from its last preemption
+                                  (equal at the next one: a spinner, preempt.c); owner */
+    struct g *alllink;         /* sched.allg list; sched.allglock */
+    uint64_t fpctl;            /* MXCSR | x87 CW << 32 to start with (the creator's) */
+    size_t want_stacksize;     /* stack requested at spawn, bound at first run */
     size_t want_guard;
     void *want_stackaddr; /* pthread_attr_setstack memory, or NULL */
     void *thr;            /* the shim's thread record (a pthread), or NULL */
@@ -156,6 +158,8 @@ struct m {
     uint32_t preempt_pending;
     uint32_t handoff_req;      /* like preempt_req: give up the P where the G stands */
     uint32_t preempt_refusals; /* requests refused as unsafe; atomic, sysmon reads */
+    uint32_t preempt_nowalk;   /* the last refusal was in code of no loaded object (a JIT's);
+                                  set by the handler, cleared by sysmon; atomic */
     uint32_t pless;            /* its G runs on without the P it gave up that way (syscall.c) */
     clockid_t cpuclock;        /* its thread's CPU-time clock (sysmon tells running from blocked) */
     uint64_t nsyscall;         /* blocking system calls; owner writes */

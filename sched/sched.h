@@ -22,7 +22,8 @@ struct sched_config {
     int schedtrace_ms;       /* GOSHIM_SCHEDTRACE: 0 = off */
     bool scheddetail;        /* GOSHIM_SCHEDDETAIL */
     bool stats;              /* GOSHIM_STATS */
-    int64_t preempt_ns;      /* GOSHIM_PREEMPT: time slice before async preemption; 0 = off */
+    int64_t preempt_ns;      /* GOSHIM_PREEMPT: fixed time slice before async preemption; 0 = off;
+                                PREEMPT_KERNEL: the kernel's base slice while others wait */
     int preempt_signal;      /* GOSHIM_PREEMPT_SIGNAL */
     bool preempt_signal_set; /* GOSHIM_PREEMPT_SIGNAL was given */
     bool preempt_handoff;    /* GOSHIM_PREEMPT_HANDOFF: hand off the P of a stuck G */
@@ -161,6 +162,15 @@ void chaos_init(uint64_t seed);
 uint64_t chaos_rand(void);           /* the next draw of the seeded generator */
 uint64_t chaos_seed_for(int64_t id); /* a per-M generator seed */
 void chaos_yield(void);              /* a wrapper boundary: maybe yield the P */
+/* Calls into goshim's wrappers by the running thread: per G with per-G
+ * TLS, per OS thread in errno mode. preempt.c tells a spinner by it (no
+ * call between two preemptions). One TLS increment, safe on any thread. */
+extern __thread uint64_t sched_ncalls
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+static inline void sched_note_call(void)
+{
+    sched_ncalls++;
+}
 static inline void chaos_point(void)
 {
     if (__builtin_expect(sched_chaos, 0))

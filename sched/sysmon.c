@@ -7,7 +7,7 @@
  *     to another M (handoffp) and the caller reacquires one on return;
  *   - polls the network when nobody has for 10 ms, so Gs readied by epoll
  *     are not stranded while every M runs code;
- *   - asks a G that has run GOSHIM_PREEMPT without blocking to yield
+ *   - asks a G that has run its slice without blocking to yield
  *     (preempt.c), again every round until it does; if it is refused
  *     three times (its stack is in libc), or its M sits blocked in the
  *     kernel outside goshim for two rounds, its P is handed to another M
@@ -15,6 +15,21 @@
  *   - prints GOSHIM_SCHEDTRACE lines on time.
  * It sleeps 20 us after a round that did something, doubling after 50
  * idle rounds up to 10 ms.
+ *
+ * The slice is the kernel's by default (DESIGN rule 6): C programs were
+ * written for EEVDF, which lets a task run its base slice (1.4 ms on 2
+ * CPUs) and then runs another *if one is runnable*; Go's fixed 10 ms made
+ * three spinning redis io threads take 30 ms before the main thread ran
+ * once. So a running G is asked to yield once it has run the base slice
+ * while another G waits for its P: in its runnext or ring, in the global
+ * queue (where Gs woken from system calls, by sysmon's netpoll or off any
+ * P land), or behind a due timer, which only a scheduling M runs. With
+ * nobody waiting it runs on, unpreempted (a lone computation pays
+ * nothing). To see such a wait within a fraction of a slice, sysmon looks
+ * every quarter slice while a G waits and every half slice while Ps only
+ * run, and polls the network itself when nobody has for a slice; when
+ * every P is idle it backs off to 10 ms as before. A fixed GOSHIM_PREEMPT
+ * keeps the old rule: preempt after the slice whether or not anyone waits.
  *
  * It runs outside any G, so what it readies goes to the global run queue
  * and wakes an idle P (goready from a non-G).
@@ -48,6 +63,7 @@ static struct {
     bool running;
     uint64_t nretake; /* Ps retaken from system calls; atomic */
     uint64_t nrounds;
+    bool waiters; /* at the last round, a G waited for a running P */
 } sm;
 
 /* What sysmon saw of a P at its last round; sysmon only. */
@@ -57,6 +73,7 @@ struct ptick {
     uint32_t schedtick;
     int64_t schedwhen;
     int64_t armed;          /* when it was first seen past its slice (0: not yet) */
+    bool cut;               /* its slice was cut short for a waiting G (counted once) */
     int64_t cpu0;           /* its M's CPU time then */
     int blocked;            /* rounds past the slice its M spent blocked in the kernel */
     int refused;            /* rounds in which its G refused a preemption (unsafe point) */
@@ -66,12 +83,17 @@ struct ptick {
 
 /* Whether mp's G refused a preemption since the last look (a request that
  * has not been answered yet, e.g. on a busy machine, is no refusal). */
-static bool refused_again(struct m *mp, struct ptick *pt)
+static int refused_again(struct m *mp, struct ptick *pt)
 {
     uint32_t r = __atomic_load_n(&mp->preempt_refusals, __ATOMIC_RELAXED);
     bool again = pt->refm == mp && r != pt->refusals_seen;
     pt->refm = mp;
     pt->refusals_seen = r;
+    /* Refused in generated code, which no walk passes: count it as the
+     * three refusals that hand the P off, so a JIT loop never holds a P
+     * for more than about a slice. */
+    if (again && __atomic_exchange_n(&mp->preempt_nowalk, 0, __ATOMIC_RELAXED))
+        return 3;
     return again;
 }
 
@@ -125,14 +147,17 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
         }
         return;
     }
-    if (pt->armed == 0 || !full) {
-        if (pt->armed == 0) {
-            pt->armed = now;
-            pt->cpu0 = cpu;
-        }
-        return;
+    bool fresh = pt->armed == 0;
+    if (fresh) {
+        pt->armed = now;
+        pt->cpu0 = cpu;
     }
-    bool running = 2 * (cpu - pt->cpu0) >= now - pt->armed || !m_sleeping(mp);
+    if (!full)
+        return;
+    /* Seen past the slice at the first look (a wait began late in a long
+     * run): ask at once unless its M sleeps in the kernel. */
+    bool running =
+        fresh ? !m_sleeping(mp) : 2 * (cpu - pt->cpu0) >= now - pt->armed || !m_sleeping(mp);
     pt->blocked = running ? 0 : pt->blocked + 1;
     if (running)
         pt->refused += refused_again(mp, pt);
@@ -155,6 +180,13 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
 
 static struct ptick pticks[MAX_PROCS];
 
+/* Whether a G waits for pp, a running P: in its runnext or ring, or
+ * anywhere (global: the global queue holds Gs, or a timer is due). */
+static bool others_wait(struct p *pp, bool global)
+{
+    return global || !runqempty(pp);
+}
+
 /* Retake Ps blocked in system calls; ask Gs that ran past their slice to
  * yield (preempt.c; again every round until they do). Returns how many
  * Ps were retaken. */
@@ -162,6 +194,11 @@ static int retake(int64_t now)
 {
     int n = 0;
     int64_t slice = preempt_slice();
+    bool policy = preempt_when_waiting();
+    int64_t tnext = policy ? timers_next() : -1;
+    bool global =
+        __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 || (tnext >= 0 && tnext <= now);
+    sm.waiters = false;
     for (int32_t i = 0; i < sched.gomaxprocs; i++) {
         struct p *pp = sched.allp[i];
         struct ptick *pt = &pticks[i];
@@ -177,8 +214,19 @@ static int retake(int64_t now)
                 pt->blocked = 0;
                 pt->refused = 0;
                 pt->refm = NULL;
+                pt->cut = false;
+            } else if (policy && !others_wait(pp, global)) {
+                pt->armed = 0; /* nobody waits for this P: its G runs on */
             } else if (now - pt->schedwhen >= slice / 2) {
-                over_slice(pp, pt, now, now - pt->schedwhen >= slice);
+                sm.waiters = true;
+                bool full = now - pt->schedwhen >= slice;
+                if (full && policy && !pt->cut) {
+                    pt->cut = true;
+                    preempt_count_cut();
+                }
+                over_slice(pp, pt, now, full);
+            } else {
+                sm.waiters = true;
             }
             continue;
         }
@@ -225,12 +273,15 @@ static void *sysmon(void *arg)
             delay *= 2;
         if (delay > SYSMON_MAX_NS)
             delay = SYSMON_MAX_NS;
-        /* While Gs run, look four times per preemption slice: a G is seen
-         * past its slice at most a quarter slice late. */
+        /* While Gs run, look four times per slice while one waits, twice
+         * while they only run (the kernel's policy: a wait that begins is
+         * seen within half a slice); a G is seen past its slice at most a
+         * quarter slice late. */
         int64_t slice = preempt_slice();
-        if (slice > 0 && delay > slice / 4 &&
+        int64_t look = preempt_when_waiting() && !sm.waiters ? slice / 2 : slice / 4;
+        if (slice > 0 && delay > look &&
             __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) < sched.gomaxprocs)
-            delay = slice / 4 > SYSMON_MIN_NS ? slice / 4 : SYSMON_MIN_NS;
+            delay = look > SYSMON_MIN_NS ? look : SYSMON_MIN_NS;
         /* The deadline of the trace line bounds the sleep. */
         int64_t now = nanotime();
         int64_t sleep = delay;
@@ -243,8 +294,13 @@ static void *sysmon(void *arg)
         sm.nrounds++;
 
         bool busy = false;
+        /* Under the kernel's policy a G readied by epoll must be seen
+         * waiting within a slice: poll when nobody has for that long. */
         int64_t last = netpoll_lastpoll();
-        if (netpoll_anyregistered() && last != 0 && now - last > FORCE_POLL_NS && netpoll(0) > 0)
+        bool due = netpoll_anyregistered() && now - last > FORCE_POLL_NS;
+        if (preempt_when_waiting() && netpoll_anywaiters() && now - last > slice)
+            due = true;
+        if (last != 0 && due && netpoll(0) > 0)
             busy = true;
         if (retake(now) > 0)
             busy = true;

@@ -49,9 +49,12 @@ void schedtrace(bool detailed)
     rt_print(2, "%s\n", buf);
     struct preempt_stats ps;
     preempt_stats(&ps);
-    rt_print(2, "  preempt: requests=%lu done=%lu refused=%lu stale=%lu handoffs=%lu\n",
+    rt_print(2,
+             "  preempt: requests=%lu done=%lu refused=%lu stale=%lu handoffs=%lu cut=%lu "
+             "demoted=%lu\n",
              (unsigned long)ps.requests, (unsigned long)ps.done, (unsigned long)ps.refused,
-             (unsigned long)ps.stale, (unsigned long)ps.handoffs);
+             (unsigned long)ps.stale, (unsigned long)ps.handoffs, (unsigned long)ps.cut,
+             (unsigned long)ps.demoted);
     for (int32_t i = 0; i < sched.gomaxprocs; i++) {
         struct p *pp = sched.allp[i];
         struct m *mp = pp->m;
@@ -148,9 +151,10 @@ void stats_print(int fd)
     preempt_stats(&ps);
     rt_print(fd,
              "goshim stats: preempt_requests=%lu preemptions=%lu preempt_refused=%lu "
-             "preempt_handoffs=%lu\n",
+             "preempt_handoffs=%lu slices_cut=%lu spinners_demoted=%lu slice_us=%ld%s\n",
              (unsigned long)ps.requests, (unsigned long)ps.done, (unsigned long)ps.refused,
-             (unsigned long)ps.handoffs);
+             (unsigned long)ps.handoffs, (unsigned long)ps.cut, (unsigned long)ps.demoted,
+             (long)(preempt_slice() / 1000), preempt_when_waiting() ? "(kernel)" : "");
 }
 
 /* A private copy of stderr, taken at start-up: programs that close fd 2

@@ -52,11 +52,6 @@ enum {
 #define COND_SEQ(c)      (&(c)->__data.__g_signals[0])
 #define COND_NWAITERS(c) (&(c)->__data.__g_refs[0])
 
-static inline bool sync_on(void)
-{
-    return __builtin_expect(goshim_on, 1);
-}
-
 static inline unsigned cond_flags(pthread_cond_t *c)
 {
     return __atomic_load_n(&c->__data.__wrefs, __ATOMIC_RELAXED);

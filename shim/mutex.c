@@ -69,11 +69,6 @@ bool gmutex_ours(pthread_mutex_t *m);
 int gmutex_cond_unlock(pthread_mutex_t *m, unsigned *saved_count);
 int gmutex_cond_lock(pthread_mutex_t *m, unsigned saved_count);
 
-static inline bool sync_on(void)
-{
-    return __builtin_expect(goshim_on, 1);
-}
-
 int gsync_self(void)
 {
     if (tls_mode == TLS_MODE_FULL)

@@ -48,11 +48,6 @@ enum {
     RW_WAIT = (int)0x80000000u,
 };
 
-static inline bool sync_on(void)
-{
-    return __builtin_expect(goshim_on, 1);
-}
-
 static inline bool rw_ours(pthread_rwlock_t *rw)
 {
     return sync_on() && __atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED) == 0;

@@ -27,11 +27,20 @@ extern bool goshim_on;
 /* True when the caller is a G of a running runtime. TLS read, no call. */
 static inline bool goshim_active(void)
 {
+    sched_note_call(); /* it entered goshim: not a spinner (preempt.c) */
     if (!__builtin_expect(goshim_on, 1) || sched_self() == NULL)
         return false;
     if (__builtin_expect(__atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST), 0)) /* P handed off */
         sched_pless_reacquire();
     return true;
+}
+
+/* The synchronisation wrappers' test (mutex, cond, rwlock): goshim runs,
+ * whoever calls; their fast paths need no G. */
+static inline bool sync_on(void)
+{
+    sched_note_call();
+    return __builtin_expect(goshim_on, 1);
 }
 
 /* shim/thread.h */

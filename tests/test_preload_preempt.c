@@ -1,8 +1,9 @@
 /*
  * Asynchronous preemption under LD_PRELOAD: sysmon signals (SIGURG unless
  * GOSHIM_PREEMPT_SIGNAL says otherwise) the OS thread of a task that has
- * run longer than GOSHIM_PREEMPT ms (default 10, 0 = off) without
- * blocking, and the handler switches the task out when it and all its
+ * run its slice without blocking - by default the kernel's base slice and
+ * only while another task waits for its P, or a fixed GOSHIM_PREEMPT ms
+ * (0 = off) - and the handler switches the task out when it and all its
  * callers are in application code. Each tests/progs/prog_preempt_* program
  * runs under libgoshim.so with GOSHIM_STATS=1 and must print exactly what
  * it prints natively (asserted as a literal string, and natively once per
@@ -47,7 +48,7 @@ static long stat_value(const char *out, const char *name)
 
 /* The preemption counters of one preloaded run. */
 struct pp_stats {
-    long requests, done, refused, handoffs;
+    long requests, done, refused, handoffs, cut, demoted;
 };
 
 /*
@@ -72,11 +73,15 @@ static struct pp_stats pp_preloaded(const char *prog, const char *args, const ch
     s.done = stat_value(out, "preemptions");
     s.refused = stat_value(out, "preempt_refused");
     s.handoffs = stat_value(out, "preempt_handoffs");
+    s.cut = stat_value(out, "slices_cut");
+    s.demoted = stat_value(out, "spinners_demoted");
     cr_assert_eq(WEXITSTATUS(st), 0, "%s %s fails under goshim (%s):\n%s", prog, args ? args : "",
                  penv, out);
-    cr_assert(s.requests >= 0 && s.done >= 0 && s.refused >= 0 && s.handoffs >= 0,
+    cr_assert(s.requests >= 0 && s.done >= 0 && s.refused >= 0 && s.handoffs >= 0 && s.cut >= 0 &&
+                  s.demoted >= 0,
               "%s: no \"goshim stats: preempt_requests=... preemptions=... preempt_refused=... "
-              "preempt_handoffs=...\" line under goshim (%s):\n%s",
+              "preempt_handoffs=... slices_cut=... spinners_demoted=...\" line under goshim "
+              "(%s):\n%s",
               prog, penv, out);
     strip_stats(out);
     cr_assert_str_eq(out, want, "%s %s under goshim (%s)", prog, args ? args : "", penv);
@@ -292,4 +297,92 @@ Test(preload_preempt, stuck_in_raw_syscall_instruction_one_p, .timeout = 60)
     struct pp_stats s =
         pp_preloaded("prog_preempt_stuck", "asm", "GOSHIM_PROCS=1", "asm futex: woken\n");
     cr_assert_geq(s.done + s.handoffs, 1, "neither a preemption nor a hand-off");
+}
+
+/* ---- the kernel's slice policy (the default) ---------------------------------------- */
+
+#define SPINNERS_OK(n) "worker did 2000 units; " #n " spinners stopped\n"
+
+Test(preload_preempt, spinners_natively, .timeout = 60)
+{
+    pp_native("prog_spinners", "3", SPINNERS_OK(3));
+    pp_native("prog_spinners", "0", SPINNERS_OK(0));
+}
+
+/*
+ * Three spinners and a worker on one P: the worker finishes (it runs at all
+ * only because spinners are preempted), slices are cut short because the
+ * worker waits, and the spinners, preempted with no call in between, are
+ * sent behind it.
+ */
+static void spinners_yield(const char *env)
+{
+    struct pp_stats s = pp_preloaded("prog_spinners", "3", env, SPINNERS_OK(3));
+
+    cr_assert_geq(s.cut, 1, "no slice was cut short for the waiting worker (%s; preemptions %ld)",
+                  env, s.done);
+    cr_assert_geq(s.demoted, 1, "no spinner was demoted (%s; preemptions %ld, cut %ld)", env,
+                  s.done, s.cut);
+    cr_assert_leq(s.demoted, s.done, "more demotions (%ld) than preemptions (%ld)", s.demoted,
+                  s.done);
+}
+
+Test(preload_preempt, spinners_yield_to_the_worker_one_p, .timeout = 60)
+{
+    spinners_yield("GOSHIM_PROCS=1");
+}
+
+Test(preload_preempt, spinners_yield_to_the_worker_two_p, .timeout = 60)
+{
+    spinners_yield("GOSHIM_PROCS=2");
+}
+
+/* Alone (the main thread, the only one), a CPU-bound thread is never preempted. */
+Test(preload_preempt, lone_thread_never_preempted, .timeout = 60)
+{
+    const char *envs[] = {"GOSHIM_PROCS=1", "GOSHIM_PROCS=2",
+                          "GOSHIM_PROCS=2 GOSHIM_PREEMPT=kernel"};
+    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+        struct pp_stats s = pp_preloaded("prog_spinners", "0", envs[i], SPINNERS_OK(0));
+        cr_assert_eq(s.requests, 0, "%s: %ld preemption requests with nobody waiting", envs[i],
+                     s.requests);
+        cr_assert_eq(s.cut, 0, "%s: %ld slices cut with nobody waiting", envs[i], s.cut);
+    }
+}
+
+/* A fixed GOSHIM_PREEMPT keeps Go's rule: the lone thread is preempted too. */
+Test(preload_preempt, fixed_slice_preempts_a_lone_thread, .timeout = 60)
+{
+    struct pp_stats s =
+        pp_preloaded("prog_spinners", "0", "GOSHIM_PROCS=1 GOSHIM_PREEMPT=1", SPINNERS_OK(0));
+    cr_assert_geq(s.requests, 1, "no preemption request at a fixed 1 ms slice");
+    cr_assert_eq(s.cut, 0, "a fixed slice counted %ld slices cut for waiters", s.cut);
+}
+
+/* ---- code no unwinder can walk -------------------------------------------------------- */
+
+#define JIT_OK "jit thread stopped after the worker's 200 units\n"
+
+Test(preload_preempt, jit_natively, .timeout = 60)
+{
+    pp_native("prog_jit_spin", NULL, JIT_OK);
+}
+
+/* A loop in generated code never passes the walk: its P is handed off, so
+ * the worker runs on the only P and ends the loop. */
+static void jit_handed_off(const char *env)
+{
+    struct pp_stats s = pp_preloaded("prog_jit_spin", NULL, env, JIT_OK);
+    cr_assert_geq(s.handoffs, 1, "%s: the JIT spinner's P was not handed off (refused %ld)", env,
+                  s.refused);
+}
+
+Test(preload_preempt, jit_spinner_hands_off_one_p, .timeout = 60)
+{
+    jit_handed_off("GOSHIM_PROCS=1");
+}
+
+Test(preload_preempt, jit_spinner_hands_off_fixed_slice, .timeout = 60)
+{
+    jit_handed_off("GOSHIM_PROCS=1 GOSHIM_PREEMPT=10");
 }
