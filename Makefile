@@ -8,7 +8,8 @@
 #   make bench      run every build/bench/bench_*
 #   make test-asan  the same tests built with ASan+UBSan (objects in build/san-address/)
 #   make test-tsan  the same tests built with TSan, without the preload suites
-#   make test-real  real Debian programs natively and under goshim (installs them)
+#   make test-real  real Debian programs natively and under goshim (installs them), at the
+#                   default P, then at GOSHIM_PROCS=1 against native pinned to one CPU
 #
 # Knobs: V=1 (show commands), SAN=address|undefined|thread, DEBUG=1 (-DGOSHIM_DEBUG=1),
 # WERROR=0 (warnings stay warnings), CFLAGS, LDFLAGS, PREFIX, DESTDIR, TRACE, TEST_TIMEOUT.
@@ -231,6 +232,7 @@ test:
 test-real:
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)timeout -k 10 $(TEST_TIMEOUT) scripts/test_real.sh
+	$(Q)GOSHIM_REAL_PROCS=1 timeout -k 10 $(TEST_TIMEOUT) scripts/test_real.sh
 
 check: test
 

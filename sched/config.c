@@ -139,6 +139,10 @@ static void complain(const char *name, const char *val, const char *form)
 #define PARSE_PREEMPT(v, field, min, max)                                                          \
     (!strcmp((v), "kernel") ? ((field) = PREEMPT_KERNEL, 1)                                        \
                             : config_parse_msec((v), (min), (max), &(field)))
+#define PARSE_WALK(v, field, min, max)                                                             \
+    (!strcmp((v), "libgcc")      ? ((field) = PREEMPT_WALK_LIBGCC, 1)                              \
+     : !strcmp((v), "libunwind") ? ((field) = PREEMPT_WALK_LIBUNWIND, 1)                           \
+                                 : 0)
 #define PARSE_SIGNAL(v, field, min, max) config_parse_signal((v), &(field))
 #define PARSE_SEED(v, field, min, max)   config_parse_seed((v), &(field))
 #define PARSE_DEADLOCK(v, field, min, max)                                                         \

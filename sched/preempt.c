@@ -22,23 +22,53 @@
  * interrupted frames: every frame must be application code until the G's
  * entry (gostart or the shim's thread start, kept in their own section),
  * else the preemption is refused (counted) and the G resumes where it was;
- * sysmon asks again next tick. libgcc's _Unwind_Backtrace rather than
- * libunwind, which the issue names: libgcc's walk takes no lock, makes no
- * system call and finds FDEs with the lock-free _dl_find_object, where
- * Debian's libunwind takes a global mutex (the shim's, under goshim: it
- * could park the G mid-walk) and two sigprocmask calls per frame and may
- * call dl_iterate_phdr on a cache miss; 3-4x slower here (PREEMPT_FACTS).
- * A safe G yields to the tail of its P's run queue (Go sends it to the
- * global queue; then every 61st schedule, which checks the global queue
- * first, runs the preempted G again before a G that a timer just readied
- * into runnext: a p99 of 2-3 slices for a sleeper beside a spinner).
+ * sysmon asks again next tick.
+ *
+ * Which unwinder walks (GOSHIM_PREEMPT_WALK): libgcc's _Unwind_Backtrace
+ * by default, libunwind on request. DESIGN names libunwind; libgcc's walk
+ * takes no lock, makes no system call and finds FDEs with glibc's
+ * lock-free _dl_find_object. libunwind was measured here configured for
+ * the job (UNW_LOCAL_ONLY, UNW_CACHE_PER_THREAD, initialised in the
+ * trampoline, outside signal context): Debian's build still masks signals
+ * around its dl_iterate_phdr lookups (two sigprocmask calls per frame on a
+ * cache miss; its per-thread cache is per G here, cold in every new
+ * thread), and its TLS is dynamic (a __tls_get_addr per G). Mean walk,
+ * three spinners and a worker at one P, 0.5 ms slices, same run: libgcc
+ * 4-7 us, libunwind 24-69 us (scripts/bench_preempt.sh, case d), so
+ * libgcc stays the default (the issue's rule: libunwind only within 2x).
+ *
+ * Where a preempted G goes. One that entered goshim since its last
+ * preemption (sched_ncalls moved: a mutex, a read, any wrapper) yields to
+ * the tail of its P's run queue (Go sends it to the global queue; then
+ * every 61st schedule, which checks the global queue first, runs the
+ * preempted G again before a G that a timer just readied into runnext: a
+ * p99 of 2-3 slices for a sleeper beside a spinner). One that did not is
+ * a spinner (redis's io threads, an adaptive lock's spin phase): it goes
+ * to the global queue's tail, behind every G that waits, the way EEVDF's
+ * lag puts a task that used its share behind those that did not.
+ *
+ * Code no unwinder can walk (a JIT's, in an anonymous executable mapping;
+ * hand-written assembly without CFI). The walk cannot pass it, so such a
+ * G is never preempted; a G refused there would hold its P for three
+ * rounds before the hand-off, and a G in code of no loaded object is
+ * handed off at its first refusal instead (preempt_nowalk), within about a
+ * slice. Deciding safety there without the walk - a frame-pointer chain
+ * up to application code - was considered and rejected: V8 keeps rbp
+ * chains in its own frames, but the embedding binary's C++ frames are
+ * compiled without frame pointers, so the chain leaves the JIT frames
+ * through garbage, and a wrong "safe" verdict switches a G out with a
+ * glibc lock held (a deadlock), where the hand-off only lets one more OS
+ * thread run beside the Ps for a while.
  *
  * The main G's stack ends in libc (__libc_start_call_main) and _start:
  * for it, libc frames below which only the last frame is application code
  * count as its bottom.
  */
+#define UNW_LOCAL_ONLY
 #include <cpuid.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <libunwind.h>
 #include <link.h>
 #include <signal.h>
 #include <stddef.h>
@@ -103,7 +133,18 @@ static struct {
     struct sigaction app_action[65]; /* the application's disposition of each of them */
     bool app_set[65];
     uint64_t nrequests, ndone, nrefused, nstale, nhandoff, ncut, ndemoted;
+    int walker;               /* PREEMPT_WALK_LIBGCC or _LIBUNWIND */
+    uint64_t nwalks, walk_ns; /* walks and their total time */
 } pr;
+
+/* libunwind, for GOSHIM_PREEMPT_WALK=libunwind (dlopen'ed RTLD_LOCAL, so
+ * its _Unwind_* never replace libgcc's in the process). */
+static struct {
+    int (*getcontext)(unw_context_t *);
+    int (*init_local)(unw_cursor_t *, unw_context_t *);
+    int (*step)(unw_cursor_t *);
+    int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+} lu;
 
 /* ---- which text is the application's -------------------------------------------- */
 
@@ -294,41 +335,94 @@ struct walk {
     int app_after; /* main G: application frames below those */
 };
 
-static _Unwind_Reason_Code step(struct _Unwind_Context *ctx, void *arg)
+/*
+ * One frame of the walk, whose return address (or, exact, the interrupted
+ * PC) is pc: whether to go on to its caller. Sets w->verdict when it
+ * decides.
+ */
+static bool walk_frame(struct walk *w, uintptr_t pc, bool exact)
 {
-    struct walk *w = arg;
-    int before = 0;
-    uintptr_t pc = _Unwind_GetIPInfo(ctx, &before);
     if (pc == 0)
-        return _URC_END_OF_STACK; /* the outermost frame's undefined return address */
-    if (!before)
+        return false; /* the outermost frame's undefined return address */
+    if (!exact)
         pc--; /* a return address: the call is the instruction before */
     if (++w->depth > MAX_DEPTH) {
         w->verdict = -1;
-        return _URC_END_OF_STACK;
+        return false;
     }
     if (!w->past) { /* goshim_preempt_point, then the trampoline */
         w->past = pc >= (uintptr_t)goshim_preempt_tramp && pc < (uintptr_t)goshim_preempt_tramp_end;
-        return _URC_NO_REASON;
+        return true;
     }
     if (w->in_libc) { /* main G, below the first libc frame */
-        if (in(&pr.libc, pc))
-            return _URC_NO_REASON;
-        w->app_after++;
-        return _URC_NO_REASON;
+        if (!in(&pr.libc, pc))
+            w->app_after++;
+        return true;
     }
     if (app_pc(w->app, pc))
-        return _URC_NO_REASON;
+        return true;
     if (pc >= (uintptr_t)__start_goshim_bottom && pc < (uintptr_t)__stop_goshim_bottom) {
         w->verdict = 1;
-        return _URC_END_OF_STACK;
+        return false;
     }
     if (w->main && in(&pr.libc, pc)) {
         w->in_libc = true;
-        return _URC_NO_REASON;
+        return true;
     }
     w->verdict = -1;
-    return _URC_END_OF_STACK;
+    return false;
+}
+
+static _Unwind_Reason_Code step(struct _Unwind_Context *ctx, void *arg)
+{
+    int before = 0;
+    uintptr_t pc = _Unwind_GetIPInfo(ctx, &before);
+    return walk_frame(arg, pc, before) ? _URC_NO_REASON : _URC_END_OF_STACK;
+}
+
+/* libgcc's walk (the default): glibc's lock-free _dl_find_object per frame. */
+static void walk_libgcc(struct walk *w)
+{
+    _Unwind_Backtrace(step, w);
+}
+
+/* libunwind's: per-thread caches, no signal-context init (the walk runs in
+ * the trampoline), steps through the trampoline's CFI like libgcc's. The
+ * frame above the trampoline (a signal frame) has the exact interrupted PC. */
+static void walk_libunwind(struct walk *w)
+{
+    unw_context_t uc;
+    unw_cursor_t c;
+    if (lu.getcontext(&uc) < 0 || lu.init_local(&c, &uc) < 0)
+        return;
+    for (bool exact = false;;) {
+        unw_word_t pc = 0;
+        bool was_past = w->past;
+        if (lu.get_reg(&c, UNW_REG_IP, &pc) < 0 || !walk_frame(w, (uintptr_t)pc, exact))
+            return;
+        exact = !was_past && w->past; /* just stepped onto the trampoline: next is exact */
+        if (lu.step(&c) <= 0)
+            return;
+    }
+}
+
+static bool libunwind_load(void)
+{
+    void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return false;
+    lu.getcontext = (int (*)(unw_context_t *))dlsym(h, "_Ux86_64_getcontext");
+    lu.init_local = (int (*)(unw_cursor_t *, unw_context_t *))dlsym(h, "_ULx86_64_init_local");
+    lu.step = (int (*)(unw_cursor_t *))dlsym(h, "_ULx86_64_step");
+    lu.get_reg = (int (*)(unw_cursor_t *, unw_regnum_t, unw_word_t *))dlsym(h, "_ULx86_64_get_reg");
+    int (*policy)(unw_addr_space_t, unw_caching_policy_t) =
+        (int (*)(unw_addr_space_t, unw_caching_policy_t))dlsym(h, "_ULx86_64_set_caching_policy");
+    unw_addr_space_t *local = (unw_addr_space_t *)dlsym(h, "_ULx86_64_local_addr_space");
+    if (!lu.getcontext || !lu.init_local || !lu.step || !lu.get_reg)
+        return false;
+    if (policy && local)
+        policy(*local, UNW_CACHE_PER_THREAD);
+    return true;
 }
 
 /* Called by the trampoline on the G's stack, outside signal context. */
@@ -341,7 +435,13 @@ void goshim_preempt_point(void)
                      .main = gp && (gp->flags & G_MAIN)};
     __atomic_add_fetch(&mp->locks, 1,
                        __ATOMIC_SEQ_CST); /* anything the walk calls goes straight to glibc */
-    _Unwind_Backtrace(step, &w);
+    int64_t t0 = nanotime();
+    if (pr.walker == PREEMPT_WALK_LIBUNWIND)
+        walk_libunwind(&w);
+    else
+        walk_libgcc(&w);
+    __atomic_add_fetch(&pr.walk_ns, (uint64_t)(nanotime() - t0), __ATOMIC_RELAXED);
+    __atomic_add_fetch(&pr.nwalks, 1, __ATOMIC_RELAXED);
     __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
     if (w.verdict == 0 && w.main && w.in_libc && w.app_after <= 1)
         w.verdict = 1; /* main ... libc start code ... _start */
@@ -506,7 +606,7 @@ void preempt_app_action(int sig, const struct sigaction *act, struct sigaction *
 
 /* ---- start-up ---------------------------------------------------------------------- */
 
-int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff)
+int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff, int walker)
 {
     pr.pid = getpid();
     if (slice_ns == 0)
@@ -527,6 +627,11 @@ int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff)
     pr.slice = slice_ns;
     pr.cookie = (int)(((uint64_t)nanotime() * 0x9E3779B97F4A7C15ULL) >> 33) | 1;
     pr.on = true;
+    if (walker == PREEMPT_WALK_LIBUNWIND && !libunwind_load())
+        rt_print(2, "goshim: GOSHIM_PREEMPT_WALK=libunwind: libunwind.so.8 cannot be loaded "
+                    "(Debian package libunwind8); using libgcc's unwinder\n");
+    else
+        pr.walker = walker;
     preempt_refresh();
     if (install(sig) != 0) {
         pr.on = false;
@@ -550,4 +655,7 @@ void preempt_stats(struct preempt_stats *s)
     s->handoffs = __atomic_load_n(&pr.nhandoff, __ATOMIC_RELAXED);
     s->cut = __atomic_load_n(&pr.ncut, __ATOMIC_RELAXED);
     s->demoted = __atomic_load_n(&pr.ndemoted, __ATOMIC_RELAXED);
+    s->walks = __atomic_load_n(&pr.nwalks, __ATOMIC_RELAXED);
+    s->walk_ns = __atomic_load_n(&pr.walk_ns, __ATOMIC_RELAXED);
+    s->walker = pr.walker == PREEMPT_WALK_LIBUNWIND ? "libunwind" : "libgcc";
 }

@@ -18,7 +18,9 @@ struct p;
  * (chosen: set by GOSHIM_PREEMPT_SIGNAL, kept even if the application
  * takes it; handoff: GOSHIM_PREEMPT_HANDOFF). */
 enum { PREEMPT_KERNEL = -1 };
-int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff);
+/* walker: which unwinder checks the stack (GOSHIM_PREEMPT_WALK). */
+enum { PREEMPT_WALK_LIBGCC, PREEMPT_WALK_LIBUNWIND };
+int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff, int walker);
 /* GOSHIM_PREEMPT_HANDOFF: sysmon may hand a stuck G's P to another M. */
 bool preempt_handoff_on(void);
 void preempt_count_handoff(void);
@@ -47,8 +49,10 @@ void preempt_app_action(int sig, const struct sigaction *act, struct sigaction *
 
 struct preempt_stats {
     uint64_t requests, done, refused, stale, handoffs;
-    uint64_t cut;     /* slices cut short because another G waited (the kernel's policy) */
-    uint64_t demoted; /* preempted spinners sent behind the waiting Gs */
+    uint64_t cut;            /* slices cut short because another G waited (the kernel's policy) */
+    uint64_t demoted;        /* preempted spinners sent behind the waiting Gs */
+    uint64_t walks, walk_ns; /* safety walks and their total time */
+    const char *walker;      /* "libgcc" or "libunwind" */
 };
 void preempt_stats(struct preempt_stats *s);
 

@@ -62,7 +62,8 @@ int sched_init(const struct sched_config *c)
         setxid_init();
     sched.starttime = nanotime();
     sched.started = true;
-    preempt_init(c->preempt_ns, c->preempt_signal, c->preempt_signal_set, c->preempt_handoff);
+    preempt_init(c->preempt_ns, c->preempt_signal, c->preempt_signal_set, c->preempt_handoff,
+                 c->preempt_walk);
     sysmon_start(c->schedtrace_ms, c->scheddetail);
     if (c->stats) {
         stats_open();

@@ -151,10 +151,12 @@ void stats_print(int fd)
     preempt_stats(&ps);
     rt_print(fd,
              "goshim stats: preempt_requests=%lu preemptions=%lu preempt_refused=%lu "
-             "preempt_handoffs=%lu slices_cut=%lu spinners_demoted=%lu slice_us=%ld%s\n",
+             "preempt_handoffs=%lu slices_cut=%lu spinners_demoted=%lu slice_us=%ld%s walk=%s "
+             "walks=%lu walk_ns_avg=%lu\n",
              (unsigned long)ps.requests, (unsigned long)ps.done, (unsigned long)ps.refused,
              (unsigned long)ps.handoffs, (unsigned long)ps.cut, (unsigned long)ps.demoted,
-             (long)(preempt_slice() / 1000), preempt_when_waiting() ? "(kernel)" : "");
+             (long)(preempt_slice() / 1000), preempt_when_waiting() ? "(kernel)" : "", ps.walker,
+             (unsigned long)ps.walks, (unsigned long)(ps.walks ? ps.walk_ns / ps.walks : 0));
 }
 
 /* A private copy of stderr, taken at start-up: programs that close fd 2

@@ -12,6 +12,9 @@
 #                       modes, takes about a minute on a 2-vCPU VM)
 #   GOSHIM_REAL_KEEP=1  keeps the work directory (inputs, outputs, logs)
 #   GOSHIM_REAL_LIB     the library to preload (default build/libgoshim.so)
+#   GOSHIM_REAL_PROCS=N runs every case with GOSHIM_PROCS=N under goshim and
+#                       natively pinned to N CPUs (taskset -c 0-(N-1)); a
+#                       case named NAME_p1 is NAME so run with N=1 always
 #
 # A case passes when the native run and the goshim run both succeed, the
 # goshim output equals the input (round trips) or the native output, and the
@@ -52,6 +55,9 @@ case_list=(
     "cxx_threads|tests/real/cxx_threads.cc (std::thread & co): output equal to native"
     "memcached|memcached -t 4, 8 client threads set/get every key, SIGTERM: exit 0"
     "redis|redis-server --io-threads 4, client threads + redis-benchmark, SHUTDOWN: exit 0"
+    "redis_p1|the same at GOSHIM_PROCS=1, natively pinned to one CPU"
+    "node|node worker_threads taking turns with Atomics.wait/notify: output equal to native"
+    "node_p1|the same at GOSHIM_PROCS=1, natively pinned to one CPU"
 )
 
 usage() {
@@ -94,13 +100,22 @@ done
 for c in "${case_list[@]}"; do
     n=${c%%|*}
     if [ ${#wanted[@]} -eq 0 ] || [ -n "${wanted[$n]:-}" ]; then
+        # Under GOSHIM_REAL_PROCS every case runs so already: NAME_p1 only when named.
+        [ ${#wanted[@]} -eq 0 ] && [ -n "${GOSHIM_REAL_PROCS:-}" ] && [ "${n%_p1}" != "$n" ] &&
+            continue
         selected+=("$n")
     fi
 done
 
+if [ -n "${GOSHIM_REAL_PROCS:-}" ] && ! [[ $GOSHIM_REAL_PROCS =~ ^[1-9][0-9]*$ &&
+    $GOSHIM_REAL_PROCS -le $(nproc) ]]; then
+    echo "$me: GOSHIM_REAL_PROCS=$GOSHIM_REAL_PROCS: want a number of CPUs from 1 to $(nproc)" >&2
+    exit 2
+fi
+
 # ---- packages ----------------------------------------------------------------------
 PACKAGES="pigz xz-utils zstd coreutils sysbench stress-ng python3 ripgrep memcached
-          redis-server redis-tools g++ procps util-linux"
+          redis-server redis-tools g++ procps util-linux nodejs"
 missing=()
 for pkg in $PACKAGES; do
     status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
@@ -596,6 +611,11 @@ c_redis() {
     stop_server redis-server none
 }
 
+c_node() {
+    step node_workers.js "$w/out.$mode" node "$realdir/node_workers.js" 8 "$(sc 2000)" || return 1
+    [ "$mode" = native ] || same output "$w/out.native" "$w/out.$mode"
+}
+
 # ---- driver ------------------------------------------------------------------------
 # gs_max FILE: the largest gs_created of the goshim stats in FILE ('' if none).
 gs_max() {
@@ -604,15 +624,15 @@ gs_max() {
 
 passed=0
 failed=0
-echo "$me: ${#selected[@]} case(s), scale $scale, $(nproc) CPUs, per-command timeout ${tmo}s;" \
-    "goshim: $lib"
+echo "$me: ${#selected[@]} case(s), scale $scale, $(nproc) CPUs${GOSHIM_REAL_PROCS:+, GOSHIM_PROCS=$GOSHIM_REAL_PROCS}," \
+    "per-command timeout ${tmo}s; goshim: $lib"
 printf '%-18s %-6s %10s %10s %8s  %s\n' case result native_s goshim_s ratio "note (ratio = goshim/native)"
 suite_t0=$EPOCHREALTIME
 for name in "${selected[@]}"; do
     w=$tmp/$name
     mkdir -p "$w"
     # Inputs and the C++ build are made outside the timed runs.
-    case $name in
+    case ${name%_p1} in
     pigz | xz | zstd) need_data ;;
     sort) need_sort_in ;;
     rg) need_tree ;;
@@ -621,9 +641,14 @@ for name in "${selected[@]}"; do
     declare -A ok=()
     declare -A secs=()
     declare -A dets=()
+    base=${name%_p1}
+    procs=${GOSHIM_REAL_PROCS:-}
+    [ "$base" != "$name" ] && procs=1
     for mode in native goshim; do
         if [ $mode = goshim ]; then
-            pre=(env GOSHIM_STATS=1 "LD_PRELOAD=$lib")
+            pre=(env GOSHIM_STATS=1 ${procs:+GOSHIM_PROCS=$procs} "LD_PRELOAD=$lib")
+        elif [ -n "$procs" ]; then
+            pre=(taskset -c "0-$((procs - 1))")
         else
             pre=()
         fi
@@ -632,7 +657,7 @@ for name in "${selected[@]}"; do
         detail=
         t0=$EPOCHREALTIME
         rc=0
-        "c_$name" || rc=$?
+        "c_$base" || rc=$?
         t1=$EPOCHREALTIME
         secs[$mode]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
         if [ $rc -eq 0 ] && [ $mode = goshim ]; then
@@ -640,7 +665,7 @@ for name in "${selected[@]}"; do
             if [ -z "$g" ]; then
                 rc=1
                 detail="no 'goshim stats:' line: goshim was not active"
-            elif [ "$g" -lt "${want_gs[$name]:-2}" ]; then
+            elif [ "$g" -lt "${want_gs[$base]:-2}" ]; then
                 rc=1
                 detail="gs_created=$g: the threads did not become Gs"
             else

@@ -386,3 +386,24 @@ Test(preload_preempt, jit_spinner_hands_off_fixed_slice, .timeout = 60)
 {
     jit_handed_off("GOSHIM_PROCS=1 GOSHIM_PREEMPT=10");
 }
+
+/* ---- libunwind as the safety walk (GOSHIM_PREEMPT_WALK=libunwind) ------------------- */
+
+/* Its verdicts are the same: a spinner is preempted, a thread inside qsort's
+ * comparator is not (strict checks it never is). */
+Test(preload_preempt, libunwind_walk_preempts_a_spinner, .timeout = 60)
+{
+    struct pp_stats s = pp_preloaded("prog_preempt_spin", NULL,
+                                     "GOSHIM_PROCS=1 GOSHIM_PREEMPT_WALK=libunwind", SPIN_ADVANCED);
+    cr_assert_geq(s.done, 1, "the spinner advanced without a preemption?");
+}
+
+Test(preload_preempt, libunwind_walk_refuses_inside_libc, .timeout = 90)
+{
+    struct pp_stats s = pp_preloaded(
+        "prog_preempt_libc", "strict",
+        "GOSHIM_PROCS=1 GOSHIM_PREEMPT_HANDOFF=0 GOSHIM_PREEMPT_WALK=libunwind", "libc: ok\n");
+    cr_assert_gt(s.refused, 0, "no request was refused (preemptions %ld, requests %ld)", s.done,
+                 s.requests);
+    cr_assert_gt(s.done, 0, "no preemption (refused %ld, requests %ld)", s.refused, s.requests);
+}
