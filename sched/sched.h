@@ -244,6 +244,8 @@ void handoffp(struct p *pp);
 bool sched_handoff_self(struct m *mp);
 bool sched_handoff_asleep(struct m *mp, bool (*still_asleep)(struct m *));
 void sched_pless_reacquire(void);
+/* The same at a wrapper's entry, yielding to the Gs that wait meanwhile. */
+void sched_pless_return(void);
 
 /* sysmon.c */
 int sysmon_start(int trace_ms, bool detailed);

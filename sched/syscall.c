@@ -176,6 +176,30 @@ void sched_pless_reacquire(void)
         __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
 }
 
+/*
+ * The shim's gate, for a G whose P was handed off because it stayed away
+ * from the runtime (refused preemptions in libc, slept in the kernel
+ * outside a wrapper): it takes a P back, and if other Gs wait meanwhile
+ * (in a run queue, or behind a due timer that only a scheduling M runs),
+ * it goes behind them at once. The wrapper's entry is a safe point (no
+ * libc frame below it holds a lock the shim knows of), and without this
+ * a G that loops between libc and a wrapper took the P back microseconds
+ * after every hand-off, before the woken M could use it: a sleeper's
+ * timer never ran at one P.
+ */
+void sched_pless_return(void)
+{
+    struct m *mp = getm();
+    sched_pless_reacquire();
+    if (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) != PLESS_NO || mp->p == NULL ||
+        __atomic_load_n(&mp->locks, __ATOMIC_SEQ_CST) != 0)
+        return;
+    int64_t next = timers_next();
+    if (!runqempty(mp->p) || __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 ||
+        (next >= 0 && next <= nanotime()))
+        sched_gosched();
+}
+
 /* Take pp off the idle list if it is there, else any idle P, or NULL. sched.lock held. */
 static struct p *pidleget_prefer(struct p *want)
 {

@@ -31,7 +31,7 @@ static inline bool goshim_active(void)
     if (!__builtin_expect(goshim_on, 1) || sched_self() == NULL)
         return false;
     if (__builtin_expect(__atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST), 0)) /* P handed off */
-        sched_pless_reacquire();
+        sched_pless_return();
     return true;
 }
 

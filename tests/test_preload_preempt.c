@@ -407,3 +407,25 @@ Test(preload_preempt, libunwind_walk_refuses_inside_libc, .timeout = 90)
                  s.requests);
     cr_assert_gt(s.done, 0, "no preemption (refused %ld, requests %ld)", s.refused, s.requests);
 }
+
+/* ---- a thread looping between libc and goshim does not keep the only P --------------- */
+
+#define LIBC_LOOP_OK "main woke 5 times while the looper ran\n"
+
+Test(preload_preempt, libc_loop_natively, .timeout = 60)
+{
+    pp_native("prog_libc_loop", NULL, LIBC_LOOP_OK);
+}
+
+/* Refused in libc, its P handed off; back at its next wrapped call it goes
+ * behind main, whose sleep is due (it hung here before). */
+Test(preload_preempt, libc_loop_lets_a_sleeper_wake_one_p, .timeout = 60)
+{
+    struct pp_stats s = pp_preloaded("prog_libc_loop", NULL, "GOSHIM_PROCS=1", LIBC_LOOP_OK);
+    cr_assert_geq(s.handoffs, 1, "main woke without a hand-off of the looper's P?");
+}
+
+Test(preload_preempt, libc_loop_lets_a_sleeper_wake_fixed_slice, .timeout = 60)
+{
+    pp_preloaded("prog_libc_loop", NULL, "GOSHIM_PROCS=1 GOSHIM_PREEMPT=10", LIBC_LOOP_OK);
+}
