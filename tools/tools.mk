@@ -2,7 +2,8 @@
 # Included by the Makefile before its rules: LIBGOSHIM, BUILD, VERSION, msg and Q are
 # set, STAMP is not yet, hence $(BUILD)/.flags spelt out (prerequisites expand at once).
 #
-#   build/goshim      the launcher: goshim run | compare | trace-plot (see goshim(1))
+#   build/goshim      the launcher: goshim run | compare | stress | trace-plot (see goshim(1));
+#                     goshim.c, and stress.c for goshim stress (tools/launcher.h between them)
 #   build/goshim.1    the man page, with the version filled in
 #   make install-tools    bin/goshim, lib/libgoshim.so (where the launcher looks: ../lib
 #                         from its own directory) and share/man/man1/goshim.1 under
@@ -17,9 +18,9 @@ $(BUILD)/tools/%.o: tools/%.c $(BUILD)/.flags
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) $(BASE) $(WARN) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
 
-$(GOSHIM_BIN): $(BUILD)/tools/goshim.o
+$(GOSHIM_BIN): $(BUILD)/tools/goshim.o $(BUILD)/tools/stress.o
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $<
+	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^
 
 $(GOSHIM_MAN): tools/goshim.1 $(BUILD)/.flags
 	$(call msg,GEN,$@)
