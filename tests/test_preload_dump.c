@@ -194,6 +194,22 @@ Test(preload_dump, leaks_are_waits_that_can_never_end, .timeout = 60)
               "%s", out);
 }
 
+/* A mutex whose holder exited can never be taken: a leak. */
+Test(preload_dump, wait_on_a_mutex_of_an_exited_thread_is_a_leak, .timeout = 60)
+{
+    static char out[OUT];
+    struct pp_argv a;
+    int st = run_preloaded("prog_deadlock", pp_argv(&a, "prog_deadlock", "orphan"),
+                           "GOSHIM_STATS=1 GOSHIM_PROCS=1", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d\n%s", st, out);
+    const char *l = strstr(out, "goshim stats: leak: thread ");
+    cr_assert(l, "no leak line:\n%s", out);
+    cr_assert(strstr(l, " \"orphaned\" [mutex 0x") && strstr(l, ", held by id ") &&
+                  strstr(l, "] can never wake (the mutex's holder has exited)\n"),
+              "%s", out);
+    cr_assert_null(strstr(l + 1, "goshim stats: leak:"), "%s", out);
+}
+
 /* SCHEDTRACE lines parsed back: Go's format, and numbers that make sense. */
 Test(preload_dump, schedtrace_lines_are_consistent, .timeout = 60)
 {

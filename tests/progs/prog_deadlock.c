@@ -12,6 +12,8 @@
  *                             "left", "stuck" waits as in leak; once both mutexes have a
  *                             waiter main prints "exiting" and returns (for GOSHIM_STATS:
  *                             three threads wait for good, "stuck" only still waits)
+ *   prog_deadlock orphan      "owner" locks a mutex and returns holding it; "orphaned"
+ *                             then waits on it for good; main prints "exiting" and returns
  *   prog_deadlock quit        main and 3 threads wait on a condition variable nobody
  *                             signals, with a timer-free wait; prints "ready" and waits
  *                             for SIGQUIT.
@@ -107,6 +109,36 @@ static int leaks(void)
     return 0;
 }
 
+static pthread_mutex_t kept = PTHREAD_MUTEX_INITIALIZER;
+
+static void *owner(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&kept); /* and never unlocks it */
+    return NULL;
+}
+
+static void *orphaned(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "orphaned");
+    pthread_mutex_lock(&kept);
+    return NULL;
+}
+
+static int orphan(void)
+{
+    pthread_t o, w;
+    pthread_create(&o, NULL, owner, NULL);
+    pthread_join(o, NULL);
+    pthread_create(&w, NULL, orphaned, NULL);
+    while (__atomic_load_n(&kept.__data.__lock, __ATOMIC_ACQUIRE) != 2)
+        sched_yield();
+    sched_yield(); /* with one P: it runs to its wait first */
+    printf("exiting\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     pthread_t l, r;
@@ -131,6 +163,8 @@ int main(int argc, char **argv)
     }
     if (argc == 2 && !strcmp(argv[1], "leaks"))
         return leaks();
+    if (argc == 2 && !strcmp(argv[1], "orphan"))
+        return orphan();
     if (argc == 2 && !strcmp(argv[1], "quit")) {
         pthread_t t[3];
         for (int i = 0; i < 3; i++)
@@ -147,6 +181,6 @@ int main(int argc, char **argv)
         pthread_join(t[0], NULL);
         return 0;
     }
-    fprintf(stderr, "usage: prog_deadlock lockorder|leak|leaks|quit\n");
+    fprintf(stderr, "usage: prog_deadlock lockorder|leak|leaks|orphan|quit\n");
     return 2;
 }
