@@ -43,7 +43,8 @@
  * Exit statuses: 2 for bad arguments or when libgoshim.so cannot be found;
  * as in a shell, 127 when CMD is not found and 126 when it cannot be
  * executed; otherwise run exits with CMD's own status, compare with 0
- * (every run exited 0 in both modes) or 1, trace-plot with 0 or 1.
+ * (every run exited 0 in both modes) or 1, stress with 0 (every seed
+ * passed) or 1, trace-plot with 0 or 1.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -178,14 +179,15 @@ static const char outro[] =
     "../lib/libgoshim.so from its directory.\n"
     "Exit status: 2 for bad arguments or no library; 127 if CMD is not found, 126 if it\n"
     "cannot be executed; else run: CMD's status; compare: 0 if every run exited 0 in both\n"
-    "modes, else 1; trace-plot: 0, or 1 for unreadable or malformed input.\n"
+    "modes, else 1; stress: 0 if every run passed, else 1; trace-plot: 0, or 1 for\n"
+    "unreadable or malformed input.\n"
     "See goshim(1).\n";
 
 static const struct command commands[] = {
     {"run", usage_run, help_run, cmd_run},
     {"compare", usage_compare, help_compare, cmd_compare},
-    {"trace-plot", usage_plot, help_plot, cmd_trace_plot},
     {"stress", usage_stress, help_stress, cmd_stress},
+    {"trace-plot", usage_plot, help_plot, cmd_trace_plot},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
