@@ -5,7 +5,9 @@
  * list every one with the deadlock report's wait description, and
  * `goshim bt` must unwind each from its saved context into the program's
  * own functions; then the same from a core file, written by
- * `goshim gcore` (and what a plain gcore keeps: the list, not the stacks).
+ * `goshim gcore` (and what a plain gcore keeps: the list, not the stacks);
+ * and in a program started under gdb and stopped at a breakpoint, where
+ * one thread is running and the others are parked.
  *
  * gdb attaches with ptrace: where Yama or the container forbids it the
  * tests skip, saying why. The suite is named preload_* so that sanitizer
@@ -281,4 +283,54 @@ Test(preload_gdb, plain_gcore_lists_threads_and_explains_missing_stacks, .timeou
               "goshim bt 2 on a plain gcore core:\n%s", out);
     unlink(core);
     rmdir(dir);
+}
+
+/* Started under gdb and stopped at a breakpoint (in an inlined function): the running
+ * thread's backtrace is its OS thread's, the parked ones come from their contexts. */
+Test(preload_gdb, stopped_at_a_breakpoint_under_gdb, .timeout = 120)
+{
+    char prog[4096], env[4200];
+    require_gdb_and_ptrace();
+    test_prog_path("prog_deadlock", prog, sizeof prog);
+    snprintf(env, sizeof env, "set environment LD_PRELOAD=%s", test_preload_value());
+    char *argv[] = {GDB,
+                    "-batch",
+                    "-nx",
+                    "-x",
+                    HELPER,
+                    "-ex",
+                    env,
+                    "-ex",
+                    "set environment GOSHIM_PROCS=1",
+                    "-ex",
+                    "break puts", /* "exiting": every other thread waits by then */
+                    "-ex",
+                    "run",
+                    "-ex",
+                    "info goshim",
+                    "-ex",
+                    "goshim bt all",
+                    "-ex",
+                    "show backtrace past-main",
+                    "-ex",
+                    "kill",
+                    "--args",
+                    prog,
+                    "leaks",
+                    NULL};
+    int st = run_exec(GDB, argv, NULL, NULL, out, sizeof out);
+    cr_assert(WIFEXITED(st), "gdb: status %#x\n%s", st, out);
+    cr_assert_null(strstr(out, "Python Exception"), "%s", out);
+    cr_assert(strstr(out, "\nthread 1 (main) [running] on M0 (OS thread "), "%s", out);
+    cr_assert(strstr(out, "\nthread 2 \"left\" [mutex 0x") &&
+                  strstr(out, "\nthread 3 \"right\" [mutex 0x") &&
+                  strstr(out, "\nthread 4 \"joiner\" [join of thread 2]\n") &&
+                  strstr(out, "\nthread 5 \"stuck\" [condition variable 0x"),
+              "%s", out);
+    static const char *const fns[] = {" left () at ", " right () at ", " joiner () at ",
+                                      " stuck () at ", " leaks () at "};
+    for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++)
+        cr_assert(strstr(out, fns[k]), "no frame%s\n%s", fns[k], out);
+    /* goshim bt unwinds past main() for a while: gdb's own setting is left as it was */
+    cr_assert(strstr(out, "Whether backtraces should continue past \"main\" is off."), "%s", out);
 }

@@ -113,7 +113,7 @@ class Runtime:
     def __init__(self):
         self.sched = lib_symbol("sched")
         self.gs = list(walk(self.sched["allg"], "alllink"))
-        self.ms = list(walk(self.sched["allm"], "alllink"))
+        self.ms = sorted(walk(self.sched["allm"], "alllink"), key=lambda mp: int(mp["id"]))
         n = int(self.sched["gomaxprocs"])
         self.ps = [self.sched["allp"][i] for i in range(n) if int(self.sched["allp"][i]) != 0]
         self.tls_full = int(self.sched["tls_full"]) != 0
@@ -298,6 +298,8 @@ goshim's deadlock report, or its state and the M (OS thread) that runs it."""
         super().__init__("info goshim", gdb.COMMAND_STATUS)
 
     def invoke(self, arg, from_tty):
+        if not gdb.selected_inferior().threads():
+            raise GoshimError("info goshim: no process or core file")
         rt = Runtime()
         print_ps_ms(rt)
         for gp in rt.live_gs():
@@ -314,14 +316,19 @@ class FrameId:
 
 
 class SavedContext(Unwinder):
-    """While regs is set, the innermost frame's caller has those registers (a G's)."""
+    """While regs is set, the innermost real frame's caller has those registers (a G's).
+
+    The innermost real frame is at level `level`: above it are only the inline frames
+    of the function the OS thread stopped in (at a breakpoint in an inlined function,
+    say), which gdb unwinds without asking Python unwinders."""
 
     def __init__(self):
         super().__init__("goshim saved context")
         self.regs = None
+        self.level = 0
 
     def __call__(self, pending):
-        if self.regs is None or pending.level() != 0:
+        if self.regs is None or pending.level() != self.level:
             return None
         # Its id: just below the G's saved frame, so the G's frames are outer to it.
         below = gdb.Value(int(self.regs["rsp"]) - 72).cast(self.regs["rsp"].type)
@@ -400,12 +407,22 @@ def backtrace(rt, gp):
         print("(its saved context reads as zeros: this core file lacks the thread stacks; "
               "gdb's gcore stops at goshim's guard pages, `goshim gcore FILE` keeps them)")
         return
-    UNWINDER.regs = regs
+    f, level = gdb.newest_frame(), 0
+    while f is not None and f.type() == gdb.INLINE_FRAME:
+        f, level = f.older(), level + 1
+    # gdb does not unwind past main(): the stand-in frame may be main's.
+    past_main = gdb.parameter("backtrace past-main")
+    gdb.execute("set backtrace past-main on", to_string=True)
+    UNWINDER.regs, UNWINDER.level = regs, level
     gdb.invalidate_cached_frames()
     try:
-        print_frames(gdb.newest_frame().older())
+        f = gdb.newest_frame()
+        for _ in range(level + 1):  # the stand-in frame and its inline frames
+            f = f.older() if f is not None else None
+        print_frames(f)
     finally:
         UNWINDER.regs = None
+        gdb.execute("set backtrace past-main %s" % ("on" if past_main else "off"), to_string=True)
         gdb.invalidate_cached_frames()
 
 
