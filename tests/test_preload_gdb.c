@@ -285,14 +285,34 @@ Test(preload_gdb, plain_gcore_lists_threads_and_explains_missing_stacks, .timeou
     rmdir(dir);
 }
 
-/* Started under gdb and stopped at a breakpoint (in an inlined function): the running
- * thread's backtrace is its OS thread's, the parked ones come from their contexts. */
+/* The line of prog_deadlock.c where leaks() prints "exiting" (leaks is inlined into main). */
+static int exiting_line(void)
+{
+    FILE *f = fopen(GOSHIM_SRC_DIR "/tests/progs/prog_deadlock.c", "r");
+    char line[512];
+    int n = 0, in_leaks = 0;
+    cr_assert(f);
+    while (fgets(line, sizeof line, f)) {
+        n++;
+        in_leaks = in_leaks || strstr(line, "static int leaks(void)") != NULL;
+        if (in_leaks && strstr(line, "printf(\"exiting\\n\");"))
+            break;
+    }
+    fclose(f);
+    cr_assert(in_leaks, "prog_deadlock.c has no leaks()");
+    return n;
+}
+
+/* Started under gdb and stopped at a breakpoint in an inlined function of main(): the
+ * running thread's backtrace is its OS thread's, the parked ones come from their contexts
+ * (the stand-in frame is then main's, past which gdb does not unwind by default). */
 Test(preload_gdb, stopped_at_a_breakpoint_under_gdb, .timeout = 120)
 {
-    char prog[4096], env[4200];
+    char prog[4096], env[4200], brk[64];
     require_gdb_and_ptrace();
     test_prog_path("prog_deadlock", prog, sizeof prog);
     snprintf(env, sizeof env, "set environment LD_PRELOAD=%s", test_preload_value());
+    snprintf(brk, sizeof brk, "break prog_deadlock.c:%d", exiting_line());
     char *argv[] = {GDB,
                     "-batch",
                     "-nx",
@@ -303,7 +323,7 @@ Test(preload_gdb, stopped_at_a_breakpoint_under_gdb, .timeout = 120)
                     "-ex",
                     "set environment GOSHIM_PROCS=1",
                     "-ex",
-                    "break puts", /* "exiting": every other thread waits by then */
+                    brk, /* every other thread waits by then */
                     "-ex",
                     "run",
                     "-ex",
