@@ -221,7 +221,7 @@ void sched_describe(struct g *gp, char *buf, size_t len)
  * follows one chain (a slow and a fast pointer find a cycle in at most twice
  * allglen steps). Sleepers are not listed.
  */
-enum { WAITS_MAYBE, WAITS_CYCLE, WAITS_GONE };
+enum { WAITS_MAYBE, WAITS_CYCLE, WAITS_BEHIND, WAITS_GONE };
 
 /* The G whose progress gp's wait needs (a mutex holder, a joined thread), or NULL; *gone
  * when it is a mutex whose holder no longer exists. allglock held. */
@@ -238,7 +238,23 @@ static struct g *blocker(struct g *gp, bool *gone)
     return o;
 }
 
-/* WAITS_CYCLE or WAITS_GONE when gp's wait can never end, else WAITS_MAYBE. allglock held. */
+/* WAITS_CYCLE if gp is on the cycle that on (a G on a cycle of waits) is on, else
+ * WAITS_BEHIND: gp waits for a thread of that cycle. allglock held. */
+static int on_cycle(struct g *gp, struct g *on)
+{
+    bool gone;
+    struct g *x = on;
+    for (uint64_t n = 0; n <= sched.allglen; n++) {
+        if (x == gp)
+            return WAITS_CYCLE;
+        x = blocker(x, &gone);
+        if (x == on || x == NULL)
+            break;
+    }
+    return WAITS_BEHIND;
+}
+
+/* WAITS_CYCLE, _BEHIND or _GONE when gp's wait can never end, else WAITS_MAYBE. allglock held. */
 static int waits_forever(struct g *gp)
 {
     struct g *slow = gp, *fast = gp;
@@ -255,7 +271,7 @@ static int waits_forever(struct g *gp)
         if (n & 1)
             slow = blocker(slow, &gone);
         if (fast == slow)
-            return WAITS_CYCLE;
+            return on_cycle(gp, fast);
     }
     return WAITS_MAYBE;
 }
@@ -263,7 +279,8 @@ static int waits_forever(struct g *gp)
 void leaks_print(int fd)
 {
     static const char *const why[] = {
-        [WAITS_CYCLE] = "a cycle of waits: a deadlock",
+        [WAITS_CYCLE] = "a deadlock: a cycle of mutex waits and joins",
+        [WAITS_BEHIND] = "it waits for a thread in a deadlock",
         [WAITS_GONE] = "the mutex's holder has exited",
     };
     runtime_lock(&sched.allglock);
