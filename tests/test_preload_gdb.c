@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,8 +56,9 @@ static void require_gdb_and_ptrace(void)
                      scope);
 }
 
-/* Start prog_gdb_parked under goshim and wait for its "ready 50". */
-static void start_parked(struct parked *p)
+/* Start prog_gdb_parked under goshim (in dir, with core dumps on, if not NULL) and wait
+ * for its "ready 50". */
+static void start_parked_in(struct parked *p, const char *dir)
 {
     int in[2], o[2];
     char path[4096], line[64];
@@ -73,6 +75,11 @@ static void start_parked(struct parked *p)
         close(o[0]);
         setenv("LD_PRELOAD", test_preload_value(), 1);
         setenv("GOSHIM_STACK", "256k", 1); /* smaller core files */
+        if (dir) {
+            struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
+            if (chdir(dir) != 0 || setrlimit(RLIMIT_CORE, &rl) != 0)
+                _exit(126);
+        }
         execl(path, path, (char *)NULL);
         _exit(127);
     }
@@ -82,6 +89,11 @@ static void start_parked(struct parked *p)
     p->out = fdopen(o[0], "r");
     cr_assert(p->out && fgets(line, sizeof line, p->out), "prog_gdb_parked printed nothing");
     cr_assert_str_eq(line, "ready 50\n");
+}
+
+static void start_parked(struct parked *p)
+{
+    start_parked_in(p, NULL);
 }
 
 static void stop_parked(struct parked *p)
@@ -353,4 +365,44 @@ Test(preload_gdb, stopped_at_a_breakpoint_under_gdb, .timeout = 120)
         cr_assert(strstr(out, fns[k]), "no frame%s\n%s", fns[k], out);
     /* goshim bt unwinds past main() for a while: gdb's own setting is left as it was */
     cr_assert(strstr(out, "Whether backtraces should continue past \"main\" is off."), "%s", out);
+}
+
+/* A core the kernel dumps (SIGABRT) keeps the stacks: only the guard pages are left out. */
+Test(preload_gdb, core_file_from_the_kernel, .timeout = 240)
+{
+    struct parked p;
+    char dir[] = "/tmp/goshim-gdb-XXXXXX", core[128], pattern[256] = "";
+    FILE *f = fopen("/proc/sys/kernel/core_pattern", "r");
+    if (f) {
+        if (!fgets(pattern, sizeof pattern, f))
+            pattern[0] = 0;
+        fclose(f);
+    }
+    if (strcmp(pattern, "core\n") != 0)
+        cr_skip_test("kernel.core_pattern is '%.*s', not 'core': the core file would not land "
+                     "in the program's directory",
+                     (int)strcspn(pattern, "\n"), pattern);
+    require_gdb_and_ptrace();
+    cr_assert(mkdtemp(dir));
+    start_parked_in(&p, dir);
+    bool listed = false; /* every thread in its wait before the dump */
+    for (int tries = 0; tries < 20 && !listed; tries++) {
+        gdb_run(p.pid, NULL, list_cmds);
+        listed = all_listed(out);
+    }
+    cr_assert(listed, "%s", out);
+    int st;
+    cr_assert_eq(kill(p.pid, SIGABRT), 0);
+    cr_assert_eq(waitpid(p.pid, &st, 0), p.pid);
+    close(p.in);
+    fclose(p.out);
+    cr_assert(WIFSIGNALED(st) && WCOREDUMP(st), "no core dumped: status %#x", st);
+    snprintf(core, sizeof core, "%s/core", dir);
+    if (access(core, R_OK) != 0)
+        snprintf(core, sizeof core, "%s/core.%d", dir, (int)p.pid); /* kernel.core_uses_pid */
+    gdb_run(0, core, all_cmds);
+    cr_assert(all_listed(out), "info goshim on the kernel's core:\n%s", out);
+    assert_backtraces(out);
+    unlink(core);
+    rmdir(dir);
 }
