@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include "tests/helpers.h"
@@ -814,4 +816,67 @@ Test(launcher, stress_check_and_stop_after, .timeout = 120)
     assert_exit(st, 1, "goshim stress --stop-after 2 prog_chaos_race");
     cr_assert(strstr(out, "): 2 failed (stopped at --stop-after)\n"), "%s", out);
     cr_assert_eq(count_words(out, " | exit 1 | "), 2, "%s", out);
+}
+
+/* Processes whose executable is path. */
+static int count_running(const char *path)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int n = 0;
+
+    cr_assert(d != NULL);
+    while ((e = readdir(d)) != NULL) {
+        char link[300], exe[PATH_MAX];
+        ssize_t len;
+
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(link, sizeof link, "/proc/%s/exe", e->d_name);
+        len = readlink(link, exe, sizeof exe - 1);
+        if (len <= 0)
+            continue;
+        exe[len] = '\0';
+        n += strcmp(exe, path) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* SIGTERM ends stress at once: the runs in flight (hangs here) are killed with it. */
+Test(launcher, stress_interrupted_kills_its_runs, .timeout = 120)
+{
+    char dir[64], prog[PATH_MAX], line[256];
+    int err[2], st;
+
+    skip_if_sanitized();
+    make_tmpdir(dir, sizeof dir);
+    snprintf(prog, sizeof prog, "%s/prog_deadlock", dir); /* a copy only this test runs */
+    copy_file(TEST_PROGS_DIR "/prog_deadlock", prog, 0755);
+    cr_assert(pipe(err) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(err[1], 2);
+        close(err[0]);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execl(LAUNCHER, LAUNCHER, "stress", "-n", "4", "-j", "2", "--timeout", "600", "--", prog,
+              "lockorder", (char *)NULL);
+        _exit(127);
+    }
+    close(err[1]);
+    FILE *f = fdopen(err[0], "r");
+    /* The first progress line comes once the first runs are started. */
+    cr_assert(fgets(line, sizeof line, f) && !strncmp(line, "stress: 0/4 runs", 16), "%s", line);
+    for (int k = 0; k < 2000 && count_running(prog) < 2; k++) /* until both exec'd */
+        usleep(1000);
+    cr_assert_eq(count_running(prog), 2, "the two runs did not start");
+    cr_assert_eq(kill(pid, SIGTERM), 0);
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    fclose(f);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM, "status %#x", st);
+    cr_assert_eq(count_running(prog), 0, "runs outlived goshim stress");
+    remove_tree(dir);
 }

@@ -133,6 +133,11 @@ static void first_line(const struct stress *s, uint64_t seed, char *buf, size_t 
 static void describe_failure(char *buf, size_t len, const struct failure *f, double timeout_ms);
 static int open_pidfd(pid_t pid);
 static unsigned usable_cpus(void);
+static void catch_interrupts(void);
+
+/* SIGINT, SIGTERM or SIGHUP received: the runs (each its own process group, out of
+ * the terminal's reach) are killed, the table so far printed, and stress exits 128+sig. */
+static volatile sig_atomic_t interrupted;
 
 /* ---- options ----------------------------------------------------------------------------- */
 
@@ -470,6 +475,22 @@ static void open_run_dir(struct stress *s)
         fail(EXIT_USAGE, "goshim stress: --out %s: %s", s->out, strerror(errno));
 }
 
+static void on_interrupt(int sig)
+{
+    interrupted = sig;
+}
+
+static void catch_interrupts(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++)
+        sigaction(sigs[k], &sa, NULL);
+}
+
 static unsigned usable_cpus(void)
 {
     cpu_set_t set;
@@ -502,7 +523,8 @@ int cmd_stress(const struct command *cmd, int argc, char **argv)
     open_run_dir(&s);
     s.tty = isatty(STDERR_FILENO);
     s.t0 = now_ms();
-    while (!s.stopped ? s.next < s.runs || in_flight(&s) : false) {
+    catch_interrupts();
+    while (!s.stopped && !interrupted && (s.next < s.runs || in_flight(&s))) {
         step(&s);
         progress(&s, false);
         if (s.nfail >= 1000000)
@@ -514,6 +536,8 @@ int cmd_stress(const struct command *cmd, int argc, char **argv)
     if (s.temp_dir)
         nftw(s.dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
     free(lib);
+    if (interrupted)
+        return 128 + interrupted;
     return s.nfail ? 1 : 0;
 }
 
@@ -617,11 +641,13 @@ static void print_report(struct stress *s)
     printf("goshim stress: %llu runs (seeds from %llu, -p %u, %u at a time): ",
            (unsigned long long)s->done, (unsigned long long)s->first_seed, s->procs, s->jobs);
     if (s->nfail == 0) {
-        printf("no failure\n");
+        printf("no failure%s\n", interrupted ? " (interrupted)" : "");
         return;
     }
     printf("%llu failed%s\n\n", (unsigned long long)s->nfail,
-           s->stopped ? " (stopped at --stop-after)" : "");
+           s->stopped    ? " (stopped at --stop-after)"
+           : interrupted ? " (interrupted)"
+                         : "");
     printf("| seed | result | time (ms) | first line of stderr |\n| ---: | --- | ---: | --- |\n");
     for (uint64_t k = 0; k < s->nfail; k++) {
         const struct failure *f = &s->fail[k];
