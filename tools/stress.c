@@ -33,8 +33,13 @@
  * exit is one event; nothing here needs parallel code) and SIGCHLD with
  * a self-pipe (pidfds say which child, without a handler).
  *
+ * Because the runs are out of the terminal's process group, ^C reaches
+ * only stress: SIGINT, SIGTERM and SIGHUP make it kill the runs in flight
+ * and print the table so far.
+ *
  * Exit status: 0 when every run passed, 1 when a seed failed, 2 for bad
- * usage (or when the program cannot be started).
+ * usage (127/126 when the program cannot be found or run, as goshim run),
+ * 128+sig when interrupted.
  */
 #include <errno.h>
 #include <fcntl.h>
