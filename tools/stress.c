@@ -313,10 +313,10 @@ static void reap(struct stress *s, struct job *j)
 {
     int st;
 
+    kill(-j->pid, SIGKILL); /* what it left in its group (the zombie still holds the id) */
     while (waitpid(j->pid, &st, 0) < 0 && errno == EINTR)
         ;
     close(j->pidfd);
-    kill(-j->pid, SIGKILL); /* what it left behind in its process group */
     j->pid = 0;
     if (j->checking) {
         finish(s, j, WIFEXITED(st) && WEXITSTATUS(st) == 0 ? F_NONE : F_CHECK, st);
