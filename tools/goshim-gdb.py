@@ -107,11 +107,33 @@ def walk(head, link):
         n += 1
 
 
+STATE_WORDS = {"Gidle": "idle", "Grunnable": "runnable", "Grunning": "running",
+               "Gsyscall": "in a system call", "Gwaiting": "waiting", "Gdead": "dead"}
+
+
+def enum_values():
+    """The runtime's state numbers and flags, from its debug information (sched/runtime.h);
+    the constants above stand in for any that cannot be read."""
+    global G_RUNNABLE, G_RUNNING, G_SYSCALL, G_WAITING, G_DEAD, G_STARTED, G_MAIN
+    names = ["Grunnable", "Grunning", "Gsyscall", "Gwaiting", "Gdead", "G_STARTED", "G_MAIN"]
+    try:
+        vals = [int(gdb.parse_and_eval(name)) for name in names]
+    except gdb.error:
+        return
+    G_RUNNABLE, G_RUNNING, G_SYSCALL, G_WAITING, G_DEAD, G_STARTED, G_MAIN = vals
+    for name, word in STATE_WORDS.items():
+        try:
+            G_STATES[int(gdb.parse_and_eval(name))] = word
+        except gdb.error:
+            pass
+
+
 class Runtime:
     """A snapshot of the scheduler's state, read once per command."""
 
     def __init__(self):
         self.sched = lib_symbol("sched")
+        enum_values()
         self.gs = list(walk(self.sched["allg"], "alllink"))
         self.ms = sorted(walk(self.sched["allm"], "alllink"), key=lambda mp: int(mp["id"]))
         n = int(self.sched["gomaxprocs"])
