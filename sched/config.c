@@ -5,6 +5,15 @@
  * A malformed value is never fatal and never silently misread: we print
  * which variable, what it held and what is accepted, and keep the default.
  * Reading happens once, at start-up, on an ordinary thread.
+ *
+ * Once per process tree, not once per process: the variable is inherited,
+ * and a program that is a shell script runs dozens of processes (one
+ * `python3 -c` through pyenv's shim script said the same line 36 times).
+ * The first process to complain about NAME=VALUE appends "NAME=VALUE;" to
+ * GOSHIM_REPORTED in its own environment, which its children inherit (a
+ * shell imports it at start-up and exports it again); they stay quiet
+ * about that same value, and a different value is reported anew. setenv is
+ * safe here only because this runs in the constructor, before any thread.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -126,7 +135,16 @@ int sched_usable_cpus(void)
 
 static void complain(const char *name, const char *val, const char *form)
 {
+    char entry[256], *all = NULL;
+    const char *seen = getenv("GOSHIM_REPORTED");
+    snprintf(entry, sizeof entry, "%s=%s;", name, val);
+    if (seen && strstr(seen, entry))
+        return; /* a parent process said it */
     rt_print(2, "goshim: %s=%s is not valid: want %s; using the default\n", name, val, form);
+    if (asprintf(&all, "%s%s", seen ? seen : "", entry) >= 0) {
+        setenv("GOSHIM_REPORTED", all, 1);
+        free(all);
+    }
 }
 
 /* One parser per kind; each returns whether the text was valid. */

@@ -39,6 +39,7 @@
 #include "tls.h"
 
 void (*sched_describe_hook)(struct g *gp, char *name, size_t nlen, char *obj, size_t olen);
+struct g *(*sched_join_target_hook)(struct g *gp);
 int sched_deadlock_mode = DEADLOCK_OFF;
 
 static const char *const reasons[] = {
@@ -207,16 +208,94 @@ void sched_describe(struct g *gp, char *buf, size_t len)
     }
 }
 
+/*
+ * At exit (GOSHIM_STATS): which parked threads wait for good. Most threads
+ * still parked when a program exits are not leaks: a daemon thread waiting
+ * for work on a condition variable, a queue or a socket is normal (a JVM has
+ * several), and could have been woken had the program gone on. Such a
+ * thread is listed as "still waiting at exit". A wait is a leak only when
+ * nothing could ever end it: a mutex whose holder has exited, or that a
+ * cycle of waits holds (a deadlock: each holder waits, through mutexes and
+ * joins, for the next), or a join of a thread that waits for good. Each G
+ * waits for at most one other (the holder, the joined thread), so the walk
+ * follows one chain (a slow and a fast pointer find a cycle in at most twice
+ * allglen steps). Sleepers are not listed.
+ */
+enum { WAITS_MAYBE, WAITS_CYCLE, WAITS_BEHIND, WAITS_GONE };
+
+/* The G whose progress gp's wait needs (a mutex holder, a joined thread), or NULL; *gone
+ * when it is a mutex whose holder no longer exists. allglock held. */
+static struct g *blocker(struct g *gp, bool *gone)
+{
+    *gone = false;
+    if (gp->waitkind == WAIT_JOIN && gp->waitobj && sched_join_target_hook)
+        return sched_join_target_hook(gp);
+    if (gp->waitkind != WAIT_MUTEX || !gp->waitobj)
+        return NULL;
+    int tid = ((pthread_mutex_t *)gp->waitobj)->__data.__owner;
+    struct g *o = tid ? owner_g(tid) : NULL;
+    *gone = tid != 0 && o == NULL;
+    return o;
+}
+
+/* WAITS_CYCLE if gp is on the cycle that on (a G on a cycle of waits) is on, else
+ * WAITS_BEHIND: gp waits for a thread of that cycle. allglock held. */
+static int on_cycle(struct g *gp, struct g *on)
+{
+    bool gone;
+    struct g *x = on;
+    for (uint64_t n = 0; n <= sched.allglen; n++) {
+        if (x == gp)
+            return WAITS_CYCLE;
+        x = blocker(x, &gone);
+        if (x == on || x == NULL)
+            break;
+    }
+    return WAITS_BEHIND;
+}
+
+/* WAITS_CYCLE, _BEHIND or _GONE when gp's wait can never end, else WAITS_MAYBE. allglock held. */
+static int waits_forever(struct g *gp)
+{
+    struct g *slow = gp, *fast = gp;
+    for (uint64_t n = 0; n <= 2 * sched.allglen + 2; n++) {
+        bool gone;
+        if (readgstatus(fast) != Gwaiting)
+            return WAITS_MAYBE;
+        struct g *next = blocker(fast, &gone);
+        if (gone)
+            return WAITS_GONE;
+        if (next == NULL)
+            return WAITS_MAYBE;
+        fast = next;
+        if (n & 1)
+            slow = blocker(slow, &gone);
+        if (fast == slow)
+            return on_cycle(gp, fast);
+    }
+    return WAITS_MAYBE;
+}
+
 void leaks_print(int fd)
 {
+    static const char *const why[] = {
+        [WAITS_CYCLE] = "a deadlock: a cycle of mutex waits and joins",
+        [WAITS_BEHIND] = "it waits for a thread in a deadlock",
+        [WAITS_GONE] = "the mutex's holder has exited",
+    };
     runtime_lock(&sched.allglock);
     for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
         if (readgstatus(gp) != Gwaiting || !(gp->flags & G_STARTED) || gp->waitkind == WAIT_SLEEP)
             continue;
         char what[320];
         describe_wait(gp, what, sizeof what);
-        rt_print(fd, "goshim stats: leak: thread %lu%s still waiting at exit\n",
-                 (unsigned long)gp->goid, what);
+        int w = waits_forever(gp);
+        if (w == WAITS_MAYBE)
+            rt_print(fd, "goshim stats: thread %lu%s still waiting at exit\n",
+                     (unsigned long)gp->goid, what);
+        else
+            rt_print(fd, "goshim stats: leak: thread %lu%s can never wake (%s)\n",
+                     (unsigned long)gp->goid, what, why[w]);
     }
     runtime_unlock(&sched.allglock);
 }

@@ -78,26 +78,54 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     schedule();
 }
 
+/* Whether a G is runnable anywhere (a hint: queues read racily). */
+static bool any_runnable(void)
+{
+    if (__atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0)
+        return true;
+    for (int32_t i = 0; i < sched.gomaxprocs; i++)
+        if (!runqempty(sched.allp[i]))
+            return true;
+    return false;
+}
+
+/*
+ * No M could be made for a P: say so once per process, and only when a
+ * running thread's work is what waits: a G asked for the M (pthread_create,
+ * a wake, a system call handing its P off) and a G is runnable. When the
+ * scheduler itself asks (an M back from the netpoller with the one G it is
+ * about to run, as in every subshell of a shell script), that M runs the
+ * work and nothing waits: no line then.
+ */
+static void warn_no_m(int err)
+{
+    static int warned;
+    if (sched_self() == NULL || !any_runnable() ||
+        __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+        return;
+    if (err == 0)
+        rt_print(2,
+                 "goshim: thread limit reached (%d OS threads, GOSHIM_MAXTHREADS): "
+                 "runnable tasks wait for a running thread\n",
+                 sched.maxmcount);
+    else
+        rt_print(2, "goshim: cannot create an OS thread (error %d): runnable tasks wait\n", err);
+}
+
 /* Create an M that starts by running pp. */
 static void newm(struct p *pp, bool spinning)
 {
-    static bool warned;
+    int err = 0;
     runtime_lock(&sched.lock);
     if (sched.mcount >= sched.maxmcount) {
-        bool first = !warned;
-        warned = true;
         runtime_unlock(&sched.lock);
-        if (first)
-            rt_print(2,
-                     "goshim: thread limit reached (%d OS threads, GOSHIM_MAXTHREADS): "
-                     "runnable tasks wait for a running thread\n",
-                     sched.maxmcount);
         goto fail;
     }
     sched.mcount++;
     runtime_unlock(&sched.lock);
 
     struct m *mp = allocm();
+    err = ENOMEM;
     if (!mp)
         goto undo;
     mp->nextp = pp;
@@ -111,11 +139,10 @@ static void newm(struct p *pp, bool spinning)
     mp->alllink = sched.allm;
     sched.allm = mp;
     runtime_unlock(&sched.lock);
-    int err = sched_thread_create(&mp->thread, &attr, mstart, mp);
+    err = sched_thread_create(&mp->thread, &attr, mstart, mp);
     pthread_attr_destroy(&attr);
     if (err == 0)
         return;
-    rt_print(2, "goshim: cannot create an OS thread (error %d): runnable tasks wait\n", err);
     /* The M stays on allm, never started: harmless, and allm stays simple. */
 undo:
     runtime_lock(&sched.lock);
@@ -138,6 +165,7 @@ fail:
     }
     if (nq)
         globrunqputbatch(&q, nq);
+    warn_no_m(err);
     runtime_lock(&sched.lock);
     pidleput(pp);
     runtime_unlock(&sched.lock);

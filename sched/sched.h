@@ -147,10 +147,12 @@ enum waitkind {
 enum { DEADLOCK_OFF, DEADLOCK_REPORT, DEADLOCK_ABORT };
 extern int sched_deadlock_mode; /* GOSHIM_DEADLOCK; off unless the preload sets it */
 extern void (*sched_describe_hook)(struct g *gp, char *name, size_t nlen, char *obj, size_t olen);
+/* The G that a G waiting in a join (WAIT_JOIN) waits for, or NULL (the shim knows). */
+extern struct g *(*sched_join_target_hook)(struct g *gp);
 void sched_set_wait(int kind, void *obj);
 /* gp's name and, if it waits, what for (" \"left\" [mutex 0x..., held by thread 3]"). */
 void sched_describe(struct g *gp, char *buf, size_t len);
-void leaks_print(int fd);  /* GOSHIM_STATS at exit: threads still waiting forever */
+void leaks_print(int fd);  /* GOSHIM_STATS at exit: threads still waiting, and true leaks */
 void deadlock_check(void); /* sysmon, every round */
 void quit_install(void);   /* a SIGQUIT handler, if the program has none */
 void quit_check(void);     /* sysmon: dump and exit after SIGQUIT */

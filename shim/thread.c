@@ -713,6 +713,15 @@ static void describe(struct g *gp, char *name, size_t nlen, char *obj, size_t ol
         snprintf(obj, olen, "on fd %d", (int)(intptr_t)gp->waitobj);
 }
 
+/* For leak reports (sched/dump.c): the G that a thread waiting in a join waits for. */
+static struct g *join_target(struct g *gp)
+{
+    struct sthread *target = gp->waitobj;
+    if (gp->waitkind == WAIT_JOIN && target && target->magic == STHREAD_MAGIC)
+        return target->gp;
+    return NULL;
+}
+
 static void deliver_after_preemption(void)
 {
     shim_deliver_signals();
@@ -779,6 +788,7 @@ int shim_thread_init(void)
     sched_exit_hook = exit_hook;
     sched_resume_hook = deliver_after_preemption;
     sched_describe_hook = describe;
+    sched_join_target_hook = join_target;
     return pthread_atfork(NULL, NULL, thread_fork_child);
 }
 

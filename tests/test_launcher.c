@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include "tests/helpers.h"
@@ -244,6 +246,17 @@ Test(launcher, bad_arguments_exit_2_with_one_line_and_usage, .timeout = 60)
         {{"trace-plot"}, "goshim trace-plot: missing FILE"},
         {{"trace-plot", "a", "b"}, "one FILE only"},
         {{"trace-plot", "a", "-o"}, "option '-o' needs a value"},
+        {{"stress"}, "goshim stress: missing command"},
+        {{"stress", "-n", "0", "true"}, "goshim stress: -n"},
+        {{"stress", "--seeds", "5-1", "true"}, "'5-1'"},
+        {{"stress", "--seeds", "7", "true"}, "'7'"},
+        {{"stress", "--seeds", "1-3", "-n4", "true"}, "-n 4"},
+        {{"stress", "-j", "0", "true"}, "'0'"},
+        {{"stress", "-p", "1025", "true"}, "'1025'"},
+        {{"stress", "--timeout", "0", "true"}, "'0'"},
+        {{"stress", "--stop-after", "x", "true"}, "'x'"},
+        {{"stress", "--check"}, "option '--check' needs a value"},
+        {{"stress", "--bogus", "true"}, "goshim stress: unknown option '--bogus'"},
     };
 
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
@@ -683,4 +696,187 @@ Test(launcher, trace_plot_rejects_garbage, .timeout = 30)
     st = GOSHIM(STDERR_ONLY, "trace-plot", "/nonexistent/trace.txt");
     assert_exit(st, 1, "trace-plot of a missing file");
     cr_assert(count_lines(out) == 1 && strstr(out, "No such file"), "%s", out);
+}
+
+/* ---- stress ------------------------------------------------------------------------------ */
+
+/* The text after the line starting with "replay:" in out, up to its first newline, into cmd. */
+static void first_replay(const char *report, char *cmd, size_t len)
+{
+    const char *r = strstr(report, "\nreplay:\n");
+
+    cr_assert(r != NULL, "no replay commands:\n%s", report);
+    r += 9;
+    snprintf(cmd, len, "%.*s", (int)strcspn(r, "\n"), r);
+}
+
+/* The seed of the first row of the failure table. */
+static unsigned long first_failing_seed(const char *report)
+{
+    const char *row = strstr(report, "| ---: | --- | ---: | --- |\n| ");
+
+    cr_assert(row != NULL, "no failure table:\n%s", report);
+    return strtoul(row + 30, NULL, 10);
+}
+
+/* stress finds prog_chaos_race's race in 20 seeds, keeps the output, and the replay fails again. */
+Test(launcher, stress_finds_the_race_and_the_replay_fails_again, .timeout = 120)
+{
+    static char report[1 << 16];
+    char dir[64], path[160], cmd[1024];
+    int st;
+
+    skip_if_sanitized();
+    make_tmpdir(dir, sizeof dir);
+    st = GOSHIM(STDOUT_ONLY, "stress", "-n", "20", "-j", "2", "--out", dir, "--",
+                TEST_PROGS_DIR "/prog_chaos_race");
+    snprintf(report, sizeof report, "%s", out);
+    assert_exit(st, 1, "goshim stress -n 20 prog_chaos_race");
+    cr_assert(strstr(report, "goshim stress: 20 runs (seeds from 1, -p 1, 2 at a time): "), "%s",
+              report);
+    unsigned long seed = first_failing_seed(report);
+    cr_assert(strstr(report, " | exit 1 | "), "%s", report);
+    cr_assert(strstr(report, " | (stdout) overdrawn: balance -100 in round 1 |\n"), "%s", report);
+
+    snprintf(path, sizeof path, "%s/seed-%lu.out", dir, seed);
+    cr_assert(strstr(read_file(path), "overdrawn"), "%s: the failing run's output is not kept",
+              path);
+    snprintf(path, sizeof path, "%s/seed-%lu.err", dir, seed);
+    cr_assert(strstr(read_file(path), "goshim: chaos mode, seed "), "%s", path);
+
+    first_replay(report, cmd, sizeof cmd);
+    char want[64];
+    snprintf(want, sizeof want, " run -p 1 --chaos %lu -- ", seed);
+    cr_assert(strstr(cmd, want), "replay of seed %lu: %s", seed, cmd);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    for (int k = 0; k < 3; k++) { /* the same schedule, every time */
+        st = run_exec("/bin/sh", argv, NULL, NULL, out, sizeof out);
+        assert_exit(st, 1, cmd);
+        cr_assert(strstr(out, "overdrawn: balance -100 in round 1\n"), "%s:\n%s", cmd, out);
+    }
+    remove_tree(dir);
+}
+
+Test(launcher, stress_of_a_correct_program_exits_0, .timeout = 120)
+{
+    int st;
+
+    skip_if_sanitized();
+    st = GOSHIM(BOTH, "stress", "-n", "10", "--", TEST_PROGS_DIR "/prog_sync_mutex");
+    assert_exit(st, 0, "goshim stress -n 10 prog_sync_mutex");
+    cr_assert(strstr(out, "goshim stress: 10 runs (seeds from 1, -p 1, "), "%s", out);
+    cr_assert(strstr(out, "): no failure\n"), "%s", out);
+    cr_assert(strstr(out, "stress: 10/10 runs, 0 failed, "), "no progress line:\n%s", out);
+}
+
+/* A deadlocked run is a hang: SIGQUIT makes goshim dump every thread into its kept stderr. */
+Test(launcher, stress_reports_a_hang_with_the_dump, .timeout = 120)
+{
+    static char report[1 << 16];
+    char dir[64], path[160];
+    int st;
+
+    skip_if_sanitized();
+    make_tmpdir(dir, sizeof dir);
+    st = GOSHIM(STDOUT_ONLY, "stress", "--seeds", "7-8", "--timeout", "2", "--out", dir, "--",
+                TEST_PROGS_DIR "/prog_deadlock", "lockorder");
+    snprintf(report, sizeof report, "%s", out);
+    assert_exit(st, 1, "goshim stress prog_deadlock lockorder");
+    cr_assert(strstr(report, "): 2 failed\n"), "%s", report);
+    cr_assert(strstr(report, "| 7 | hang (no exit in 2 s) | ") &&
+                  strstr(report, "| 8 | hang (no exit in 2 s) | "),
+              "%s", report);
+    snprintf(path, sizeof path, "%s/seed-7.err", dir);
+    const char *err = read_file(path);
+    cr_assert(strstr(err, "SIGQUIT: quit\n"), "%s has no dump:\n%s", path, err);
+    cr_assert(strstr(err, " \"left\" [mutex 0x") && strstr(err, " \"right\" [mutex 0x"),
+              "%s: the dump names no mutex waits:\n%s", path, err);
+    remove_tree(dir);
+}
+
+/* --check judges the output; --stop-after ends the run early. */
+Test(launcher, stress_check_and_stop_after, .timeout = 120)
+{
+    int st;
+
+    skip_if_sanitized();
+    st = GOSHIM(STDOUT_ONLY, "stress", "-n", "4", "-j", "1", "--check", "grep -q nothing", "--",
+                TEST_PROGS_DIR "/prog_hello");
+    assert_exit(st, 1, "goshim stress --check 'grep -q nothing' prog_hello");
+    cr_assert_eq(count_words(out, " | check failed (exit 1) | "), 4, "%s", out);
+    cr_assert(strstr(out, "-- " TEST_PROGS_DIR "/prog_hello | sh -c 'grep -q nothing'\n"), "%s",
+              out);
+
+    st = GOSHIM(STDOUT_ONLY, "stress", "-n", "4", "--check", "grep -q done", "--",
+                TEST_PROGS_DIR "/prog_hello");
+    assert_exit(st, 0, "goshim stress --check 'grep -q done' prog_hello");
+
+    st = GOSHIM(STDOUT_ONLY, "stress", "-n", "50", "-j", "1", "--stop-after", "2", "--",
+                TEST_PROGS_DIR "/prog_chaos_race");
+    assert_exit(st, 1, "goshim stress --stop-after 2 prog_chaos_race");
+    cr_assert(strstr(out, "): 2 failed (stopped at --stop-after)\n"), "%s", out);
+    cr_assert_eq(count_words(out, " | exit 1 | "), 2, "%s", out);
+}
+
+/* Processes whose executable is path. */
+static int count_running(const char *path)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int n = 0;
+
+    cr_assert(d != NULL);
+    while ((e = readdir(d)) != NULL) {
+        char link[300], exe[PATH_MAX];
+        ssize_t len;
+
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(link, sizeof link, "/proc/%s/exe", e->d_name);
+        len = readlink(link, exe, sizeof exe - 1);
+        if (len <= 0)
+            continue;
+        exe[len] = '\0';
+        n += strcmp(exe, path) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* SIGTERM ends stress at once: the runs in flight (hangs here) are killed with it. */
+Test(launcher, stress_interrupted_kills_its_runs, .timeout = 120)
+{
+    char dir[64], prog[PATH_MAX], line[256];
+    int err[2], st;
+
+    skip_if_sanitized();
+    make_tmpdir(dir, sizeof dir);
+    snprintf(prog, sizeof prog, "%s/prog_deadlock", dir); /* a copy only this test runs */
+    copy_file(TEST_PROGS_DIR "/prog_deadlock", prog, 0755);
+    cr_assert(pipe(err) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(err[1], 2);
+        close(err[0]);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execl(LAUNCHER, LAUNCHER, "stress", "-n", "4", "-j", "2", "--timeout", "600", "--", prog,
+              "lockorder", (char *)NULL);
+        _exit(127);
+    }
+    close(err[1]);
+    FILE *f = fdopen(err[0], "r");
+    /* The first progress line comes once the first runs are started. */
+    cr_assert(fgets(line, sizeof line, f) && !strncmp(line, "stress: 0/4 runs", 16), "%s", line);
+    for (int k = 0; k < 2000 && count_running(prog) < 2; k++) /* until both exec'd */
+        usleep(1000);
+    cr_assert_eq(count_running(prog), 2, "the two runs did not start");
+    cr_assert_eq(kill(pid, SIGTERM), 0);
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    fclose(f);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM, "status %#x", st);
+    cr_assert_eq(count_running(prog), 0, "runs outlived goshim stress");
+    remove_tree(dir);
 }

@@ -149,8 +149,9 @@ Test(preload_dump, sigquit_dumps_every_thread_and_exits_2, .timeout = 60)
     cr_assert(strstr(report, " sleeper+0x") && strstr(report, " main+0x"), "%s", report);
 }
 
-/* GOSHIM_STATS lists, at exit, the threads still waiting forever. */
-Test(preload_dump, leaks_listed_at_exit, .timeout = 60)
+/* GOSHIM_STATS lists, at exit, the threads still waiting: a thread waiting for work
+ * that never came is not a leak. */
+Test(preload_dump, still_waiting_at_exit_is_not_a_leak, .timeout = 60)
 {
     static char out[OUT];
     struct pp_argv a;
@@ -159,11 +160,57 @@ Test(preload_dump, leaks_listed_at_exit, .timeout = 60)
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d\n%s", st, out);
     const char *peak = strstr(out, " peak_ms=");
     cr_assert(peak && atol(peak + 9) >= 1, "no peak_ms= in the stats:\n%s", out);
-    const char *leak = strstr(out, "goshim stats: leak: thread ");
-    cr_assert(leak, "no leak line:\n%s", out);
-    cr_assert(strstr(leak, " \"stuck\" [condition variable 0x"), "%s", out);
-    cr_assert(strstr(leak, "] still waiting at exit\n"), "%s", out);
-    cr_assert_null(strstr(leak + 1, "goshim stats: leak:"), "more than one leak:\n%s", out);
+    const char *line = strstr(out, "goshim stats: thread ");
+    cr_assert(line, "no still-waiting line:\n%s", out);
+    cr_assert(strstr(line, " \"stuck\" [condition variable 0x"), "%s", out);
+    cr_assert(strstr(line, "] still waiting at exit\n"), "%s", out);
+    cr_assert_null(strstr(line + 1, "goshim stats: thread "), "more than one line:\n%s", out);
+    cr_assert_null(strstr(out, "leak"), "a waiting thread called a leak:\n%s", out);
+}
+
+/* A leak is a wait nothing can end: a deadlock cycle, and a join of a thread in one. */
+Test(preload_dump, leaks_are_waits_that_can_never_end, .timeout = 60)
+{
+    static char out[OUT];
+    struct pp_argv a;
+    int st = run_preloaded("prog_deadlock", pp_argv(&a, "prog_deadlock", "leaks"),
+                           "GOSHIM_STATS=1 GOSHIM_PROCS=1", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d\n%s", st, out);
+    static const char *const leaks[] = {" \"left\" [mutex 0x", " \"right\" [mutex 0x",
+                                        " \"joiner\" [join of thread "};
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, "goshim stats: leak: thread ")); p++)
+        n++;
+    cr_assert_eq(n, 3, "%d leak lines, want 3:\n%s", n, out);
+    for (size_t k = 0; k < 3; k++) {
+        const char *l = strstr(out, leaks[k]);
+        cr_assert(l, "no leak line for%s\n%s", leaks[k], out);
+        const char *nl = strchr(l, '\n');
+        const char *why = strstr(l, k < 2 ? "] can never wake (a deadlock: a cycle of mutex waits "
+                                            "and joins)\n"
+                                          : "] can never wake (it waits for a thread in a "
+                                            "deadlock)\n");
+        cr_assert(why && why < nl, "%s", out);
+    }
+    cr_assert(strstr(out, " \"stuck\" [condition variable 0x") &&
+                  strstr(out, "] still waiting at exit\n"),
+              "%s", out);
+}
+
+/* A mutex whose holder exited can never be taken: a leak. */
+Test(preload_dump, wait_on_a_mutex_of_an_exited_thread_is_a_leak, .timeout = 60)
+{
+    static char out[OUT];
+    struct pp_argv a;
+    int st = run_preloaded("prog_deadlock", pp_argv(&a, "prog_deadlock", "orphan"),
+                           "GOSHIM_STATS=1 GOSHIM_PROCS=1", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d\n%s", st, out);
+    const char *l = strstr(out, "goshim stats: leak: thread ");
+    cr_assert(l, "no leak line:\n%s", out);
+    cr_assert(strstr(l, " \"orphaned\" [mutex 0x") && strstr(l, ", held by id ") &&
+                  strstr(l, "] can never wake (the mutex's holder has exited)\n"),
+              "%s", out);
+    cr_assert_null(strstr(l + 1, "goshim stats: leak:"), "%s", out);
 }
 
 /* SCHEDTRACE lines parsed back: Go's format, and numbers that make sense. */

@@ -3,6 +3,7 @@
  *
  *   goshim run [options] [--] CMD [ARGS...]      CMD on goshim's scheduler
  *   goshim compare [options] [--] CMD [ARGS...]  CMD natively and under goshim, side by side
+ *   goshim stress [options] [--] CMD [ARGS...]   CMD under chaos mode, one seed per run (stress.c)
  *   goshim trace-plot FILE [-o OUT.png]          GOSHIM_SCHEDTRACE output as a chart
  *
  * run turns its options into the GOSHIM_ variables the runtime reads
@@ -42,7 +43,8 @@
  * Exit statuses: 2 for bad arguments or when libgoshim.so cannot be found;
  * as in a shell, 127 when CMD is not found and 126 when it cannot be
  * executed; otherwise run exits with CMD's own status, compare with 0
- * (every run exited 0 in both modes) or 1, trace-plot with 0 or 1.
+ * (every run exited 0 in both modes) or 1, stress with 0 (every seed
+ * passed) or 1, trace-plot with 0 or 1.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -65,18 +67,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tools/launcher.h"
+
 #ifndef GOSHIM_VERSION
 #define GOSHIM_VERSION "0.0.0-dev"
 #endif
 
-#define EXIT_USAGE    2   /* bad arguments, or no libgoshim.so */
-#define EXIT_NOEXEC   126 /* CMD found but not executable (as sh) */
-#define EXIT_NOTFOUND 127 /* CMD not found (as sh) */
-
 #define GNUPLOT_HINT "sudo apt-get install gnuplot-nox"
 
 /* The runtime's limits (sched/config.def). */
-#define MAX_PROCS      1024
 #define MAX_TRACE_MS   3600000
 #define MAX_PREEMPT_MS 60000
 #define MAX_RUNS       10000
@@ -86,24 +85,6 @@
 #define TREE_DEPTH    8
 #define TREE_PROCS    256
 #define TREE_CHILDREN 64
-
-/* One option of a command: --name (and -letter), with a value or not. */
-struct option_spec {
-    const char *name;
-    char letter; /* 0: long form only */
-    bool has_value;
-};
-
-/* next_option's results besides an index into the option table. */
-enum { OPT_END = -1, OPT_OPERAND = -2 };
-
-/* A command: how it is called, its usage line(s), its help and its function. */
-struct command {
-    const char *name;
-    const char *usage;
-    const char *help;
-    int (*fn)(const struct command *cmd, int argc, char **argv);
-};
 
 /* compare's measurements, in table order. */
 enum { M_WALL, M_CPU, M_RSS, M_THREADS, M_VCSW, M_IVCSW, M_STATUS, NMETRICS };
@@ -132,18 +113,8 @@ enum { PLOT_OK, PLOT_FAILED, PLOT_MISSING };
 static int cmd_run(const struct command *cmd, int argc, char **argv);
 static int cmd_compare(const struct command *cmd, int argc, char **argv);
 static int cmd_trace_plot(const struct command *cmd, int argc, char **argv);
-static void usage_error(const struct command *cmd, const char *fmt, ...)
-    __attribute__((noreturn, format(printf, 2, 3)));
-static void fail(int status, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
-static int next_option(const struct command *cmd, const struct option_spec *opts, int argc,
-                       char **argv, int *i, const char **val);
-static bool parse_uint(const char *s, unsigned long long min, unsigned long long max);
 static bool parse_msec(const char *s, double max);
-static char *find_library(const char *who);
-static char *preload_value(const char *lib);
-static int exec_failed(const char *who, const char *file, int err);
 static bool find_in_path(const char *name);
-static double now_ms(void);
 static long read_threads(pid_t pid);
 static long tree_threads(pid_t pid, int depth, int *budget);
 static int run_measured(char **argv, const char *preload, const char *procs, bool show,
@@ -154,7 +125,6 @@ static int summarize(const struct run_result *rr, int n, int metric, double *med
 static const char *fmt_num(char *buf, size_t len, double v);
 static void write_table(FILE *f, const struct summary *sum, bool status_same);
 static void describe_statuses(FILE *f, const struct run_result *rr, int n);
-static int mkdir_p(const char *dir);
 static int write_compare_files(const char *dir, const struct summary *sum, bool status_same,
                                int runs, char **argv);
 static void gp_quote(FILE *f, const char *s);
@@ -166,7 +136,6 @@ static int cmp_point(const void *a, const void *b);
 static char *default_png(const char *file);
 static char *trace_script(const struct trace_point *pts, size_t n, const char *title,
                           const char *out, size_t *len);
-static const char *sig_name(char *buf, size_t len, int sig);
 
 /* ---- usage ------------------------------------------------------------------------------- */
 
@@ -210,12 +179,14 @@ static const char outro[] =
     "../lib/libgoshim.so from its directory.\n"
     "Exit status: 2 for bad arguments or no library; 127 if CMD is not found, 126 if it\n"
     "cannot be executed; else run: CMD's status; compare: 0 if every run exited 0 in both\n"
-    "modes, else 1; trace-plot: 0, or 1 for unreadable or malformed input.\n"
+    "modes, else 1; stress: 0 if every run passed, else 1; trace-plot: 0, or 1 for\n"
+    "unreadable or malformed input.\n"
     "See goshim(1).\n";
 
 static const struct command commands[] = {
     {"run", usage_run, help_run, cmd_run},
     {"compare", usage_compare, help_compare, cmd_compare},
+    {"stress", usage_stress, help_stress, cmd_stress},
     {"trace-plot", usage_plot, help_plot, cmd_trace_plot},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -237,7 +208,7 @@ static void print_help(FILE *f)
  * usage_error prints "goshim CMD: message" and the command's usage (every
  * command's when cmd is NULL) on stderr, and exits 2.
  */
-static void usage_error(const struct command *cmd, const char *fmt, ...)
+void usage_error(const struct command *cmd, const char *fmt, ...)
 {
     va_list ap;
 
@@ -259,7 +230,7 @@ static void usage_error(const struct command *cmd, const char *fmt, ...)
 }
 
 /* fail prints the message (one line, newline added) on stderr and exits with status. */
-static void fail(int status, const char *fmt, ...)
+void fail(int status, const char *fmt, ...)
 {
     va_list ap;
 
@@ -278,8 +249,8 @@ static void fail(int status, const char *fmt, ...)
  * "--" (consumed) or at the end. An unknown option, a missing value or a
  * value given to a flag is a usage error.
  */
-static int next_option(const struct command *cmd, const struct option_spec *opts, int argc,
-                       char **argv, int *i, const char **val)
+int next_option(const struct command *cmd, const struct option_spec *opts, int argc, char **argv,
+                int *i, const char **val)
 {
     const char *a;
 
@@ -332,7 +303,7 @@ static int next_option(const struct command *cmd, const struct option_spec *opts
 }
 
 /* s is a whole decimal number (digits only: no sign, blanks or 0x) in [min, max]. */
-static bool parse_uint(const char *s, unsigned long long min, unsigned long long max)
+bool parse_uint(const char *s, unsigned long long min, unsigned long long max)
 {
     unsigned long long v;
 
@@ -368,7 +339,7 @@ static bool parse_msec(const char *s, double max)
  * $GOSHIM_LIB, beside the launcher, or in ../lib from it. If there is none
  * it says where it looked and exits 2.
  */
-static char *find_library(const char *who)
+char *find_library(const char *who)
 {
     const char *env = getenv("GOSHIM_LIB");
     char exe[PATH_MAX], *slash, *path;
@@ -403,7 +374,7 @@ static char *find_library(const char *who)
  * preload_value returns (malloc'd) the LD_PRELOAD for CMD: the library
  * first, then whatever LD_PRELOAD held (ld.so takes colons or spaces).
  */
-static char *preload_value(const char *lib)
+char *preload_value(const char *lib)
 {
     const char *old = getenv("LD_PRELOAD");
     const char *first = "";
@@ -418,7 +389,7 @@ static char *preload_value(const char *lib)
 }
 
 /* exec_failed reports a failed exec of file as a shell would, and returns the status to exit with. */
-static int exec_failed(const char *who, const char *file, int err)
+int exec_failed(const char *who, const char *file, int err)
 {
     if (err == ENOENT && strchr(file, '/') == NULL) {
         fprintf(stderr, "%s: %s: command not found\n", who, file);
@@ -448,6 +419,17 @@ static bool find_in_path(const char *name)
     }
     free(copy);
     return found;
+}
+
+/* Whether cmd can be executed: a path to an executable file, or such a file in $PATH. */
+bool find_command(const char *cmd)
+{
+    if (strchr(cmd, '/') != NULL)
+        return access(cmd, X_OK) == 0;
+    if (find_in_path(cmd))
+        return true;
+    errno = ENOENT;
+    return false;
 }
 
 /* ---- run --------------------------------------------------------------------------------- */
@@ -532,7 +514,7 @@ static const struct {
     [M_STATUS] = {"exit status", "status"},
 };
 
-static double now_ms(void)
+double now_ms(void)
 {
     struct timespec ts;
 
@@ -767,7 +749,7 @@ static void write_table(FILE *f, const struct summary *sum, bool status_same)
 }
 
 /* sig_name returns "SIGSEGV" for SIGSEGV, "signal 40" for signals without a name. */
-static const char *sig_name(char *buf, size_t len, int sig)
+const char *sig_name(char *buf, size_t len, int sig)
 {
     const char *abbrev = sigabbrev_np(sig);
 
@@ -801,7 +783,7 @@ static void describe_statuses(FILE *f, const struct run_result *rr, int n)
 }
 
 /* mkdir -p dir: 0, or -1 with errno set. */
-static int mkdir_p(const char *dir)
+int mkdir_p(const char *dir)
 {
     char *copy = strdup(dir);
     int rc = 0;

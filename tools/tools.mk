@@ -2,10 +2,12 @@
 # Included by the Makefile before its rules: LIBGOSHIM, BUILD, VERSION, msg and Q are
 # set, STAMP is not yet, hence $(BUILD)/.flags spelt out (prerequisites expand at once).
 #
-#   build/goshim      the launcher: goshim run | compare | trace-plot (see goshim(1))
+#   build/goshim      the launcher: goshim run | compare | stress | trace-plot (see goshim(1));
+#                     goshim.c, and stress.c for goshim stress (tools/launcher.h between them)
 #   build/goshim.1    the man page, with the version filled in
 #   make install-tools    bin/goshim, lib/libgoshim.so (where the launcher looks: ../lib
-#                         from its own directory) and share/man/man1/goshim.1 under
+#                         from its own directory), share/man/man1/goshim.1 and the gdb
+#                         helper share/goshim/goshim-gdb.py (gdb: source it) under
 #                         $(DESTDIR)$(PREFIX); make uninstall-tools removes them.
 
 GOSHIM_BIN := $(BUILD)/goshim
@@ -17,9 +19,9 @@ $(BUILD)/tools/%.o: tools/%.c $(BUILD)/.flags
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) $(BASE) $(WARN) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
 
-$(GOSHIM_BIN): $(BUILD)/tools/goshim.o
+$(GOSHIM_BIN): $(BUILD)/tools/goshim.o $(BUILD)/tools/stress.o
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $<
+	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^
 
 $(GOSHIM_MAN): tools/goshim.1 $(BUILD)/.flags
 	$(call msg,GEN,$@)
@@ -33,9 +35,12 @@ install-tools: $(GOSHIM_BIN) $(GOSHIM_MAN) $(LIBGOSHIM)
 	install -m 0755 $(GOSHIM_BIN) $(DESTDIR)$(PREFIX)/bin/goshim
 	install -m 0755 $(LIBGOSHIM) $(DESTDIR)$(PREFIX)/lib/libgoshim.so
 	install -m 0644 $(GOSHIM_MAN) $(DESTDIR)$(PREFIX)/share/man/man1/goshim.1
+	install -d $(DESTDIR)$(PREFIX)/share/goshim
+	install -m 0644 tools/goshim-gdb.py $(DESTDIR)$(PREFIX)/share/goshim/goshim-gdb.py
 
 uninstall-tools:
 	rm -f $(DESTDIR)$(PREFIX)/bin/goshim $(DESTDIR)$(PREFIX)/lib/libgoshim.so \
-	    $(DESTDIR)$(PREFIX)/share/man/man1/goshim.1
+	    $(DESTDIR)$(PREFIX)/share/man/man1/goshim.1 $(DESTDIR)$(PREFIX)/share/goshim/goshim-gdb.py
+	-rmdir $(DESTDIR)$(PREFIX)/share/goshim 2>/dev/null
 
 -include $(wildcard $(BUILD)/tools/*.d)

@@ -8,6 +8,12 @@
  *   prog_deadlock leak        a thread named "stuck" waits on a condition variable nobody
  *                             signals; main prints "exiting" and returns (a leak, for
  *                             GOSHIM_STATS)
+ *   prog_deadlock leaks       "left" and "right" deadlock as in lockorder, "joiner" joins
+ *                             "left", "stuck" waits as in leak; once both mutexes have a
+ *                             waiter main prints "exiting" and returns (for GOSHIM_STATS:
+ *                             three threads wait for good, "stuck" only still waits)
+ *   prog_deadlock orphan      "owner" locks a mutex and returns holding it; "orphaned"
+ *                             then waits on it for good; main prints "exiting" and returns
  *   prog_deadlock quit        main and 3 threads wait on a condition variable nobody
  *                             signals, with a timer-free wait; prints "ready" and waits
  *                             for SIGQUIT.
@@ -69,6 +75,70 @@ static void *stuck(void *arg)
     return NULL;
 }
 
+static void *joiner(void *arg)
+{
+    pthread_setname_np(pthread_self(), "joiner");
+    pthread_join(*(pthread_t *)arg, NULL);
+    return NULL;
+}
+
+/* Both mutexes locked with a waiter: glibc's (and goshim's) lock word is 2 then. */
+static int both_contended(void)
+{
+    return __atomic_load_n(&a.__data.__lock, __ATOMIC_ACQUIRE) == 2 &&
+           __atomic_load_n(&b.__data.__lock, __ATOMIC_ACQUIRE) == 2;
+}
+
+static int leaks(void)
+{
+    static pthread_t l, r, j, s;
+    pthread_barrier_init(&both_hold, NULL, 2);
+    pthread_create(&l, NULL, left, NULL);
+    pthread_create(&r, NULL, right, NULL);
+    pthread_create(&j, NULL, joiner, &l);
+    while (!both_contended())
+        sched_yield();
+    pthread_barrier_destroy(&both_hold);
+    pthread_barrier_init(&both_hold, NULL, 2);
+    pthread_create(&s, NULL, stuck, NULL);
+    pthread_barrier_wait(&both_hold); /* "stuck" holds mu ... */
+    pthread_mutex_lock(&mu);          /* ... until its cond_wait lets it go */
+    pthread_mutex_unlock(&mu);
+    sched_yield(); /* with one P: every runnable thread runs to its wait first */
+    printf("exiting\n");
+    return 0;
+}
+
+static pthread_mutex_t kept = PTHREAD_MUTEX_INITIALIZER;
+
+static void *owner(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&kept); /* and never unlocks it */
+    return NULL;
+}
+
+static void *orphaned(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "orphaned");
+    pthread_mutex_lock(&kept);
+    return NULL;
+}
+
+static int orphan(void)
+{
+    pthread_t o, w;
+    pthread_create(&o, NULL, owner, NULL);
+    pthread_join(o, NULL);
+    pthread_create(&w, NULL, orphaned, NULL);
+    while (__atomic_load_n(&kept.__data.__lock, __ATOMIC_ACQUIRE) != 2)
+        sched_yield();
+    sched_yield(); /* with one P: it runs to its wait first */
+    printf("exiting\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     pthread_t l, r;
@@ -91,6 +161,10 @@ int main(int argc, char **argv)
         printf("exiting\n");
         return 0;
     }
+    if (argc == 2 && !strcmp(argv[1], "leaks"))
+        return leaks();
+    if (argc == 2 && !strcmp(argv[1], "orphan"))
+        return orphan();
     if (argc == 2 && !strcmp(argv[1], "quit")) {
         pthread_t t[3];
         for (int i = 0; i < 3; i++)
@@ -107,6 +181,6 @@ int main(int argc, char **argv)
         pthread_join(t[0], NULL);
         return 0;
     }
-    fprintf(stderr, "usage: prog_deadlock lockorder|leak|quit\n");
+    fprintf(stderr, "usage: prog_deadlock lockorder|leak|leaks|orphan|quit\n");
     return 2;
 }
