@@ -22,8 +22,9 @@
  * the selector ((i + 1) << 3 | TI=1 | RPL=3), from the TCB address by a
  * subtraction, a comparison and a shift: no table, no field of the TCB.
  *
- * Entries are written in batches (LDT_BATCH at a time) as the slots in
- * use grow past those written: each modify_ldt copies the whole table
+ * Entries are written in batches as the slots in use grow past those
+ * written (8 at start-up, then as many again as there are, up to 256 at
+ * a time; 17-19 us each here): each modify_ldt copies the whole table
  * into a new one and sends an IPI to every CPU that runs the process,
  * so writing one per created thread would put that cost on every
  * pthread_create, and rewriting entries on reuse would put it on
@@ -60,7 +61,8 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
-#define LDT_BATCH       64
+#define LDT_BATCH_MIN   8   /* entries written at start-up: a 1-thread program pays 8 writes */
+#define LDT_BATCH_MAX   256 /* the batches double up to this */
 #define LDT_RESERVE_MAX (256ul << 20) /* bytes of low address space at most */
 #define LDT_WRITE       0x11          /* modify_ldt: write, new-style (keeps `useable`) */
 
@@ -101,10 +103,18 @@ static char *slot_tp(uint32_t i)
     return arena.base + (size_t)i * arena.slot + arena.tp_off;
 }
 
-/* write_batch writes the entries of the next LDT_BATCH slots. arena.lock held (or init). */
+/*
+ * write_batch writes the entries of the next batch of slots, as many as
+ * are written already (LDT_BATCH_MIN..LDT_BATCH_MAX): a program pays
+ * for about as many entries as it has threads alive at once, in a number
+ * of batches that grows with the log of that. arena.lock held (or init).
+ */
 static long write_batch(void)
 {
-    uint32_t end = arena.written + LDT_BATCH;
+    uint32_t n = arena.written < LDT_BATCH_MIN   ? LDT_BATCH_MIN
+                 : arena.written > LDT_BATCH_MAX ? LDT_BATCH_MAX
+                                                 : arena.written;
+    uint32_t end = arena.written + n;
     if (end > arena.nslots)
         end = arena.nslots;
     for (uint32_t i = arena.written; i < end; i++) {
