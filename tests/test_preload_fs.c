@@ -234,3 +234,28 @@ Test(preload_fs, gdb_sees_tls_in_ldt_mode, .timeout = 60)
     cr_assert_eq(vals, 7, "each thread should show its own tls_value\n%s", out);
     cr_assert(strstr(out, "tls ok\n"), "%s", out);
 }
+
+/* valgrind 3.19 has no modify_ldt (ENOSYS) and no segment loads (SIGILL): said once, arch_prctl. */
+Test(preload_fs, valgrind_falls_back_and_says_so, .timeout = 120)
+{
+    static char out[1 << 14], nat[1 << 14];
+    char prog[4096], preload[4200];
+    if (access("/usr/bin/valgrind", X_OK) != 0)
+        cr_skip_test("valgrind is not installed");
+    native_out("prog_hello", NULL, nat, sizeof nat);
+    test_prog_path("prog_hello", prog, sizeof prog);
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", test_preload_value());
+    char *const argv[] = {
+        "/usr/bin/valgrind", "-q", "--trace-children=yes", "/usr/bin/env", preload, prog, NULL};
+    int st = run_exec("/usr/bin/valgrind", argv, "GOSHIM_FS=ldt", NULL, out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d\n%s", st, out);
+    const char *say = "goshim: valgrind does not support LDT selectors in %fs; threads switch with "
+                      "arch_prctl (a system call per switch)\n";
+    char *msg = strstr(out, say);
+    cr_assert(msg, "no message:\n%s", out);
+    memmove(msg, msg + strlen(say), strlen(msg + strlen(say)) + 1);
+    cr_assert_null(strstr(out, "valgrind does not support"), "said twice:\n%s", out);
+    sort_lines(out);
+    sort_lines(nat);
+    cr_assert_str_eq(out, nat);
+}
