@@ -6,7 +6,8 @@
  *   Gosched and goyield between two Gs on P = 1
  *   park/ready ping-pong between two Gs on P = 1
  *   the switch floors: callee-saved registers + SP, and the same with the
- *   FS-base write (wrfsbase or arch_prctl, whichever tls_fs_method says)
+ *   FS-base write (wrfsbase, ldt or arch_prctl, whichever tls_fs_method says;
+ *   GOSHIM_FS forces one, and scripts/bench_fs.sh runs every method)
  *
  * sched_init runs once per process, so the work is split over processes:
  * this one measures native threads and never starts the scheduler; two
@@ -493,14 +494,7 @@ static void summarise(struct figure *f, int runs)
 
 static const char *fs_method_name(int m)
 {
-    switch (m) {
-    case TLS_FS_WRFSBASE:
-        return "wrfsbase";
-    case TLS_FS_ARCH_PRCTL:
-        return "arch_prctl";
-    default:
-        return "none (errno TLS mode)";
-    }
+    return m == TLS_FS_NONE ? "none (errno TLS mode)" : tls_fs_method_name(m);
 }
 
 static void ratio_row(const char *what, double r, const char *target, bool met, bool known)
