@@ -30,6 +30,17 @@
  * pthread_create, and rewriting entries on reuse would put it on
  * every recycle.
  *
+ * Who gets a slot: every G's TCB (tls_tcb_new), M0's scheduler TCB,
+ * and, in this method only, every other M's scheduler TCB too
+ * (machines.c: m_low_g0tcb), so that an M going idle loads a selector.
+ * TCBs that are not ours stay where glibc put them, above 4 GiB: the
+ * main thread's (the main G: its pthread_self() and the addresses of its
+ * TLS are known to the program before goshim starts, so it cannot move)
+ * and each M's own glibc descriptor, installed only around fork and
+ * set*id. SETFS installs those with arch_prctl(ARCH_SET_FS), which loads
+ * the zero selector and writes the base: a switch to the main G costs a
+ * system call, a switch away from it does not.
+ *
  * The cap. The LDT has 8192 entries; entry 0 is left alone, so at most
  * 8191 slots (fewer if glibc's static TLS is so big that 8191 slots would
  * not fit the 256 MiB low reservation; GOSHIM_LDT_ENTRIES lowers the cap
