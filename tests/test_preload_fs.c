@@ -259,3 +259,26 @@ Test(preload_fs, valgrind_falls_back_and_says_so, .timeout = 120)
     sort_lines(nat);
     cr_assert_str_eq(out, nat);
 }
+
+/* The TCB suite (tests/test_tls.c) again under GOSHIM_FS=ldt and =arch_prctl: its tests that
+ * do not name a method use the one tls_init picks from the environment. */
+Test(preload_fs, tls_suite_in_every_method, .timeout = 120)
+{
+    skip_without_full_tls();
+    static char out[1 << 16];
+    char unit[4200], env[64];
+    snprintf(unit, sizeof unit, "%s/../unit", TEST_PROGS_DIR);
+    if (access(unit, X_OK) != 0)
+        cr_skip_test("%s is not built", unit);
+    for (int i = 0; i < 2; i++) {
+        /* env -u: this test process is itself a Criterion worker (BoxFort's BXFI_MAP). */
+        snprintf(env, sizeof env, "GOSHIM_FS=%s", methods[i]);
+        char *const argv[] = {"/usr/bin/env", "-u",    "BXFI_MAP", env, unit,
+                              "--filter",     "tls/*", "--jobs",   "1", NULL};
+        int st = run_exec("/usr/bin/env", argv, NULL, NULL, out, sizeof out);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tls suite with %s: status %d\n%s", env,
+                  st, out);
+        cr_assert(strstr(out, "Failing: 0 | Crashing: 0"), "tls suite with %s:\n%s", env, out);
+        cr_assert_null(strstr(out, "Tested: 0 "), "tls suite with %s ran nothing:\n%s", env, out);
+    }
+}

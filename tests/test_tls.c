@@ -42,7 +42,24 @@ static __thread int tls_int = 1234;
 static __thread char tls_str[16] = "initial";
 static __thread int tls_bss;
 
-#define BELOW 2048 /* bytes below a thread pointer that are surely static TLS */
+#define BELOW_MAX 2048
+
+/*
+ * below returns how many bytes below a thread pointer are surely static
+ * TLS (at most BELOW_MAX): glibc's static TLS size less struct pthread.
+ * Reading further may leave the TCB's memory: a TCB of the ldt method's
+ * low arena may sit at the very start of a mapping.
+ */
+static long below(void)
+{
+    struct tls_stats st;
+    tls_get_stats(&st);
+    const unsigned *sz = dlvsym(RTLD_DEFAULT, "_thread_db_sizeof_pthread", "GLIBC_PRIVATE");
+    cr_assert_not_null(sz);
+    long n = (long)st.static_size - (long)*sz;
+    cr_assert_gt(n, 256, "static TLS %zu, struct pthread %u", st.static_size, *sz);
+    return (n < BELOW_MAX ? n : BELOW_MAX) & ~7L;
+}
 
 static void init_full(void)
 {
@@ -493,7 +510,8 @@ Test(tls, var_in_and_unique_tids, .timeout = 10)
 /* find_words moves this thread's malloc words into t and reports where they landed. */
 static int find_words(void *t, long off[2], uintptr_t val[2])
 {
-    static unsigned char before[BELOW];
+    static unsigned char before[BELOW_MAX];
+    long BELOW = below();
     memcpy(before, (char *)t - BELOW, BELOW);
     tls_malloc_move(tls_self(), t);
     int n = 0;
@@ -527,7 +545,8 @@ Test(tls, malloc_move_moves_exactly_the_words, .timeout = 10)
     for (int i = 0; i < 2; i++)
         cr_assert_eq(*(uintptr_t *)((char *)self + off[i]), 0);
 
-    static unsigned char sa[BELOW], sb[BELOW];
+    static unsigned char sa[BELOW_MAX], sb[BELOW_MAX];
+    long BELOW = below();
     memcpy(sa, (char *)a - BELOW, BELOW);
     memcpy(sb, (char *)b - BELOW, BELOW);
     tls_malloc_move(a, a); /* same TCB: no-op */
