@@ -296,12 +296,14 @@ static void ldt_seen_fn(void *arg)
  * start_ldt tries the ldt method (ldt.c): the low arena, the first LDT
  * entries, and a check that loading a selector installs the right TCB.
  * On success tls_fs_method is TLS_FS_LDT. On failure it stays
- * arch_prctl, and the reason is said when the user forced ldt, or when
- * a tool (valgrind) is what stands in the way: once, here, at start-up.
- * Where the kernel refuses modify_ldt (ENOSYS: built without it; EPERM:
- * seccomp) and the user asked for nothing, the chain goes on silently.
+ * arch_prctl, and the reason is said when the user forced a method
+ * (forced: ldt, or wrfsbase, which was not there either), or when a tool
+ * (valgrind) or something unusual stands in the way: once, here, at
+ * start-up. Where the kernel refuses modify_ldt (ENOSYS: built without
+ * it; EPERM: seccomp) and the user asked for nothing, the chain goes on
+ * silently.
  */
-static void start_ldt(bool forced)
+static void start_ldt(const char *forced)
 {
     const char *why = NULL;
     char num[64];
@@ -335,11 +337,11 @@ static void start_ldt(bool forced)
             why = "loading an LDT selector did not install the thread control block";
         }
     }
-    if (why && (forced || rc != -ENOSYS) && (forced || rc != -EPERM))
+    if (why && (forced || (rc != -ENOSYS && rc != -EPERM)))
         rt_print(2,
-                 "goshim: GOSHIM_FS=ldt unavailable: %s; threads switch with arch_prctl (a "
-                 "system call per switch)\n",
-                 why);
+                 "goshim: %s unavailable: %s; threads switch with arch_prctl (a system call per "
+                 "switch)\n",
+                 forced && strcmp(forced, "ldt") == 0 ? "GOSHIM_FS=ldt" : "LDT selectors", why);
 }
 
 static const char *probe_symbols(void)
@@ -620,8 +622,11 @@ static const char *run_probe_thread(void *(*fn)(void *), struct probe *pr, bool 
     return ret;
 }
 
-/* probe_all runs every probe; want_ldt: the ldt method is next in the chain (forced: by the user). */
-static const char *probe_all(bool want_ldt, bool forced)
+/*
+ * probe_all runs every probe; want_ldt: the ldt method is next in the
+ * chain; forced: the GOSHIM_FS value the user gave, or NULL.
+ */
+static const char *probe_all(bool want_ldt, const char *forced)
 {
     const char *why;
     memset(&ti, 0, sizeof ti); /* unknown offsets read as 0 (see free_thread_buffers) */
@@ -672,7 +677,7 @@ int tls_init(int want)
         rt_print(2, "goshim: GOSHIM_FS=wrfsbase unavailable: the kernel does not allow wrfsbase "
                     "here (AT_HWCAP2 lacks HWCAP2_FSGSBASE); trying ldt\n");
     bool want_ldt = tls_fs_method != TLS_FS_WRFSBASE && fs_want != TLS_FS_ARCH_PRCTL;
-    const char *why = probe_all(want_ldt, forced && fs_want != TLS_FS_WRFSBASE);
+    const char *why = probe_all(want_ldt, forced ? tls_fs_method_name(fs_want) : NULL);
     if (why) {
         tls_fs_method = TLS_FS_NONE;
         ldt_arena_len = 0;

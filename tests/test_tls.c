@@ -243,6 +243,22 @@ Test(tls, forced_wrfsbase_unavailable_says_so, .timeout = 10)
     cr_assert_eq(count_char(cap.buf, '\n'), 1, "%s", cap.buf);
 }
 
+/* Forced wrfsbase, not there, and ldt refused too: both said, arch_prctl runs. */
+Test(tls, forced_wrfsbase_then_ldt_refused_says_both, .timeout = 10)
+{
+    skip_without_full_tls();
+    struct capture cap;
+    setenv("GOSHIM_FS", "wrfsbase", 1);
+    tls_test_no_fsgsbase = 1;
+    deny_modify_ldt(EPERM);
+    init_captured(&cap);
+    cr_assert_eq(tls_fs_method, TLS_FS_ARCH_PRCTL);
+    cr_assert(strstr(cap.buf, "goshim: GOSHIM_FS=wrfsbase unavailable"), "%s", cap.buf);
+    cr_assert(strstr(cap.buf, "goshim: LDT selectors unavailable: modify_ldt is not permitted"),
+              "%s", cap.buf);
+    cr_assert_eq(count_char(cap.buf, '\n'), 2, "%s", cap.buf);
+}
+
 Test(tls, env_forces_each_method, .timeout = 10)
 {
     skip_without_full_tls();
