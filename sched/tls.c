@@ -65,7 +65,7 @@
  *   - ldt: the Gs' TCBs in a low arena, one LDT entry each, installed by
  *     loading a selector into %fs (ldt.c; about 6 ns), when modify_ldt
  *     works; TCBs outside the arena with arch_prctl;
- *   - arch_prctl(ARCH_SET_FS): a system call, 65 ns on this host and
+ *   - arch_prctl(ARCH_SET_FS): a system call, 65-260 ns on this host and
  *     3.5-8 us on the hosts without FSGSBASE.
  * GOSHIM_FS forces one; a forced method that cannot work is said, the
  * chain goes on. A refused modify_ldt (ENOSYS, EPERM) is silent in auto.
