@@ -255,6 +255,8 @@ bench:
 	@echo
 	$(Q)scripts/bench_io.sh
 	$(Q)scripts/bench_preempt.sh
+	@echo
+	$(Q)scripts/bench_fs.sh
 
 demo:
 	$(Q)scripts/setup.sh

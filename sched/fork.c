@@ -29,6 +29,7 @@
  * parent's other threads held are released.
  */
 #include "sched.h"
+#include "ldt.h"
 #include "netpoll.h"
 #include "preempt.h"
 #include "throw.h"
@@ -145,6 +146,7 @@ void sched_fork_child(void)
         return;
     }
     reset_sched(mp);
+    ldt_fork_child(); /* the LDT is inherited; its allocator's lock may be another thread's */
     machines_fork_child();
     stack_fork_child();
     timers_fork_child();

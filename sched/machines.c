@@ -26,6 +26,7 @@
 #include <sys/syscall.h>
 
 #include "sched.h"
+#include "ldt.h"
 #include "netpoll.h"
 #include "throw.h"
 #include "timer.h"
@@ -50,6 +51,34 @@ struct m *allocm(void)
     return mp;
 }
 
+/*
+ * In the ldt FS method an M's own glibc descriptor lies above 4 GiB, so
+ * installing it is a system call, which an M would pay each time it goes
+ * idle (restore_own_fs). So its scheduler context (g0) gets a TCB of the
+ * low arena instead, as M0's g0 has a TCB of its own (sched_adopt_main);
+ * the glibc descriptor (real_tcb) is installed only for fork and set*id.
+ * The last thing mstart does before it schedules: the FS base changes
+ * here, and nothing after it in mstart touches TLS.
+ */
+static void m_low_g0tcb(struct m *mp)
+{
+    if (!sched.tls_full || tls_fs_method != TLS_FS_LDT)
+        return;
+    void *t = tls_tcb_new();
+    if (t && !ldt_owns(t)) { /* past the LDT cap: no gain */
+        tls_tcb_destroy(t);
+        t = NULL;
+    }
+    if (!t)
+        return;
+    tls_tcb_set_stack(t, mp->g0_lo, (size_t)((char *)mp->g0_sp - (char *)mp->g0_lo), 0);
+    m_mark_own_tls(mp, t);
+    tls_malloc_move(mp->real_tcb, t);
+    ctx_setfs(t);
+    mp->g0tcb = t;
+    mp->curfs = t;
+}
+
 /* Thread body of every M but none: bind GS, then schedule forever. */
 GOSHIM_NO_TSAN static void *mstart(void *arg)
 {
@@ -72,6 +101,7 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     mp->g0_sp = ((uintptr_t)__builtin_frame_address(0) - 1024) & ~(uintptr_t)15;
     mp->g0_lo = (char *)mp->g0_sp - M_STACK_SIZE / 2;
     mp->g0_fiber = san_fiber_current();
+    m_low_g0tcb(mp);
     struct p *pp = mp->nextp;
     mp->nextp = NULL;
     acquirep(pp);

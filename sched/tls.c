@@ -59,12 +59,24 @@
  *     kernel does not preserve the value (measured on this VM: the base
  *     reverts at the next context switch); AT_HWCAP2 is the kernel's word.
  *
+ * The FS method (tls_fs_method), chosen once in tls_init, first that works:
+ *   - wrfsbase, when CPUID has FSGSBASE and AT_HWCAP2 says the kernel
+ *     enabled it (about 14 ns per write here);
+ *   - ldt: the Gs' TCBs in a low arena, one LDT entry each, installed by
+ *     loading a selector into %fs (ldt.c; about 6 ns), when modify_ldt
+ *     works; TCBs outside the arena with arch_prctl;
+ *   - arch_prctl(ARCH_SET_FS): a system call, 65-260 ns on this host and
+ *     3.5-8 us on the hosts without FSGSBASE.
+ * GOSHIM_FS forces one; a forced method that cannot work is said, the
+ * chain goes on. A refused modify_ldt (ENOSYS, EPERM) is silent in auto.
+ *
  * FS writes happen only in tls_x86_64.S (and the scheduler's switch):
  * the compiler caches TLS addresses inside a function, so a C frame must
  * end on the thread pointer it started on.
  */
 #include "tls.h"
 
+#include "ldt.h"
 #include "throw.h"
 
 #include <cpuid.h>
@@ -78,6 +90,11 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 /* x86-64 TLS ABI: tcbhead_t, the first bytes of struct pthread. */
 #define TCB_OFF_TCB        0x00
@@ -99,6 +116,7 @@
 
 int tls_mode = TLS_MODE_ERRNO;
 int tls_fs_method = TLS_FS_NONE;
+int tls_test_no_fsgsbase;
 int (*tls_real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
                                void *) = pthread_create;
 int (*tls_real_pthread_join)(pthread_t, void **) = pthread_join;
@@ -139,7 +157,7 @@ static struct {
 } ti;
 
 static struct {
-    unsigned long created, reset, destroyed;
+    unsigned long created, reset, destroyed, ldt, ldt_overflow;
 } stats;
 
 static uint32_t tid_next = TID_MIN;
@@ -204,23 +222,126 @@ static size_t db_field(const char *name, uint32_t elem_bits, size_t *off)
     return 0;
 }
 
-/* pick_fs_method applies GOSHIM_FS and the CPU/kernel FSGSBASE check. */
-static int pick_fs_method(void)
+const char *tls_fs_method_name(int method)
 {
-    const char *env = getenv("GOSHIM_FS");
-    bool force_prctl = false;
-    if (env && *env) {
-        if (strcmp(env, "arch_prctl") == 0)
-            force_prctl = true;
-        else if (strcmp(env, "auto") != 0)
-            rt_print(
-                2, "goshim: GOSHIM_FS=%s not understood (accepted: auto, arch_prctl); using auto\n",
-                env);
+    switch (method) {
+    case TLS_FS_WRFSBASE:
+        return "wrfsbase";
+    case TLS_FS_LDT:
+        return "ldt";
+    case TLS_FS_ARCH_PRCTL:
+        return "arch_prctl";
+    default:
+        return "none";
     }
+}
+
+/*
+ * fs_request reads GOSHIM_FS: the method the chain starts at
+ * (wrfsbase, ldt, arch_prctl) and whether the user forced it.
+ */
+static int fs_request(bool *forced)
+{
+    static const int chain[] = {TLS_FS_WRFSBASE, TLS_FS_LDT, TLS_FS_ARCH_PRCTL};
+    const char *env = getenv("GOSHIM_FS");
+    *forced = false;
+    if (!env || !*env || strcmp(env, "auto") == 0)
+        return TLS_FS_WRFSBASE;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(env, tls_fs_method_name(chain[i])) == 0) {
+            *forced = true;
+            return chain[i];
+        }
+    rt_print(2,
+             "goshim: GOSHIM_FS=%s not understood (accepted: auto, wrfsbase, ldt, arch_prctl); "
+             "using auto\n",
+             env);
+    return TLS_FS_WRFSBASE;
+}
+
+/* have_wrfsbase: the CPU has FSGSBASE and the kernel enabled it (AT_HWCAP2). */
+static bool have_wrfsbase(void)
+{
     unsigned a, b, c, d;
     bool cpu = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & 1);
     bool kernel = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE_BIT) != 0;
-    return cpu && kernel && !force_prctl ? TLS_FS_WRFSBASE : TLS_FS_ARCH_PRCTL;
+    return cpu && kernel && !tls_test_no_fsgsbase;
+}
+
+/* ldt_cap reads GOSHIM_LDT_ENTRIES: how many TCBs may get an LDT entry. */
+static int ldt_cap(void)
+{
+    const char *env = getenv("GOSHIM_LDT_ENTRIES");
+    if (!env || !*env)
+        return LDT_MAX_SLOTS;
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end || v < 1 || v > LDT_MAX_SLOTS) {
+        rt_print(2,
+                 "goshim: GOSHIM_LDT_ENTRIES=%s not understood (accepted: a whole number from 1 "
+                 "to %d); using %d\n",
+                 env, LDT_MAX_SLOTS, LDT_MAX_SLOTS);
+        return LDT_MAX_SLOTS;
+    }
+    return (int)v;
+}
+
+/* ldt_seen_fn runs with a TCB of the arena installed: what does %fs:0 say? */
+static void ldt_seen_fn(void *arg)
+{
+    *(void **)arg = tls_self();
+}
+
+/*
+ * start_ldt tries the ldt method (ldt.c): the low arena, the first LDT
+ * entries, and a check that loading a selector installs the right TCB.
+ * On success tls_fs_method is TLS_FS_LDT. On failure it stays
+ * arch_prctl, and the reason is said when the user forced a method
+ * (forced: ldt, or wrfsbase, which was not there either), or when a tool
+ * (valgrind) or something unusual stands in the way: once, here, at
+ * start-up. Where the kernel refuses modify_ldt (ENOSYS: built without
+ * it; EPERM: seccomp) and the user asked for nothing, the chain goes on
+ * silently.
+ */
+static void start_ldt(const char *forced)
+{
+    const char *why = NULL;
+    char num[64];
+    if (RUNNING_ON_VALGRIND) {
+        rt_print(2, "goshim: valgrind does not support LDT selectors in %%fs; threads switch "
+                    "with arch_prctl (a system call per switch)\n");
+        return;
+    }
+    int rc = ldt_init(ti.static_size, ti.static_align, ti.sizeof_pthread, ldt_cap());
+    if (rc == -ENOSYS)
+        why = "modify_ldt is not available (a kernel built without CONFIG_MODIFY_LDT_SYSCALL)";
+    else if (rc == -EPERM)
+        why = "modify_ldt is not permitted (a seccomp filter or a hardened kernel)";
+    else if (rc == -ENOMEM)
+        why = "no address space below 4 GiB is left for thread control blocks";
+    else if (rc != 0)
+        why = (rt_snprint(num, sizeof num, "modify_ldt failed with error %d", -rc), num);
+    if (!why) {
+        tls_fs_method = TLS_FS_LDT;
+        void *tcb = ldt_tcb_alloc(), *seen = NULL;
+        if (tcb && ti.allocate_tls(tcb)) {
+            WORD(tcb, TCB_OFF_TCB) = (uintptr_t)tcb; /* %fs:0, all ldt_seen_fn reads */
+            tls_call_with_fs(tcb, ldt_seen_fn, &seen);
+            ti.deallocate_tls(tcb, false);
+        }
+        if (tcb)
+            ldt_tcb_free(tcb);
+        if (!tcb || seen != tcb) {
+            tls_fs_method = TLS_FS_ARCH_PRCTL;
+            ldt_arena_len = 0; /* no TCB is made in the arena from now on */
+            why = "loading an LDT selector did not install the thread control block";
+        }
+    }
+    if (why && (forced || (rc != -ENOSYS && rc != -EPERM)))
+        rt_print(2,
+                 "goshim: %s unavailable: %s; threads switch with arch_prctl (a system call per "
+                 "switch)\n",
+                 forced && strcmp(forced, "ldt") == 0 ? "GOSHIM_FS=ldt" : "LDT selectors", why);
 }
 
 static const char *probe_symbols(void)
@@ -501,12 +622,18 @@ static const char *run_probe_thread(void *(*fn)(void *), struct probe *pr, bool 
     return ret;
 }
 
-static const char *probe_all(void)
+/*
+ * probe_all runs every probe; want_ldt: the ldt method is next in the
+ * chain; forced: the GOSHIM_FS value the user gave, or NULL.
+ */
+static const char *probe_all(bool want_ldt, const char *forced)
 {
     const char *why;
     memset(&ti, 0, sizeof ti); /* unknown offsets read as 0 (see free_thread_buffers) */
     if ((why = probe_symbols()) || (why = probe_layout()))
         return why;
+    if (want_ldt)
+        start_ldt(forced); /* the TCBs made from here on may come from the arena */
     struct probe *pr = mmap(NULL, sizeof *pr + PROBE_STACK_SIZE, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (pr == MAP_FAILED)
@@ -531,15 +658,29 @@ int tls_init(int want)
 {
     tls_mode = TLS_MODE_ERRNO;
     tls_fs_method = TLS_FS_NONE;
+    ldt_arena_len = 0;
     if (want == TLS_MODE_ERRNO) {
         rt_print(2, "goshim: GOSHIM_TLS=errno mode: %s\n", errno_mode_effect);
         return tls_mode;
     }
-    /* The probes already switch FS (the malloc probe), so the method comes first. */
-    tls_fs_method = pick_fs_method();
-    const char *why = probe_all();
+    /*
+     * The probes already switch FS (the malloc probe), so the method comes
+     * first: wrfsbase now, ldt once the layout is known (probe_all), else
+     * arch_prctl.
+     */
+    bool forced;
+    int fs_want = fs_request(&forced);
+    tls_fs_method = TLS_FS_ARCH_PRCTL;
+    if (fs_want == TLS_FS_WRFSBASE && have_wrfsbase())
+        tls_fs_method = TLS_FS_WRFSBASE;
+    else if (fs_want == TLS_FS_WRFSBASE && forced)
+        rt_print(2, "goshim: GOSHIM_FS=wrfsbase unavailable: the kernel does not allow wrfsbase "
+                    "here (AT_HWCAP2 lacks HWCAP2_FSGSBASE); trying ldt\n");
+    bool want_ldt = tls_fs_method != TLS_FS_WRFSBASE && fs_want != TLS_FS_ARCH_PRCTL;
+    const char *why = probe_all(want_ldt, forced ? tls_fs_method_name(fs_want) : NULL);
     if (why) {
         tls_fs_method = TLS_FS_NONE;
+        ldt_arena_len = 0;
         rt_print(2, "goshim: per-thread TLS unavailable (%s); using GOSHIM_TLS=errno mode: %s\n",
                  why, errno_mode_effect);
         return tls_mode;
@@ -592,8 +733,15 @@ static void free_thread_buffers(char *tcb)
 
 void *tls_tcb_new(void)
 {
-    char *tcb = ti.allocate_tls(NULL);
-    if (!tcb)
+    char *tcb = NULL;
+    if (tls_fs_method == TLS_FS_LDT) {
+        if ((tcb = ldt_tcb_alloc()) != NULL && ti.allocate_tls(tcb) == NULL) {
+            ldt_tcb_free(tcb);
+            return NULL;
+        }
+        __atomic_add_fetch(tcb ? &stats.ldt : &stats.ldt_overflow, 1, __ATOMIC_RELAXED);
+    }
+    if (!tcb && !(tcb = ti.allocate_tls(NULL)))
         return NULL;
     tcb_fill(tcb);
     __atomic_add_fetch(&stats.created, 1, __ATOMIC_RELAXED);
@@ -643,7 +791,12 @@ void tls_tcb_destroy(void *tcb)
 {
     GOSHIM_ASSERT(tcb != tls_self());
     free_thread_buffers(tcb);
-    ti.deallocate_tls(tcb, true);
+    if (ldt_owns(tcb)) {
+        ti.deallocate_tls(tcb, false); /* the DTV and dynamic TLS; the slot is ours */
+        ldt_tcb_free(tcb);
+    } else {
+        ti.deallocate_tls(tcb, true);
+    }
     __atomic_add_fetch(&stats.destroyed, 1, __ATOMIC_RELAXED);
 }
 
@@ -686,5 +839,7 @@ void tls_get_stats(struct tls_stats *out)
     out->tcbs_created = __atomic_load_n(&stats.created, __ATOMIC_RELAXED);
     out->tcbs_reset = __atomic_load_n(&stats.reset, __ATOMIC_RELAXED);
     out->tcbs_destroyed = __atomic_load_n(&stats.destroyed, __ATOMIC_RELAXED);
+    out->ldt_tcbs = __atomic_load_n(&stats.ldt, __ATOMIC_RELAXED);
+    out->ldt_overflow = __atomic_load_n(&stats.ldt_overflow, __ATOMIC_RELAXED);
     out->static_size = ti.static_size;
 }

@@ -9,10 +9,19 @@
  * /work/shared/TCB_FACTS.md.
  *
  * Environment:
- *   GOSHIM_FS=arch_prctl  force arch_prctl(ARCH_SET_FS) even when the kernel
- *                         allows wrfsbase (for tests and debugging);
- *   GOSHIM_FS=auto        the default: wrfsbase if CPUID.7.EBX[0] and
- *                         AT_HWCAP2 bit 1 (HWCAP2_FSGSBASE) are both set.
+ *   GOSHIM_FS=auto        the default: the first method of the chain that
+ *                         works here:
+ *                           wrfsbase    CPUID.7.EBX[0] and AT_HWCAP2 bit 1
+ *                                       (HWCAP2_FSGSBASE) both set;
+ *                           ldt         modify_ldt works and low memory
+ *                                       is left for the TCBs (ldt.h);
+ *                           arch_prctl  the system call, always there.
+ *   GOSHIM_FS=wrfsbase|ldt|arch_prctl  force one (tests, benchmarks,
+ *                         debugging); a forced method that does not work
+ *                         here is said on stderr, then the chain goes on
+ *                         from the next method.
+ *   GOSHIM_LDT_ENTRIES=N  at most N (1..8191) TCBs get an LDT entry
+ *                         (default 8191; lower it to test the overflow).
  *   (GOSHIM_TLS=full|errno is parsed by the caller and passed to tls_init.)
  *
  * x86-64 only. Everything here is hidden (-fvisibility=hidden).
@@ -24,7 +33,8 @@
 #include <stddef.h>
 
 enum tls_mode { TLS_MODE_FULL = 0, TLS_MODE_ERRNO = 1 };
-enum tls_fs_method { TLS_FS_WRFSBASE = 0, TLS_FS_ARCH_PRCTL = 1, TLS_FS_NONE = 2 };
+/* The values are known to setfs_x86_64.inc. */
+enum tls_fs_method { TLS_FS_WRFSBASE = 0, TLS_FS_ARCH_PRCTL = 1, TLS_FS_NONE = 2, TLS_FS_LDT = 3 };
 
 extern int tls_mode;      /* effective mode after tls_init */
 extern int tls_fs_method; /* read by the context-switch assembly; TLS_FS_NONE in errno mode */
@@ -49,6 +59,15 @@ extern int (*tls_real_pthread_join)(pthread_t, void **);
  */
 int tls_init(int want);
 
+/* tls_fs_method_name names a method: "wrfsbase", "ldt", "arch_prctl" or "none". */
+const char *tls_fs_method_name(int method);
+
+/*
+ * For tests: tls_init behaves as if the kernel did not allow wrfsbase
+ * (so auto tries ldt next), as on the hosts without FSGSBASE.
+ */
+extern int tls_test_no_fsgsbase;
+
 /* tls_self returns the current thread pointer (%fs:0). TLS-free. */
 void *tls_self(void);
 
@@ -59,7 +78,9 @@ void *tls_self(void);
  * copied, self pointers, multiple_threads = 1, stack and pointer guards and
  * feature_1 as in the creating thread, list self-loop, unique fake tid,
  * empty robust list, specific[0], rseq cpu_id = -2, __resp -> its own res.
- * Stack fields are zero (tls_tcb_set_stack). NULL on allocation failure
+ * Stack fields are zero (tls_tcb_set_stack). In the ldt method the TCB
+ * comes from the low arena while it has slots (ldt.h), else from glibc's
+ * allocation as in the other methods. NULL on allocation failure
  * (no message). Any FS may be installed; uses malloc.
  */
 void *tls_tcb_new(void);
@@ -126,15 +147,17 @@ void *tls_var_in(void *tcb, void *var_addr_in_self);
 /*
  * tls_call_with_fs runs fn(arg) on the current stack with tcb installed as
  * the FS base, then restores the caller's FS base. For probes and tests.
- * wrfsbase when tls_fs_method says so, else arch_prctl (also in errno mode
- * and before tls_init). FS changes only inside the assembly.
+ * With the method in tls_fs_method (arch_prctl in errno mode and before
+ * tls_init). FS changes only inside the assembly.
  */
 void tls_call_with_fs(void *tcb, void (*fn)(void *), void *arg);
 
 /* Statistics for GOSHIM_STATS. */
 struct tls_stats {
     unsigned long tcbs_created, tcbs_reset, tcbs_destroyed;
-    size_t static_size; /* _dl_get_tls_static_info: TCB + static TLS bytes per G */
+    unsigned long ldt_tcbs;     /* TCBs created in the LDT arena (ldt method) */
+    unsigned long ldt_overflow; /* TCBs created past the LDT cap: installed by arch_prctl */
+    size_t static_size;         /* _dl_get_tls_static_info: TCB + static TLS bytes per G */
 };
 void tls_get_stats(struct tls_stats *out);
 

@@ -127,19 +127,21 @@ void stats_print(int fd)
     collect(&c);
     stack_get_stats(&ss);
     tls_get_stats(&ts);
-    rt_print(fd,
-             "goshim stats: procs=%d threads=%d tls=%s gs_created=%lu switches=%lu steals=%lu "
-             "stolen_gs=%lu global_batches=%lu overflows=%lu parks=%lu readies=%lu yields=%lu "
-             "m_parks=%lu m_wakeups=%lu peak_ms=%d\n",
-             sched.gomaxprocs, c.mcount, sched.tls_full ? "full" : "errno",
-             (unsigned long)c.spawned, (unsigned long)c.schedules, (unsigned long)c.steals,
-             (unsigned long)c.stolen, (unsigned long)c.globget, (unsigned long)c.overflows,
-             (unsigned long)c.parks, (unsigned long)c.readies, (unsigned long)c.yields,
-             (unsigned long)c.stopm, (unsigned long)c.woken, c.mcount);
+    rt_print(
+        fd,
+        "goshim stats: procs=%d threads=%d tls=%s fs=%s gs_created=%lu switches=%lu steals=%lu "
+        "stolen_gs=%lu global_batches=%lu overflows=%lu parks=%lu readies=%lu yields=%lu "
+        "m_parks=%lu m_wakeups=%lu peak_ms=%d\n",
+        sched.gomaxprocs, c.mcount, sched.tls_full ? "full" : "errno",
+        tls_fs_method_name(tls_fs_method), (unsigned long)c.spawned, (unsigned long)c.schedules,
+        (unsigned long)c.steals, (unsigned long)c.stolen, (unsigned long)c.globget,
+        (unsigned long)c.overflows, (unsigned long)c.parks, (unsigned long)c.readies,
+        (unsigned long)c.yields, (unsigned long)c.stopm, (unsigned long)c.woken, c.mcount);
     rt_print(fd,
              "goshim stats: stacks_mmapped=%lu stacks_unmapped=%lu stack_cache_hits=%lu "
-             "arena_stacks=%lu tcbs_created=%lu tcbs_reset=%lu\n",
-             ss.mmaps, ss.munmaps, ss.cache_hits, ss.arena_stacks, ts.tcbs_created, ts.tcbs_reset);
+             "arena_stacks=%lu tcbs_created=%lu tcbs_reset=%lu ldt_tcbs=%lu ldt_overflow=%lu\n",
+             ss.mmaps, ss.munmaps, ss.cache_hits, ss.arena_stacks, ts.tcbs_created, ts.tcbs_reset,
+             ts.ldt_tcbs, ts.ldt_overflow);
     struct netpoll_stats ns;
     netpoll_stats(&ns);
     rt_print(fd,

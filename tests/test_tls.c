@@ -25,7 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sys/auxv.h>
+#include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -38,7 +42,24 @@ static __thread int tls_int = 1234;
 static __thread char tls_str[16] = "initial";
 static __thread int tls_bss;
 
-#define BELOW 2048 /* bytes below a thread pointer that are surely static TLS */
+#define BELOW_MAX 2048
+
+/*
+ * below returns how many bytes below a thread pointer are surely static
+ * TLS (at most BELOW_MAX): glibc's static TLS size less struct pthread.
+ * Reading further may leave the TCB's memory: a TCB of the ldt method's
+ * low arena may sit at the very start of a mapping.
+ */
+static long below(void)
+{
+    struct tls_stats st;
+    tls_get_stats(&st);
+    const unsigned *sz = dlvsym(RTLD_DEFAULT, "_thread_db_sizeof_pthread", "GLIBC_PRIVATE");
+    cr_assert_not_null(sz);
+    long n = (long)st.static_size - (long)*sz;
+    cr_assert_gt(n, 256, "static TLS %zu, struct pthread %u", st.static_size, *sz);
+    return (n < BELOW_MAX ? n : BELOW_MAX) & ~7L;
+}
 
 static void init_full(void)
 {
@@ -111,10 +132,9 @@ Test(tls, init_full_picks_fs_method, .timeout = 10)
     cr_assert_eq(mode, TLS_MODE_FULL, "stderr: %s", cap.buf);
     cr_assert_eq(tls_mode, TLS_MODE_FULL);
     cr_assert_str_empty(cap.buf);
-    cr_assert_eq(tls_fs_method, cpu && kernel ? TLS_FS_WRFSBASE : TLS_FS_ARCH_PRCTL);
-    /* This VM: the CPU has FSGSBASE, the kernel did not enable it. */
-    if (cpu && !kernel)
-        cr_assert_eq(tls_fs_method, TLS_FS_ARCH_PRCTL);
+    /* Without wrfsbase, the chain's next method: LDT selectors (modify_ldt works here). */
+    cr_assert_eq(tls_fs_method, cpu && kernel ? TLS_FS_WRFSBASE : TLS_FS_LDT, "method %s",
+                 tls_fs_method_name(tls_fs_method));
     struct tls_stats st;
     tls_get_stats(&st);
     cr_assert_gt(st.static_size, 2048);
@@ -134,6 +154,198 @@ Test(tls, env_forces_arch_prctl, .timeout = 10)
     cr_assert_eq(mode, TLS_MODE_FULL);
     cr_assert(strstr(cap.buf, "goshim: GOSHIM_FS=fast-please not understood"), "%s", cap.buf);
     cr_assert_eq(count_char(cap.buf, '\n'), 1);
+}
+
+static void check_fresh_tcb(void);
+
+/* deny_modify_ldt makes modify_ldt fail with err in this process (a seccomp filter, for good). */
+static void deny_modify_ldt(int err)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_modify_ldt, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (err & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+    cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+    cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+    cr_assert_eq(syscall(SYS_modify_ldt, 0, NULL, 0), -1);
+    cr_assert_eq(errno, err);
+}
+
+/* init_captured runs tls_init(FULL) with stderr captured into cap; asserts full mode. */
+static void init_captured(struct capture *cap)
+{
+    capture_begin(cap);
+    int mode = tls_init(TLS_MODE_FULL);
+    capture_end(cap);
+    cr_assert_eq(mode, TLS_MODE_FULL, "stderr: %s", cap->buf);
+}
+
+Test(tls, auto_without_fsgsbase_picks_ldt, .timeout = 10)
+{
+    skip_without_full_tls();
+    struct capture cap;
+    unsetenv("GOSHIM_FS");
+    tls_test_no_fsgsbase = 1;
+    init_captured(&cap);
+    cr_assert_str_empty(cap.buf);
+    cr_assert_eq(tls_fs_method, TLS_FS_LDT, "method %s", tls_fs_method_name(tls_fs_method));
+}
+
+/* auto_refused: modify_ldt fails with err; auto goes on to arch_prctl, silently. */
+static void auto_refused(int err)
+{
+    skip_without_full_tls();
+    struct capture cap;
+    unsetenv("GOSHIM_FS");
+    tls_test_no_fsgsbase = 1;
+    deny_modify_ldt(err);
+    init_captured(&cap);
+    cr_assert_str_empty(cap.buf);
+    cr_assert_eq(tls_fs_method, TLS_FS_ARCH_PRCTL, "method %s", tls_fs_method_name(tls_fs_method));
+    check_fresh_tcb();
+}
+
+Test(tls, auto_falls_back_when_modify_ldt_eperm, .timeout = 10)
+{
+    auto_refused(EPERM);
+}
+
+Test(tls, auto_falls_back_when_modify_ldt_enosys, .timeout = 10)
+{
+    auto_refused(ENOSYS);
+}
+
+Test(tls, forced_ldt_refused_says_so, .timeout = 10)
+{
+    skip_without_full_tls();
+    struct capture cap;
+    setenv("GOSHIM_FS", "ldt", 1);
+    deny_modify_ldt(EPERM);
+    init_captured(&cap);
+    cr_assert_eq(tls_fs_method, TLS_FS_ARCH_PRCTL);
+    cr_assert(strstr(cap.buf, "goshim: GOSHIM_FS=ldt unavailable: modify_ldt is not permitted"),
+              "%s", cap.buf);
+    cr_assert_eq(count_char(cap.buf, '\n'), 1, "%s", cap.buf);
+}
+
+Test(tls, forced_wrfsbase_unavailable_says_so, .timeout = 10)
+{
+    skip_without_full_tls();
+    struct capture cap;
+    setenv("GOSHIM_FS", "wrfsbase", 1);
+    tls_test_no_fsgsbase = 1;
+    init_captured(&cap);
+    cr_assert_eq(tls_fs_method, TLS_FS_LDT);
+    cr_assert(strstr(cap.buf, "goshim: GOSHIM_FS=wrfsbase unavailable"), "%s", cap.buf);
+    cr_assert_eq(count_char(cap.buf, '\n'), 1, "%s", cap.buf);
+}
+
+/* Forced wrfsbase, not there, and ldt refused too: both said, arch_prctl runs. */
+Test(tls, forced_wrfsbase_then_ldt_refused_says_both, .timeout = 10)
+{
+    skip_without_full_tls();
+    struct capture cap;
+    setenv("GOSHIM_FS", "wrfsbase", 1);
+    tls_test_no_fsgsbase = 1;
+    deny_modify_ldt(EPERM);
+    init_captured(&cap);
+    cr_assert_eq(tls_fs_method, TLS_FS_ARCH_PRCTL);
+    cr_assert(strstr(cap.buf, "goshim: GOSHIM_FS=wrfsbase unavailable"), "%s", cap.buf);
+    cr_assert(strstr(cap.buf, "goshim: LDT selectors unavailable: modify_ldt is not permitted"),
+              "%s", cap.buf);
+    cr_assert_eq(count_char(cap.buf, '\n'), 2, "%s", cap.buf);
+}
+
+Test(tls, env_forces_each_method, .timeout = 10)
+{
+    skip_without_full_tls();
+    unsigned a, b, c, d;
+    int fsgsbase =
+        __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & 1) && (getauxval(AT_HWCAP2) & 2) != 0;
+    static const struct {
+        const char *env;
+        int method;
+    } cases[] = {
+        {"arch_prctl", TLS_FS_ARCH_PRCTL}, {"ldt", TLS_FS_LDT}, {"wrfsbase", TLS_FS_WRFSBASE}};
+    for (int i = 0; i < 3; i++) {
+        if (cases[i].method == TLS_FS_WRFSBASE && !fsgsbase)
+            continue;
+        setenv("GOSHIM_FS", cases[i].env, 1);
+        struct capture cap;
+        init_captured(&cap);
+        cr_assert_str_empty(cap.buf, "GOSHIM_FS=%s: %s", cases[i].env, cap.buf);
+        cr_assert_eq(tls_fs_method, cases[i].method, "GOSHIM_FS=%s gave %s", cases[i].env,
+                     tls_fs_method_name(tls_fs_method));
+        cr_assert_str_eq(tls_fs_method_name(tls_fs_method), cases[i].env);
+    }
+}
+
+/* ldt_seen records the thread pointer and errno's address with a TCB installed. */
+struct ldt_seen {
+    void *tp;
+    int *errp;
+};
+
+static void ldt_seen_fn(void *arg)
+{
+    struct ldt_seen *r = arg;
+    r->tp = tls_self();
+    r->errp = &errno;
+}
+
+Test(tls, ldt_past_the_cap_uses_arch_prctl, .timeout = 10)
+{
+    skip_without_full_tls();
+    enum { CAP = 3, N = 10 };
+    setenv("GOSHIM_FS", "ldt", 1);
+    setenv("GOSHIM_LDT_ENTRIES", "3", 1);
+    init_full();
+    cr_assert_eq(tls_fs_method, TLS_FS_LDT);
+    struct tls_stats st0, st;
+    tls_get_stats(&st0);
+    void *t[N];
+    for (int i = 0; i < N; i++) {
+        t[i] = tls_tcb_new();
+        cr_assert_not_null(t[i]);
+        /* The first CAP in the low arena (below 4 GiB), the rest wherever glibc puts them. */
+        if (i < CAP)
+            cr_assert_lt((uintptr_t)t[i], 1ul << 32, "TCB %d at %p", i, t[i]);
+    }
+    tls_get_stats(&st);
+    cr_assert_eq(st.ldt_tcbs - st0.ldt_tcbs, CAP);
+    cr_assert_eq(st.ldt_overflow - st0.ldt_overflow, N - CAP);
+    /* Every one of them installs right, whichever way. */
+    for (int i = 0; i < N; i++) {
+        struct ldt_seen r = {NULL, NULL};
+        tls_call_with_fs(t[i], ldt_seen_fn, &r);
+        cr_assert_eq(r.tp, t[i], "TCB %d: %%fs:0 = %p", i, r.tp);
+        cr_assert_eq(r.errp, tls_var_in(t[i], &errno));
+    }
+    /* A freed low TCB's slot (and LDT entry) goes to the next TCB made. */
+    void *low = t[1];
+    tls_tcb_destroy(low);
+    void *again = tls_tcb_new();
+    cr_assert_eq(again, low, "slot not recycled: %p, freed %p", again, low);
+    struct ldt_seen r = {NULL, NULL};
+    tls_call_with_fs(again, ldt_seen_fn, &r);
+    cr_assert_eq(r.tp, again);
+    t[1] = again;
+    for (int i = 0; i < N; i++)
+        tls_tcb_destroy(t[i]);
+}
+
+Test(tls, ldt_entries_bad_value_says_so, .timeout = 10)
+{
+    skip_without_full_tls();
+    struct capture cap;
+    setenv("GOSHIM_FS", "ldt", 1);
+    setenv("GOSHIM_LDT_ENTRIES", "9000", 1);
+    init_captured(&cap);
+    cr_assert(strstr(cap.buf, "goshim: GOSHIM_LDT_ENTRIES=9000 not understood"), "%s", cap.buf);
+    cr_assert_eq(tls_fs_method, TLS_FS_LDT);
 }
 
 Test(tls, errno_mode_request, .timeout = 10)
@@ -203,10 +415,9 @@ static void inside_fn(void *arg)
     tls_thread_exit();
 }
 
-Test(tls, fresh_tcb_from_inside, .timeout = 10)
+/* check_fresh_tcb: a new TCB, seen from inside, in the method tls_init chose. */
+static void check_fresh_tcb(void)
 {
-    skip_without_full_tls();
-    init_full();
     void *t = tls_tcb_new();
     cr_assert_not_null(t);
     /*
@@ -260,6 +471,35 @@ Test(tls, fresh_tcb_from_inside, .timeout = 10)
     tls_tcb_destroy(t);
 }
 
+Test(tls, fresh_tcb_from_inside, .timeout = 10)
+{
+    skip_without_full_tls();
+    init_full();
+    check_fresh_tcb();
+}
+
+Test(tls, fresh_tcb_from_inside_ldt, .timeout = 10)
+{
+    skip_without_full_tls();
+    setenv("GOSHIM_FS", "ldt", 1);
+    init_full();
+    cr_assert_eq(tls_fs_method, TLS_FS_LDT);
+    check_fresh_tcb();
+    struct tls_stats st;
+    tls_get_stats(&st);
+    cr_assert_geq(st.ldt_tcbs, 1, "the TCB did not come from the LDT arena");
+    cr_assert_eq(st.ldt_overflow, 0);
+}
+
+Test(tls, fresh_tcb_from_inside_arch_prctl, .timeout = 10)
+{
+    skip_without_full_tls();
+    setenv("GOSHIM_FS", "arch_prctl", 1);
+    init_full();
+    cr_assert_eq(tls_fs_method, TLS_FS_ARCH_PRCTL);
+    check_fresh_tcb();
+}
+
 Test(tls, var_in_and_unique_tids, .timeout = 10)
 {
     skip_without_full_tls();
@@ -286,7 +526,8 @@ Test(tls, var_in_and_unique_tids, .timeout = 10)
 /* find_words moves this thread's malloc words into t and reports where they landed. */
 static int find_words(void *t, long off[2], uintptr_t val[2])
 {
-    static unsigned char before[BELOW];
+    static unsigned char before[BELOW_MAX];
+    long BELOW = below();
     memcpy(before, (char *)t - BELOW, BELOW);
     tls_malloc_move(tls_self(), t);
     int n = 0;
@@ -320,7 +561,8 @@ Test(tls, malloc_move_moves_exactly_the_words, .timeout = 10)
     for (int i = 0; i < 2; i++)
         cr_assert_eq(*(uintptr_t *)((char *)self + off[i]), 0);
 
-    static unsigned char sa[BELOW], sb[BELOW];
+    static unsigned char sa[BELOW_MAX], sb[BELOW_MAX];
+    long BELOW = below();
     memcpy(sa, (char *)a - BELOW, BELOW);
     memcpy(sb, (char *)b - BELOW, BELOW);
     tls_malloc_move(a, a); /* same TCB: no-op */

@@ -6,7 +6,8 @@
  *   Gosched and goyield between two Gs on P = 1
  *   park/ready ping-pong between two Gs on P = 1
  *   the switch floors: callee-saved registers + SP, and the same with the
- *   FS-base write (wrfsbase or arch_prctl, whichever tls_fs_method says)
+ *   FS-base write (wrfsbase, ldt or arch_prctl, whichever tls_fs_method says;
+ *   GOSHIM_FS forces one, and scripts/bench_fs.sh runs every method)
  *
  * sched_init runs once per process, so the work is split over processes:
  * this one measures native threads and never starts the scheduler; two
@@ -418,7 +419,8 @@ struct child {
     struct hello hello;
 };
 
-static bool start_worker(struct child *ch, int nprocs)
+/* start_worker forks a worker with nprocs Ps; fs, if not NULL, is its GOSHIM_FS. */
+static bool start_worker(struct child *ch, int nprocs, const char *fs)
 {
     int cmd[2], res[2];
     if (pipe(cmd) != 0 || pipe(res) != 0)
@@ -430,6 +432,11 @@ static bool start_worker(struct child *ch, int nprocs)
     if (pid == 0) {
         close(cmd[1]);
         close(res[0]);
+        if (fs) {
+            setenv("GOSHIM_FS", fs, 1);
+            if (strcmp(fs, "arch_prctl") != 0)
+                n_fs = scale(200000); /* no system call: many more switches in the same time */
+        }
         _exit(worker(nprocs, cmd[0], res[1]));
     }
     close(cmd[0]);
@@ -449,6 +456,8 @@ static double ask(struct child *ch, char cmd)
 }
 
 /* ---- statistics and output ------------------------------------------------ */
+
+#define NFS 3 /* FS methods: wrfsbase, ldt, arch_prctl */
 
 enum fig {
     F_NATIVE,
@@ -493,14 +502,7 @@ static void summarise(struct figure *f, int runs)
 
 static const char *fs_method_name(int m)
 {
-    switch (m) {
-    case TLS_FS_WRFSBASE:
-        return "wrfsbase";
-    case TLS_FS_ARCH_PRCTL:
-        return "arch_prctl";
-    default:
-        return "none (errno TLS mode)";
-    }
+    return m == TLS_FS_NONE ? "none (errno TLS mode)" : tls_fs_method_name(m);
 }
 
 static void ratio_row(const char *what, double r, const char *target, bool met, bool known)
@@ -531,9 +533,41 @@ int main(void)
 
     /* Workers first, while this process has one thread. */
     struct child wn, w1;
-    if (!start_worker(&wn, ncpu) || !start_worker(&w1, 1)) {
+    if (!start_worker(&wn, ncpu, NULL) || !start_worker(&w1, 1, NULL)) {
         fprintf(stderr, "bench_sched: a worker failed to start\n");
         return 1;
+    }
+
+    /*
+     * One more P=1 worker per FS method (issue 15), forced with GOSHIM_FS:
+     * wrfsbase only where the kernel allows it. Each gives Gosched and the
+     * registers+FS floor.
+     */
+    static const char *const fs_names[NFS] = {"wrfsbase", "ldt", "arch_prctl"};
+    static const int fs_ids[NFS] = {TLS_FS_WRFSBASE, TLS_FS_LDT, TLS_FS_ARCH_PRCTL};
+    struct child wm[NFS];
+    struct figure mg[NFS], mf[NFS];
+    bool mok[NFS];
+    static char mnames[2 * NFS][40], mwhats[2 * NFS][56];
+    for (int k = 0; k < NFS; k++) {
+        mok[k] = start_worker(&wm[k], 1, fs_names[k]) && wm[k].hello.tls_mode == TLS_MODE_FULL &&
+                 wm[k].hello.fs_method == fs_ids[k];
+        snprintf(mnames[2 * k], sizeof mnames[0], "gosched_p1_%s", fs_names[k]);
+        snprintf(mwhats[2 * k], sizeof mwhats[0], "Gosched, P=1, GOSHIM_FS=%s", fs_names[k]);
+        snprintf(mnames[2 * k + 1], sizeof mnames[0], "switch_fs_floor_%s", fs_names[k]);
+        snprintf(mwhats[2 * k + 1], sizeof mwhats[0], "floor: registers+SP+FS, %s", fs_names[k]);
+        memset(&mg[k], 0, sizeof mg[k]);
+        memset(&mf[k], 0, sizeof mf[k]);
+        mg[k].name = mnames[2 * k];
+        mg[k].what = mwhats[2 * k];
+        mg[k].ops = 2 * n_sched;
+        mf[k].name = mnames[2 * k + 1];
+        mf[k].what = mwhats[2 * k + 1];
+        mf[k].ops = 2 * (k == NFS - 1 ? n_fs : scale(200000));
+        mg[k].v = calloc((size_t)runs, sizeof(double));
+        mf[k].v = calloc((size_t)runs, sizeof(double));
+        if (!mg[k].v || !mf[k].v)
+            return 1;
     }
 
     struct figure fig[F_COUNT] = {
@@ -569,12 +603,21 @@ int main(void)
         fig[F_PINGPONG].v[r] = ask(&w1, CMD_PINGPONG);
         fig[F_BARE].v[r] = ask(&w1, CMD_BARE);
         fig[F_BARE_FS].v[r] = fs_floor ? ask(&w1, CMD_BARE_FS) : 0;
+        for (int k = 0; k < NFS; k++)
+            if (mok[k]) {
+                mg[k].v[r] = ask(&wm[k], CMD_GOSCHED);
+                mf[k].v[r] = ask(&wm[k], CMD_BARE_FS);
+            }
     }
 
     char q = CMD_QUIT;
     int status = 0;
-    struct child *ws[2] = {&wn, &w1};
-    for (int i = 0; i < 2; i++) {
+    struct child *ws[2 + NFS] = {&wn, &w1};
+    int nw = 2;
+    for (int k = 0; k < NFS; k++)
+        if (wm[k].pid > 0)
+            ws[nw++] = &wm[k];
+    for (int i = 0; i < nw; i++) {
         int st;
         write_all(ws[i]->to, &q, 1);
         close(ws[i]->to);
@@ -631,5 +674,35 @@ int main(void)
     ratio_row("park/ready / (registers+FS floor) (info)", rp, "-", true,
               fs_known && fig[F_PINGPONG].ok);
     printf("(targets from issue 2, informational; Go's Gosched is ~8x its floor)\n");
+
+    /* Issue 15: every FS method in the same run. */
+    printf("\n| %-44s | %10s |\n", "per FS method (median)", "ns/op");
+    printf("|%s|%s|\n", "----------------------------------------------", "-----------:");
+    for (int k = 0; k < NFS; k++) {
+        if (!mok[k]) {
+            printf("| %-44s | %10s |\n", mwhats[2 * k],
+                   k == 0 ? "n/a (the kernel has no FSGSBASE)" : "n/a");
+            continue;
+        }
+        summarise(&mg[k], runs);
+        summarise(&mf[k], runs);
+        printf("| %-44s | %10.1f |\n", mg[k].what, mg[k].ok ? mg[k].med : -1);
+        printf("| %-44s | %10.1f |\n", mf[k].what, mf[k].ok ? mf[k].med : -1);
+    }
+    for (int k = 0; k < NFS; k++)
+        if (mok[k])
+            for (int i = 0; i < 2; i++) {
+                struct figure *f = i ? &mf[k] : &mg[k];
+                if (f->ok)
+                    printf("bench_%s: %ld ops, %.1f ns/op (min %.1f, max %.1f)\n", f->name, f->ops,
+                           f->med, f->min, f->max);
+                else
+                    status = 1;
+            }
+    bool lk = mok[0] && mok[1] && mg[0].ok && mg[1].ok && mg[0].med > 0;
+    double rl = lk ? mg[1].med / mg[0].med : 0;
+    printf("\n");
+    ratio_row("Gosched ldt / wrfsbase (same run)", rl, "<= 1.5x", rl <= 1.5, lk);
+    printf("(target from issue 15, informational)\n");
     return status;
 }
