@@ -9,6 +9,7 @@
 #define GOSHIM_TESTS_PROG_CHECK_H
 
 #include <errno.h>
+#include <stdint.h>
 #include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,18 @@ static inline int wait_sem(sem_t *s)
     while ((r = sem_wait(s)) == -1 && errno == EINTR)
         ;
     return r;
+}
+
+/* Arithmetic the compiler cannot drop, n xorshift steps from x (about 1 ns a
+ * step here): a unit of a worker's work. */
+static inline uint64_t xorshift_work(uint64_t x, int n)
+{
+    for (int i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    return x;
 }
 
 #endif

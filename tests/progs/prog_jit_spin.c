@@ -44,22 +44,12 @@ static void *jit_thread(void *arg)
     return NULL;
 }
 
-static __attribute__((noinline)) uint64_t unit_of_work(uint64_t x)
-{
-    for (int i = 0; i < 100000; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-    }
-    return x;
-}
-
 static void *worker(void *arg)
 {
     (void)arg;
     uint64_t x = 2463534242ULL;
     for (long i = 0; i < units; i++) {
-        x = unit_of_work(x);
+        x = xorshift_work(x, 100000);
         EXPECT(pthread_mutex_lock(&lock), 0);
         done_units++;
         EXPECT(pthread_mutex_unlock(&lock), 0);

@@ -44,24 +44,13 @@ static void *spinner(void *arg)
     return NULL;
 }
 
-/* About 20 us of arithmetic the compiler cannot drop. */
-static __attribute__((noinline)) uint64_t unit_of_work(uint64_t x)
-{
-    for (int i = 0; i < 40000; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-    }
-    return x;
-}
-
 static void *worker(void *arg)
 {
     (void)arg;
     uint64_t x = 88172645463325252ULL;
     pthread_barrier_wait(&start);
     for (long i = 0; i < units; i++) {
-        x = unit_of_work(x);
+        x = xorshift_work(x, 40000);
         EXPECT(pthread_mutex_lock(&lock), 0);
         done_units++;
         EXPECT(pthread_mutex_unlock(&lock), 0);
