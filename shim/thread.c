@@ -92,6 +92,9 @@ static int32_t nthreads =
 /* Key destructors, recorded by the pthread_key_create interposer. */
 #define NKEYS 1024
 static void (*key_dtor[NKEYS])(void *);
+/* One past the highest key ever given a destructor: an exit looks at no
+ * key above it, so a program without destructors pays nothing per exit. */
+static uint32_t key_dtor_top;
 
 static struct sthread *self_thread(void)
 {
@@ -192,7 +195,8 @@ static void run_key_destructors(void)
 {
     for (int round = 0; round < PTHREAD_DESTRUCTOR_ITERATIONS; round++) {
         bool again = false;
-        for (pthread_key_t k = 0; k < NKEYS; k++) {
+        pthread_key_t top = __atomic_load_n(&key_dtor_top, __ATOMIC_ACQUIRE);
+        for (pthread_key_t k = 0; k < top; k++) {
             void (*dtor)(void *) = __atomic_load_n(&key_dtor[k], __ATOMIC_ACQUIRE);
             if (!dtor)
                 continue;
@@ -637,8 +641,15 @@ GOSHIM_EXPORT int pthread_cancel(pthread_t t)
 GOSHIM_EXPORT int pthread_key_create(pthread_key_t *key, void (*dtor)(void *))
 {
     int err = REAL(pthread_key_create)(key, dtor);
-    if (err == 0 && *key < NKEYS)
+    if (err == 0 && *key < NKEYS && dtor) {
         __atomic_store_n(&key_dtor[*key], dtor, __ATOMIC_RELEASE);
+        uint32_t top = __atomic_load_n(&key_dtor_top, __ATOMIC_RELAXED);
+        while (top < *key + 1 && !__atomic_compare_exchange_n(&key_dtor_top, &top, *key + 1, 0,
+                                                               __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+            ;
+    } else if (err == 0 && *key < NKEYS) {
+        __atomic_store_n(&key_dtor[*key], NULL, __ATOMIC_RELEASE);
+    }
     return err;
 }
 
