@@ -75,6 +75,9 @@ struct spawn_attr {
  * any other thread: to the global queue. Returns NULL with *err set
  * (EAGAIN: no memory for a stack or TCB). */
 struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err);
+/* Hand over the TCB of a joined thread (installed nowhere): cached on the
+ * caller's P for the next spawn there, or destroyed. Full TLS mode. */
+void sched_tcb_free(void *tcb);
 
 /* The current G, or NULL when not called from a G. */
 struct g *sched_self(void);

@@ -167,7 +167,7 @@ for kind in cond sleep; do
             hi=$(awk -v a="${hi:-$us}" -v b="$us" 'BEGIN { print (b > a ? b : a) }')
         fi
     done
-    [ -n "$lo" ] && line+="; goshim max/min $(ratio "$hi" "$lo")x (target <= 1.5x)"
+    [ -n "$lo" ] && line+=" goshim max/min $(ratio "$hi" "$lo")x (target <= 1.5x)"
     echo "$line"
 done
 

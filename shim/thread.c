@@ -217,7 +217,7 @@ static void free_thread(struct sthread *st)
     if (st->is_main)
         return; /* glibc's own TCB, a static record */
     if (st->tcb && sched.tls_full)
-        tls_tcb_destroy(st->tcb);
+        sched_tcb_free(st->tcb); /* to this P's cache for the next pthread_create */
     for (int i = 0; i < 32; i++)
         free(st->keyblk[i]);
     st->magic = 0;
@@ -645,7 +645,7 @@ GOSHIM_EXPORT int pthread_key_create(pthread_key_t *key, void (*dtor)(void *))
         __atomic_store_n(&key_dtor[*key], dtor, __ATOMIC_RELEASE);
         uint32_t top = __atomic_load_n(&key_dtor_top, __ATOMIC_RELAXED);
         while (top < *key + 1 && !__atomic_compare_exchange_n(&key_dtor_top, &top, *key + 1, 0,
-                                                               __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+                                                              __ATOMIC_RELEASE, __ATOMIC_RELAXED))
             ;
     } else if (err == 0 && *key < NKEYS) {
         __atomic_store_n(&key_dtor[*key], NULL, __ATOMIC_RELEASE);

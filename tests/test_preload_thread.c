@@ -90,8 +90,8 @@ Test(preload_thread, million_threads_program_checks_itself_natively, .timeout = 
     /* The program's own accounting, natively, at a size the kernel allows. */
     static char out[4096];
     char path[4096];
-    char *const argv[] = {(char *)test_prog_path("prog_million_threads", path, sizeof path),
-                          "200", NULL};
+    char *const argv[] = {(char *)test_prog_path("prog_million_threads", path, sizeof path), "200",
+                          NULL};
     int sn = run_native("prog_million_threads", argv, NULL, out, sizeof out);
     cr_assert(WIFEXITED(sn) && WEXITSTATUS(sn) == 0, "natively: status %d\n%s", sn, out);
     cr_assert_str_eq(out, "released and joined 200 threads, every one accounted for\n");

@@ -21,8 +21,8 @@ static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t started_cv = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t go_cv = PTHREAD_COND_INITIALIZER;
 static long started, finished, target = -1; /* m */
-static int go;                               /* m */
-static unsigned char *ran;                   /* ran[i]: thread i got past its wait */
+static int go;                              /* m */
+static unsigned char *ran;                  /* ran[i]: thread i got past its wait */
 
 static void *waiter(void *arg)
 {
