@@ -80,7 +80,8 @@ void stack_user(void *base, size_t size, struct gstack *out);
  * stack_free returns a stack no G runs on any more. Stacks of the default
  * size and guard, and arena stacks, go to pc (bounded by STACK_PCACHE_MAX; a
  * full cache spills half to the global cache, bounded by STACK_GCACHE_MAX);
- * others are unmapped. STACK_USER memory is never written nor unmapped.
+ * other span slots go to their class's list (memory released below the top
+ * page); others are unmapped. STACK_USER memory is never written nor unmapped.
  * *st is cleared.
  */
 void stack_free(struct stackcache *pc, struct gstack *st);
