@@ -75,9 +75,8 @@ struct sthread {
     char name[16];
     /* Per-thread kernel settings a G cannot have (its tid is not the
      * kernel's): accepted, kept and reported back, not enforced. */
-    void **keyblk[32]; /* errno mode: pthread key values, 32 blocks of 32, lazily */
-    bool has_affinity;
-    cpu_set_t affinity;
+    void ***keyblk;      /* errno mode: key values, 32 blocks of 32; both levels lazily */
+    cpu_set_t *affinity; /* lock; NULL until pthread_setaffinity_np (then freed with the record) */
     int policy;
     struct sched_param param;
 };
@@ -140,6 +139,8 @@ static pthread_t glibc_id(pthread_t t, struct sthread *st)
  */
 static void **key_slot(struct sthread *st, pthread_key_t k, bool create)
 {
+    if (!st->keyblk && (!create || !(st->keyblk = calloc(32, sizeof *st->keyblk))))
+        return NULL;
     void **blk = st->keyblk[k / 32];
     if (!blk) {
         if (!create || !(blk = calloc(32, sizeof *blk)))
@@ -218,8 +219,11 @@ static void free_thread(struct sthread *st)
         return; /* glibc's own TCB, a static record */
     if (st->tcb && sched.tls_full)
         sched_tcb_free(st->tcb); /* to this P's cache for the next pthread_create */
-    for (int i = 0; i < 32; i++)
-        free(st->keyblk[i]);
+    if (st->keyblk)
+        for (int i = 0; i < 32; i++)
+            free(st->keyblk[i]);
+    free(st->keyblk);
+    free(st->affinity);
     st->magic = 0;
     free(st);
 }
@@ -901,8 +905,10 @@ GOSHIM_EXPORT int pthread_getaffinity_np(pthread_t t, size_t size, cpu_set_t *se
     if (!st || st->is_main)
         return REAL(pthread_getaffinity_np)(glibc_id(t, st), size, set);
     runtime_lock(&st->lock);
-    bool have = st->has_affinity;
-    cpu_set_t mine = st->affinity;
+    bool have = st->affinity != NULL;
+    cpu_set_t mine;
+    if (have)
+        mine = *st->affinity;
     runtime_unlock(&st->lock);
     if (!have)
         return sched_getaffinity(0, size, set) == 0 ? 0 : errno;
@@ -929,10 +935,20 @@ GOSHIM_EXPORT int pthread_setaffinity_np(pthread_t t, size_t size, const cpu_set
     CPU_AND(&allowed, &allowed, &want);
     if (CPU_COUNT(&allowed) == 0)
         return EINVAL; /* as the kernel: no usable CPU in the mask */
+    cpu_set_t *fresh = malloc(sizeof *fresh);
     runtime_lock(&st->lock);
-    st->affinity = want;
-    st->has_affinity = true;
+    if (!st->affinity) {
+        st->affinity = fresh;
+        fresh = NULL;
+    }
+    if (st->affinity)
+        *st->affinity = want;
     runtime_unlock(&st->lock);
+    if (fresh || !st->affinity) {
+        free(fresh);
+        if (!st->affinity)
+            return ENOMEM;
+    }
     return 0;
 }
 
