@@ -422,13 +422,15 @@ Test(gfutex, requeue_moves_waiters_to_another_word, .timeout = 30)
 /* Waiter number i of fifo_addr[i]: records the order it returned in. */
 enum { FIFO_ADDRS = 6, FIFO_PER = 5, FIFO_N = FIFO_ADDRS * FIFO_PER };
 static uint32_t *fifo_addr[FIFO_N];
-static long fifo_order[FIFO_N], fifo_seq;
+static long fifo_order[FIFO_N], fifo_seq, fifo_done;
 
 static void fifo_waiter(void *arg)
 {
     long i = (long)arg;
     results[i] = gfutex_wait(fifo_addr[i], 0, -1);
-    fifo_order[i] = __atomic_add_fetch(&fifo_seq, 1, __ATOMIC_SEQ_CST);
+    long o = __atomic_add_fetch(&fifo_seq, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&fifo_order[i], o, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&fifo_done, 1, __ATOMIC_SEQ_CST); /* results and fifo_order are set */
     sched_wg_done(&wg);
 }
 
@@ -454,10 +456,10 @@ static int fifo_of(uint32_t *addr, long *out)
 static void wake_in_order(uint32_t *addr, const long *idx, int n)
 {
     for (int k = 0; k < n; k++) {
-        long seq = load(&fifo_seq);
+        long seq = load(&fifo_done);
         cr_assert_eq(gfutex_wake(addr, 1), 1);
-        wait_until_eq(&fifo_seq, seq + 1);
-        cr_assert_eq(fifo_order[idx[k]], seq + 1,
+        wait_until_eq(&fifo_done, seq + 1);
+        cr_assert_eq(load(&fifo_order[idx[k]]), seq + 1,
                      "wake %d of %p readied another waiter than waiter %ld, the oldest", k,
                      (void *)addr, idx[k]);
         cr_assert_eq(results[idx[k]], 0);
@@ -495,10 +497,10 @@ Test(gfutex, many_addresses_per_bucket_wake_the_right_waiter_in_fifo_order, .tim
                                   : 0,
                          "address %d after 2 wakes of address %d", o, a);
         cr_assert_eq(gfutex_wake(same[a], INT_MAX), FIFO_PER - 2);
-        wait_until_eq(&fifo_seq, (long)(FIFO_ADDRS - a) * FIFO_PER);
+        wait_until_eq(&fifo_done, (long)(FIFO_ADDRS - a) * FIFO_PER);
     }
     sched_wg_wait(&wg);
-    cr_assert_eq(load(&fifo_seq), FIFO_N);
+    cr_assert_eq(load(&fifo_done), FIFO_N);
 }
 
 Test(gfutex, requeue_across_buckets_keeps_fifo_behind_the_waiters_there, .timeout = 60)
@@ -515,8 +517,8 @@ Test(gfutex, requeue_across_buckets_keeps_fifo_behind_the_waiters_there, .timeou
         fifo_start(i);
     }
     cr_assert_eq(gfutex_requeue(a, 0, 1, b, 3), 4, "wake 1 + move 3");
-    wait_until_eq(&fifo_seq, 1);
-    cr_assert_eq(fifo_order[0], 1, "a's oldest waiter is the one woken");
+    wait_until_eq(&fifo_done, 1);
+    cr_assert_eq(load(&fifo_order[0]), 1, "a's oldest waiter is the one woken");
     cr_assert_eq(gfutex_nwaiters(a), 1);
     cr_assert_eq(gfutex_nwaiters(b), 8);
     cr_assert_eq(gfutex_nwaiters(a2), 5, "the other word of a's bucket is left alone");
