@@ -706,7 +706,7 @@ GOSHIM_EXPORT int sched_yield(void)
 {
     if (!goshim_active())
         return REAL(sched_yield)();
-    sched_goyield();
+    sched_yield_explicit(); /* at once when nothing else waits */
     shim_deliver_signals(); /* sent while it waited for a P */
     shim_async_cancel();
     return 0;
