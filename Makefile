@@ -94,6 +94,8 @@ PROG_CXX  := $(wildcard tests/progs/*.cc)
 PROGS     := $(PROG_C:tests/progs/%.c=$(BUILD)/tests/progs/%)
 PROGS_CXX := $(PROG_CXX:tests/progs/%.cc=$(BUILD)/tests/progs/%)
 BENCHES   := $(BENCH_C:tests/bench/%.c=$(BUILD)/bench/%)
+GO        ?= $(shell command -v go 2>/dev/null)
+GOBENCH   := $(if $(GO),$(BUILD)/bench/gobench)
 
 LIBSCHED  := $(BUILD)/libsched.a
 LIBGOSHIM := $(BUILD)/libgoshim.so
@@ -125,8 +127,15 @@ endif
         format-check deps
 .DEFAULT_GOAL := all
 
-all: $(LIBSCHED) $(LIBGOSHIM) $(PROGS) $(PROGS_CXX) $(UNIT) $(BENCHES) $(TOOLS)
+all: $(LIBSCHED) $(LIBGOSHIM) $(PROGS) $(PROGS_CXX) $(UNIT) $(BENCHES) $(GOBENCH) $(TOOLS)
 	@:
+
+# The Go twins of the scale benchmarks (tests/bench/go/), when a Go toolchain is
+# installed (golang-go; scripts/setup.sh installs it). Its build cache stays in build/.
+$(GOBENCH): $(wildcard tests/bench/go/*.go)
+	$(call msg,GO,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)GOCACHE=$(abspath $(BUILD))/gocache GO111MODULE=off $(GO) build -o $@ $^
 
 $(BUILD)/sched/%.o: sched/%.c $(STAMP)
 	$(call msg,CC,$<)
@@ -252,6 +261,8 @@ bench:
 	$(Q)scripts/setup.sh
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/bench.sh $(filter $(BUILD)/bench/bench_%,$(BENCHES))
+	@echo
+	$(Q)scripts/bench_scale.sh
 	@echo
 	$(Q)scripts/bench_io.sh
 	$(Q)scripts/bench_preempt.sh

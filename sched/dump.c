@@ -330,6 +330,7 @@ static struct {
     uint64_t ticks;    /* schedtick sum when it was first seen asleep (0: not) */
     int64_t since;     /* ... and when */
     uint64_t reported; /* schedtick sum of the deadlock last reported */
+    uint64_t walked;   /* schedtick sum when the Gs were last walked */
 } dl;
 
 static uint64_t tick_sum(void)
@@ -340,13 +341,19 @@ static uint64_t tick_sum(void)
     return s;
 }
 
-/* Whether every G is parked with nothing in the runtime to wake it. */
+/* Whether nothing in the runtime can run or wake a G: every P idle, no queued G,
+ * no timer, no G in an I/O wait. O(P). */
+static bool runtime_idle(void)
+{
+    return __atomic_load_n(&sched.npidle, __ATOMIC_ACQUIRE) == sched.gomaxprocs &&
+           __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) == 0 && timers_next() < 0 &&
+           !netpoll_anywaiters();
+}
+
+/* Whether every G is parked with nothing in the runtime to wake it: a walk of
+ * every G, O(G) under allglock. */
 static bool all_asleep(void)
 {
-    if (__atomic_load_n(&sched.npidle, __ATOMIC_ACQUIRE) != sched.gomaxprocs ||
-        __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) != 0 || timers_next() >= 0 ||
-        netpoll_anywaiters())
-        return false;
     int waiting = 0;
     runtime_lock(&sched.allglock);
     for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
@@ -365,11 +372,18 @@ static bool all_asleep(void)
     return waiting > 0;
 }
 
+/*
+ * Cost: the O(P) tests run every sysmon round; the walk of every G (a few
+ * ms at a million threads, holding allglock, which pthread_create takes)
+ * runs only once the runtime has been idle with nothing scheduled for the
+ * settle time, and at most once per such quiet spell (schedtick sum). So a
+ * busy program, however many threads it has, never pays for it.
+ */
 void deadlock_check(void)
 {
     if (sched_deadlock_mode == DEADLOCK_OFF)
         return;
-    if (!all_asleep()) {
+    if (!runtime_idle()) {
         dl.ticks = 0;
         return;
     }
@@ -380,7 +394,10 @@ void deadlock_check(void)
         dl.since = now;
         return;
     }
-    if (dl.reported == t || now - dl.since < DEADLOCK_SETTLE_NS)
+    if (dl.reported == t || dl.walked == t || now - dl.since < DEADLOCK_SETTLE_NS)
+        return;
+    dl.walked = t;
+    if (!all_asleep() || tick_sum() != t)
         return;
     dl.reported = t;
     rt_print(2, "goshim: all threads are asleep - deadlock!\n");

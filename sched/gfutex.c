@@ -1,14 +1,33 @@
 /*
  * G-aware futex (contract in gfutex.h), after Go's sema.go semtable.
  *
- * A fixed table of GFUTEX_BUCKETS buckets, chosen by hashing the address;
- * each bucket is a runtime_lock, a FIFO doubly linked list of G waiters
- * and a count of thread waiters. A G waiter is a struct gfwaiter on the
- * waiting G's stack (it lives until gfutex_wait returns): wait locks the
- * bucket, checks *addr == val, enqueues, and gopark()s with the bucket
- * lock as unlockf, so the check and the enqueue are atomic with respect to
- * wake, which takes the same lock to dequeue. The waker readies the Gs
- * after dropping the lock.
+ * A table of buckets, chosen by hashing the address; each bucket is a
+ * runtime_lock and a chain of per-address wait queues, one per address
+ * that has G waiters. A queue is a FIFO ring of struct gfwaiter; the
+ * oldest waiter is its head and is the element linked in the bucket's
+ * chain (Go's semaRoot treap does the same with its sudogs), so the table
+ * needs no memory per address beyond the waiters' own. Wake, requeue and
+ * wait walk only the chain of distinct addresses of one bucket, never the
+ * other waiters of their address or of the addresses sharing the bucket:
+ * with one chain of waiters per bucket a 100k-thread run spent 55% of its
+ * time there, in exit's wake of a join word that shared the bucket of a
+ * mutex with 100k waiters.
+ *
+ * The table grows (doubling) when the number of queues exceeds twice the
+ * number of buckets, so a chain stays short however many addresses are
+ * waited on. Growing locks every bucket of the old table in index order
+ * (one grower at a time, grow.lock), moves every queue to the new table,
+ * updates each waiter's bucket, publishes the new table and unlocks. Anyone
+ * who locked a bucket looks at the table pointer again under that lock and
+ * starts over if it changed. Old tables are never unmapped (a late reader
+ * may still be looking at one); they add up to less than the live one.
+ * Table memory comes from mmap: fresh zero pages, never written with zeros.
+ *
+ * A G waiter is a struct gfwaiter on the waiting G's stack (it lives until
+ * gfutex_wait returns): wait locks the bucket, checks *addr == val,
+ * enqueues, and gopark()s with the bucket lock as unlockf, so the check and
+ * the enqueue are atomic with respect to wake, which takes the same lock to
+ * dequeue. The waker readies the Gs after dropping the lock.
  *
  * Timeouts: a struct timer inside the waiter, armed before the bucket is
  * locked (timer_add may start an M: not under a bucket lock). Its function
@@ -20,20 +39,21 @@
  * fires before the waiter is queued (ARMING) just marks it TIMEDOUT; wait
  * then returns ETIMEDOUT without parking.
  *
- * Requeue moves G waiters between buckets holding both locks (in address
- * order) and updates w->b; the timer function locks w->b and re-checks it,
- * so it always ends up holding the bucket the waiter is on.
+ * Requeue and growing move G waiters between buckets holding both locks and
+ * update w->b; whoever follows w->b (the timer function, an interrupter,
+ * the waiter itself) locks it and re-checks it, so it always ends up
+ * holding the bucket the waiter is on.
  *
- * Thread waiters (callers that are not Gs) are counted in the bucket under
- * its lock, after the same value check, and sleep in the kernel futex on
- * addr itself. wake handles G waiters first and issues FUTEX_WAKE for the
- * rest only if the bucket counts thread waiters: no system call when only
- * Gs wait. Requeue wakes thread waiters instead of moving them (the kernel
- * could move them, but then our per-bucket count would be wrong).
+ * Thread waiters (callers that are not Gs) are counted under the bucket
+ * lock, after the same value check, in a fixed array of counters indexed by
+ * the address's hash (so growing never moves them), and sleep in the kernel
+ * futex on addr itself. wake handles G waiters first and issues FUTEX_WAKE
+ * for the rest only if the counter is not zero: no system call when only
+ * Gs wait. Requeue wakes thread waiters instead of moving them.
  *
- * Lock order: a bucket lock, then timers.lock or sched.lock (through
- * goready/timer_add never: those run after the bucket is unlocked). Two
- * buckets are locked in address order.
+ * Lock order: grow.lock, then bucket locks (two in address order, or all
+ * in index order), then timers.lock or sched.lock (through goready and
+ * timer_add never: those run after the bucket is unlocked).
  *
  * The G paths use no TLS but the current-G lookup, and no errno (raw
  * syscalls return -errno).
@@ -41,6 +61,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 
 #include "gfutex.h"
@@ -50,11 +71,14 @@
 #include "throw.h"
 #include "timer.h"
 
-enum { GFUTEX_BUCKETS = 251 };
+enum {
+    GFUTEX_BUCKETS0 = 256, /* buckets of the first (static) table; a power of two */
+    GFUTEX_NTHREADS = 251, /* thread-waiter counters */
+};
 
 enum wstate {
     W_ARMING,      /* timer armed, not queued yet */
-    W_QUEUED,      /* on b's list */
+    W_QUEUED,      /* on its address's queue */
     W_WOKEN,       /* dequeued by wake/requeue (or the value check failed) */
     W_TIMEDOUT,    /* dequeued, or never queued, by the timer */
     W_INTERRUPTED, /* dequeued by gfutex_interrupt */
@@ -65,55 +89,183 @@ struct gfbucket;
 struct gfwaiter {
     uint32_t *addr;        /* b->lock */
     struct g *gp;          /* the waiting G */
-    struct gfbucket *b;    /* bucket it is on; changed under both locks (requeue) */
-    struct gfwaiter *next; /* b->lock */
+    struct gfbucket *b;    /* bucket it is on; changed under both locks (requeue, grow) */
+    struct gfwaiter *next; /* ring of its address's queue, oldest first; b->lock */
     struct gfwaiter *prev; /* b->lock */
-    int state;             /* enum wstate; b->lock */
-    struct timer t;        /* timeout, when timed */
+    /* Head of its queue only (the oldest waiter): its place in the bucket chain. */
+    struct gfwaiter *qnext, *qprev; /* b->lock */
+    uint32_t ishead;                /* b->lock */
+    int state;      /* enum wstate; b->lock, but ARMING -> QUEUED/WOKEN/TIMEDOUT by CAS */
+    struct timer t; /* timeout, when timed */
 };
 
 struct gfbucket {
     struct runtime_lock lock;
-    uint32_t nthreads; /* thread waiters: incremented under lock, decremented atomically */
-    struct gfwaiter *head, *tail; /* lock */
-} __attribute__((aligned(64)));
+    struct gfwaiter *queues; /* chain of queue heads; lock */
+};
 
-static struct gfbucket table[GFUTEX_BUCKETS];
+struct gftable {
+    uintptr_t mask; /* buckets - 1 */
+    struct gfbucket b[];
+};
 
-static struct gfbucket *bucketof(uint32_t *addr)
+static struct {
+    struct gftable t;
+    struct gfbucket b[GFUTEX_BUCKETS0];
+} table0 = {.t = {.mask = GFUTEX_BUCKETS0 - 1}};
+
+static struct gftable *table =
+    &table0.t;           /* the live table; atomic, changed under every bucket lock */
+static uint64_t nqueues; /* queues in the live table; atomic */
+static struct {
+    struct runtime_lock lock; /* one grower; wake_every_g holds it to keep the table still */
+} grow;
+static uint32_t nthreads[GFUTEX_NTHREADS]; /* thread waiters per hash; incremented under the
+                                            * bucket lock, decremented atomically */
+
+static uintptr_t hashof(uint32_t *addr)
 {
-    return &table[((uintptr_t)addr >> 2) % GFUTEX_BUCKETS];
+    uintptr_t h = (uintptr_t)addr >> 2;
+    h ^= h >> 17;
+    h *= 0x9e3779b97f4a7c15ULL; /* Fibonacci hashing spreads nearby words */
+    return h ^ (h >> 29);
 }
 
-static void enqueue(struct gfbucket *b, struct gfwaiter *w)
+static uint32_t *nthreads_of(uint32_t *addr)
+{
+    return &nthreads[((uintptr_t)addr >> 2) % GFUTEX_NTHREADS];
+}
+
+/* Lock and return addr's bucket in the live table. */
+static struct gfbucket *lockbucket(uint32_t *addr)
+{
+    for (;;) {
+        struct gftable *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+        struct gfbucket *b = &t->b[hashof(addr) & t->mask];
+        runtime_lock(&b->lock);
+        if (__atomic_load_n(&table, __ATOMIC_ACQUIRE) == t)
+            return b;
+        runtime_unlock(&b->lock); /* grown meanwhile */
+    }
+}
+
+/* Lock the bucket *bp names, following moves (requeue, grow); returns it. */
+static struct gfbucket *lockfollow(struct gfbucket *const *bp)
+{
+    for (;;) {
+        struct gfbucket *b = __atomic_load_n(bp, __ATOMIC_ACQUIRE);
+        if (!b)
+            return NULL;
+        runtime_lock(&b->lock);
+        if (__atomic_load_n(bp, __ATOMIC_ACQUIRE) == b)
+            return b;
+        runtime_unlock(&b->lock);
+    }
+}
+
+/* The queue of addr in b, or NULL. b->lock held. O(queues in b). */
+static struct gfwaiter *findqueue(struct gfbucket *b, uint32_t *addr)
+{
+    for (struct gfwaiter *q = b->queues; q; q = q->qnext)
+        if (q->addr == addr)
+            return q;
+    return NULL;
+}
+
+static void chain_link(struct gfbucket *b, struct gfwaiter *q)
+{
+    q->ishead = 1;
+    q->qprev = NULL;
+    q->qnext = b->queues;
+    if (b->queues)
+        b->queues->qprev = q;
+    b->queues = q;
+}
+
+static void chain_unlink(struct gfbucket *b, struct gfwaiter *q)
+{
+    if (q->qprev)
+        q->qprev->qnext = q->qnext;
+    else
+        b->queues = q->qnext;
+    if (q->qnext)
+        q->qnext->qprev = q->qprev;
+    q->qnext = q->qprev = NULL;
+    q->ishead = 0;
+}
+
+/* Append w (w->addr, w->b set) to its address's queue in b, making one if
+ * needed; q is that queue if the caller knows it (else NULL: looked up).
+ * Returns the queue. b->lock held. */
+static struct gfwaiter *enqueue(struct gfbucket *b, struct gfwaiter *w, struct gfwaiter *q)
 {
     w->gp->gfqueued = 1;
-    w->next = NULL;
-    w->prev = b->tail;
-    if (b->tail)
-        b->tail->next = w;
-    else
-        b->head = w;
-    b->tail = w;
+    if (!q)
+        q = findqueue(b, w->addr);
+    if (!q) {
+        w->next = w->prev = w;
+        chain_link(b, w);
+        __atomic_fetch_add(&nqueues, 1, __ATOMIC_RELAXED);
+        return w;
+    }
+    struct gfwaiter *tail = q->prev;
+    w->ishead = 0;
+    w->next = q;
+    w->prev = tail;
+    tail->next = w;
+    q->prev = w;
+    return q;
 }
 
+/* Take w off its queue in b (the next waiter heads the queue if w did). b->lock held. */
 static void dequeue(struct gfbucket *b, struct gfwaiter *w)
 {
     w->gp->gfqueued = 0;
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        b->head = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    else
-        b->tail = w->prev;
+    if (w->ishead) {
+        struct gfwaiter *nh = w->next;
+        if (nh == w) {
+            chain_unlink(b, w);
+            __atomic_fetch_sub(&nqueues, 1, __ATOMIC_RELAXED);
+        } else {
+            /* nh takes w's place in the chain. */
+            nh->ishead = 1;
+            nh->qnext = w->qnext;
+            nh->qprev = w->qprev;
+            if (nh->qprev)
+                nh->qprev->qnext = nh;
+            else
+                b->queues = nh;
+            if (nh->qnext)
+                nh->qnext->qprev = nh;
+            w->qnext = w->qprev = NULL;
+            w->ishead = 0;
+        }
+    }
+    w->prev->next = w->next;
+    w->next->prev = w->prev;
     w->next = w->prev = NULL;
 }
 
+/* Pop up to n waiters of queue q (b->lock held) onto *tail's chain
+ * (linked through next), marking them W_WOKEN. Returns how many. */
+static int popn(struct gfbucket *b, struct gfwaiter *q, int n, struct gfwaiter ***tail)
+{
+    int k = 0;
+    while (q && k < n) {
+        struct gfwaiter *w = q;
+        q = w->next == w ? NULL : w->next;
+        dequeue(b, w);
+        w->state = W_WOKEN;
+        **tail = w;
+        *tail = &w->next;
+        k++;
+    }
+    return k;
+}
+
 /* Ready a chain of woken waiters (linked through next, already off every
- * list). Read everything before goready: then the G may run and its frame,
- * which holds w, may be gone. */
+ * queue; the last next is NULL). Read everything before goready: then the
+ * G may run and its frame, which holds w, may be gone. */
 static void ready_chain(struct gfwaiter *w)
 {
     while (w) {
@@ -124,25 +276,91 @@ static void ready_chain(struct gfwaiter *w)
     }
 }
 
-/* Timer function: time out the waiter if it is still waiting. */
+/* Map a zeroed table of n buckets (n a power of two), or NULL. */
+static struct gftable *table_map(uintptr_t n)
+{
+    size_t len = sizeof(struct gftable) + n * sizeof(struct gfbucket);
+    long r = rt_syscall6(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r < 0 && r > -4096)
+        return NULL;
+    struct gftable *t = (struct gftable *)r;
+    t->mask = n - 1;
+    return t;
+}
+
+/*
+ * Double the table if it holds more than two queues per bucket. Called with
+ * no bucket lock held; amortised O(1) per queue made. A failed mapping
+ * leaves the table as it is (longer chains, still correct).
+ */
+static void maybe_grow(void)
+{
+    struct gftable *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&nqueues, __ATOMIC_RELAXED) <= 2 * (t->mask + 1))
+        return;
+    struct m *mp = acquirem(); /* no preemption while holding the locks */
+    runtime_lock(&grow.lock);
+    t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    struct gftable *nt = NULL;
+    if (__atomic_load_n(&nqueues, __ATOMIC_RELAXED) > 2 * (t->mask + 1))
+        nt = table_map(2 * (t->mask + 1));
+    if (!nt) {
+        runtime_unlock(&grow.lock);
+        releasem(mp);
+        return;
+    }
+    for (uintptr_t i = 0; i <= t->mask; i++)
+        runtime_lock(&t->b[i].lock);
+    for (uintptr_t i = 0; i <= t->mask; i++) {
+        struct gfwaiter *q = t->b[i].queues, *qn;
+        for (; q; q = qn) {
+            qn = q->qnext;
+            struct gfbucket *nb = &nt->b[hashof(q->addr) & nt->mask];
+            chain_link(nb, q);
+            struct gfwaiter *w = q;
+            do {
+                __atomic_store_n(&w->b, nb, __ATOMIC_RELEASE);
+                __atomic_store_n(&w->gp->gfbucket, nb, __ATOMIC_RELEASE);
+                w = w->next;
+            } while (w != q);
+        }
+        t->b[i].queues = NULL;
+    }
+    __atomic_store_n(&table, nt, __ATOMIC_RELEASE);
+    for (uintptr_t i = 0; i <= t->mask; i++)
+        runtime_unlock(&t->b[i].lock);
+    runtime_unlock(&grow.lock);
+    releasem(mp);
+}
+
+/*
+ * Timer function: time out the waiter if it is still waiting. A waiter not
+ * queued yet (ARMING) is marked TIMEDOUT by a CAS that races with the
+ * waiter's own ARMING -> QUEUED/WOKEN; a queued one is dequeued under the
+ * lock of the bucket it is on, which the waiter set before it queued.
+ */
 static void gfutex_timeout(void *arg)
 {
     struct gfwaiter *w = arg;
+    struct g *gp = NULL;
     struct gfbucket *b;
     for (;;) {
-        b = __atomic_load_n(&w->b, __ATOMIC_ACQUIRE);
-        runtime_lock(&b->lock);
-        if (__atomic_load_n(&w->b, __ATOMIC_RELAXED) == b)
+        b = lockfollow(&w->b);
+        int st = W_ARMING;
+        if (__atomic_compare_exchange_n(&w->state, &st, W_TIMEDOUT, 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST))
             break;
-        runtime_unlock(&b->lock); /* requeued meanwhile: follow it */
-    }
-    struct g *gp = NULL;
-    if (w->state == W_QUEUED) {
+        if (st != W_QUEUED)
+            break; /* woken, timed out or interrupted already */
+        if (__atomic_load_n(&w->b, __ATOMIC_SEQ_CST) != b) {
+            runtime_unlock(&b->lock); /* queued elsewhere just now: follow */
+            continue;
+        }
         dequeue(b, w);
         w->state = W_TIMEDOUT;
         gp = w->gp;
-    } else if (w->state == W_ARMING) {
-        w->state = W_TIMEDOUT;
+        break;
     }
     runtime_unlock(&b->lock);
     if (gp)
@@ -165,8 +383,8 @@ static long futex_wait_abs(uint32_t *addr, uint32_t val, int64_t deadline)
 /* A waiter that is not a G: the kernel futex on addr. */
 static int thread_wait(uint32_t *addr, uint32_t val, int64_t deadline)
 {
-    struct gfbucket *b = bucketof(addr);
-    runtime_lock(&b->lock);
+    struct gfbucket *b = lockbucket(addr);
+    uint32_t *nt = nthreads_of(addr);
     if (__atomic_load_n(addr, __ATOMIC_SEQ_CST) != val) {
         runtime_unlock(&b->lock);
         return EAGAIN;
@@ -175,10 +393,10 @@ static int thread_wait(uint32_t *addr, uint32_t val, int64_t deadline)
         runtime_unlock(&b->lock);
         return ETIMEDOUT;
     }
-    __atomic_fetch_add(&b->nthreads, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(nt, 1, __ATOMIC_SEQ_CST);
     runtime_unlock(&b->lock);
     long r = futex_wait_abs(addr, val, deadline);
-    __atomic_fetch_sub(&b->nthreads, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_sub(nt, 1, __ATOMIC_SEQ_CST);
     if (r == -ETIMEDOUT)
         return ETIMEDOUT;
     if (r == -EAGAIN)
@@ -198,8 +416,10 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
     if (gp == NULL || getm()->p == NULL)
         return thread_wait(addr, val, deadline_ns);
 
-    struct gfbucket *b = bucketof(addr);
-    struct gfwaiter w = {.addr = addr, .gp = gp, .b = b, .state = W_ARMING};
+    maybe_grow();
+    struct gftable *t0 = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    struct gfwaiter w = {
+        .addr = addr, .gp = gp, .b = &t0->b[hashof(addr) & t0->mask], .state = W_ARMING};
     bool timed = deadline_ns >= 0;
     if (timed && deadline_ns <= nanotime())
         return __atomic_load_n(addr, __ATOMIC_SEQ_CST) != val ? EAGAIN : ETIMEDOUT;
@@ -208,14 +428,20 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
         w.t = (struct timer){.when = deadline_ns, .f = gfutex_timeout, .arg = &w};
         timer_add(&w.t);
     }
+    struct gfbucket *b = lockbucket(addr);
+    __atomic_store_n(&w.b, b, __ATOMIC_SEQ_CST); /* before leaving ARMING: see gfutex_timeout */
     /* Publish the bucket before reading interrupt: gfutex_interrupt stores
      * interrupt, then reads the bucket; one of the two sees the other. */
     __atomic_store_n(&gp->gfbucket, b, __ATOMIC_SEQ_CST);
-    runtime_lock(&b->lock);
     bool intr = __atomic_exchange_n(&gp->interrupt, 0, __ATOMIC_SEQ_CST);
-    if (w.state == W_TIMEDOUT || intr || __atomic_load_n(addr, __ATOMIC_SEQ_CST) != val) {
-        int r = w.state == W_TIMEDOUT ? ETIMEDOUT : intr ? EINTR : EAGAIN;
-        w.state = W_WOKEN; /* the timer function, if it runs now, leaves w alone */
+    int r = 0;
+    if (intr || __atomic_load_n(addr, __ATOMIC_SEQ_CST) != val)
+        r = intr ? EINTR : EAGAIN;
+    int st = W_ARMING;
+    if (!__atomic_compare_exchange_n(&w.state, &st, r ? W_WOKEN : W_QUEUED, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST))
+        r = ETIMEDOUT; /* the timer came first */
+    if (r) {
         __atomic_store_n(&gp->gfbucket, NULL, __ATOMIC_RELEASE);
         runtime_unlock(&b->lock);
         if (timed)
@@ -223,14 +449,12 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
         releasem(mp);
         return r;
     }
-    w.state = W_QUEUED;
     gp->gfwaiter = &w;
-    enqueue(b, &w);
+    enqueue(b, &w, NULL);
     gopark(park_unlock, &b->lock, waitReasonFutex);
     /* Readied by exactly one of wake, requeue, the timer or an interrupt. */
     mp = acquirem();
-    struct gfbucket *wb = __atomic_load_n(&w.b, __ATOMIC_ACQUIRE);
-    runtime_lock(&wb->lock); /* an interrupter may be looking at gp's fields */
+    struct gfbucket *wb = lockfollow(&w.b); /* an interrupter may be looking at gp's fields */
     gp->gfwaiter = NULL;
     __atomic_store_n(&gp->gfbucket, NULL, __ATOMIC_RELEASE);
     runtime_unlock(&wb->lock);
@@ -244,25 +468,15 @@ int gfutex_wake(uint32_t *addr, int n)
 {
     if (n <= 0)
         return 0;
-    struct gfbucket *b = bucketof(addr);
     struct gfwaiter *chain = NULL, **tail = &chain;
-    int woken = 0;
     struct m *mp = acquirem();
-    runtime_lock(&b->lock);
-    for (struct gfwaiter *w = b->head, *next; w && woken < n; w = next) {
-        next = w->next;
-        if (w->addr != addr)
-            continue;
-        dequeue(b, w);
-        w->state = W_WOKEN;
-        *tail = w;
-        tail = &w->next;
-        woken++;
-    }
-    uint32_t nthreads = __atomic_load_n(&b->nthreads, __ATOMIC_SEQ_CST);
+    struct gfbucket *b = lockbucket(addr);
+    int woken = popn(b, findqueue(b, addr), n, &tail);
+    *tail = NULL;
+    uint32_t nt = __atomic_load_n(nthreads_of(addr), __ATOMIC_SEQ_CST);
     runtime_unlock(&b->lock);
     ready_chain(chain);
-    if (woken < n && nthreads > 0) {
+    if (woken < n && nt > 0) {
         long r = futexwakeup(addr, n - woken);
         if (r > 0)
             woken += (int)r;
@@ -285,11 +499,22 @@ static int requeue(uint32_t *addr, uint32_t val, int nwake, uint32_t *addr2, int
 {
     if (nwake < 0 || nrequeue < 0 || addr == addr2)
         return -EINVAL;
-    struct gfbucket *b1 = bucketof(addr), *b2 = bucketof(addr2);
-    struct gfbucket *first = b1 < b2 ? b1 : b2, *second = b1 < b2 ? b2 : b1;
-    runtime_lock(&first->lock);
-    if (second != first)
-        runtime_lock(&second->lock);
+    struct gfbucket *b1, *b2, *first, *second;
+    for (;;) {
+        struct gftable *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+        b1 = &t->b[hashof(addr) & t->mask];
+        b2 = &t->b[hashof(addr2) & t->mask];
+        first = b1 < b2 ? b1 : b2;
+        second = b1 < b2 ? b2 : b1;
+        runtime_lock(&first->lock);
+        if (second != first)
+            runtime_lock(&second->lock);
+        if (__atomic_load_n(&table, __ATOMIC_ACQUIRE) == t)
+            break;
+        if (second != first)
+            runtime_unlock(&second->lock);
+        runtime_unlock(&first->lock); /* grown meanwhile */
+    }
     if (__atomic_load_n(addr, __ATOMIC_SEQ_CST) != val) {
         if (second != first)
             runtime_unlock(&second->lock);
@@ -297,34 +522,27 @@ static int requeue(uint32_t *addr, uint32_t val, int nwake, uint32_t *addr2, int
         return -EAGAIN;
     }
     struct gfwaiter *chain = NULL, **tail = &chain;
-    int woken = 0, moved = 0;
-    /* Waiters moved within one bucket go to its tail with addr2 != addr:
-     * the walk skips them. */
-    for (struct gfwaiter *w = b1->head, *next; w && (woken < nwake || moved < nrequeue); w = next) {
-        next = w->next;
-        if (w->addr != addr)
-            continue;
+    struct gfwaiter *q = findqueue(b1, addr);
+    int woken = popn(b1, q, nwake, &tail);
+    *tail = NULL;
+    int moved = 0;
+    struct gfwaiter *q2 = NULL;
+    for (q = findqueue(b1, addr); q && moved < nrequeue; moved++) {
+        struct gfwaiter *w = q;
+        q = w->next == w ? NULL : w->next;
         dequeue(b1, w);
-        if (woken < nwake) {
-            w->state = W_WOKEN;
-            *tail = w;
-            tail = &w->next;
-            woken++;
-        } else {
-            w->addr = addr2;
-            __atomic_store_n(&w->b, b2, __ATOMIC_RELEASE);
-            __atomic_store_n(&w->gp->gfbucket, b2, __ATOMIC_RELEASE);
-            enqueue(b2, w);
-            moved++;
-        }
+        w->addr = addr2;
+        __atomic_store_n(&w->b, b2, __ATOMIC_RELEASE);
+        __atomic_store_n(&w->gp->gfbucket, b2, __ATOMIC_RELEASE);
+        q2 = enqueue(b2, w, q2);
     }
-    uint32_t nthreads = __atomic_load_n(&b1->nthreads, __ATOMIC_SEQ_CST);
+    uint32_t nt = __atomic_load_n(nthreads_of(addr), __ATOMIC_SEQ_CST);
     if (second != first)
         runtime_unlock(&second->lock);
     runtime_unlock(&first->lock);
     ready_chain(chain);
     long rest = (long)(nwake - woken) + (long)(nrequeue - moved);
-    if (nthreads > 0 && rest > 0) {
+    if (nt > 0 && rest > 0) {
         long r = futexwakeup(addr, rest > INT_MAX ? INT_MAX : (int)rest);
         if (r > 0)
             moved += (int)r;
@@ -361,13 +579,15 @@ int gfutex_deadline(clockid_t clock, const struct timespec *abstime, int64_t *ou
 
 int gfutex_nwaiters(uint32_t *addr)
 {
-    struct gfbucket *b = bucketof(addr);
     int n = 0;
-    runtime_lock(&b->lock);
-    for (struct gfwaiter *w = b->head; w; w = w->next)
-        if (w->addr == addr)
+    struct gfbucket *b = lockbucket(addr);
+    struct gfwaiter *q = findqueue(b, addr), *w = q;
+    if (q)
+        do {
             n++;
-    n += (int)__atomic_load_n(&b->nthreads, __ATOMIC_SEQ_CST);
+            w = w->next;
+        } while (w != q);
+    n += (int)__atomic_load_n(nthreads_of(addr), __ATOMIC_SEQ_CST);
     runtime_unlock(&b->lock);
     return n;
 }
@@ -390,20 +610,19 @@ static uint32_t defer_seq; /* futex word of the waker thread */
 
 static void wake_every_g(void)
 {
-    for (int i = 0; i < GFUTEX_BUCKETS; i++) {
-        struct gfbucket *b = &table[i];
+    runtime_lock(&grow.lock); /* the table stays as it is */
+    struct gftable *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    for (uintptr_t i = 0; i <= t->mask; i++) {
+        struct gfbucket *b = &t->b[i];
         struct gfwaiter *chain = NULL, **tail = &chain;
         runtime_lock(&b->lock);
-        for (struct gfwaiter *w = b->head, *next; w; w = next) {
-            next = w->next;
-            dequeue(b, w);
-            w->state = W_WOKEN;
-            *tail = w;
-            tail = &w->next;
-        }
+        while (b->queues)
+            popn(b, b->queues, INT_MAX, &tail);
+        *tail = NULL;
         runtime_unlock(&b->lock);
         ready_chain(chain);
     }
+    runtime_unlock(&grow.lock);
 }
 
 static void *waker(void *arg)
@@ -458,15 +677,8 @@ void gfutex_interrupt(struct g *gp)
 {
     __atomic_store_n(&gp->interrupt, 1, __ATOMIC_SEQ_CST);
     struct m *mp = acquirem();
-    for (;;) {
-        struct gfbucket *b = __atomic_load_n(&gp->gfbucket, __ATOMIC_SEQ_CST);
-        if (!b)
-            break;
-        runtime_lock(&b->lock);
-        if (__atomic_load_n(&gp->gfbucket, __ATOMIC_ACQUIRE) != b) {
-            runtime_unlock(&b->lock); /* requeued meanwhile: look again */
-            continue;
-        }
+    struct gfbucket *b = lockfollow((struct gfbucket *const *)&gp->gfbucket);
+    if (b) {
         struct gfwaiter *w = gp->gfqueued ? gp->gfwaiter : NULL;
         if (w && w->b == b) {
             dequeue(b, w);
@@ -477,7 +689,6 @@ void gfutex_interrupt(struct g *gp)
         } else {
             runtime_unlock(&b->lock);
         }
-        break;
     }
     releasem(mp);
 }
@@ -485,11 +696,26 @@ void gfutex_interrupt(struct g *gp)
 /* Fork child: the waiters were other threads' (gone); the waker thread too. */
 void gfutex_fork_child(void)
 {
-    memset(table, 0, sizeof table);
+    memset(&table0.b, 0, sizeof table0.b);
+    table = &table0.t; /* the parent's grown tables stay mapped, unused */
+    nqueues = 0;
+    grow.lock.key = 0;
+    memset(nthreads, 0, sizeof nthreads);
     memset(defer_slot, 0, sizeof defer_slot);
     defer_full = 0;
     defer_seq = 0;
     if (gfutex_init() != 0)
         rt_print(2, "goshim: forked child: cannot start the waker thread: sem_post in signal "
                     "handlers may deadlock\n");
+}
+
+/* Test hooks (tests/test_gfutex.c): the live table's size, and addr's bucket in it. */
+unsigned long gfutex_test_buckets(void)
+{
+    return (unsigned long)__atomic_load_n(&table, __ATOMIC_ACQUIRE)->mask + 1;
+}
+
+unsigned long gfutex_test_bucket(uint32_t *addr)
+{
+    return (unsigned long)(hashof(addr) & __atomic_load_n(&table, __ATOMIC_ACQUIRE)->mask);
 }

@@ -47,6 +47,10 @@ int gfutex_deadline(clockid_t clock, const struct timespec *abstime, int64_t *ou
 /* Diagnostics (tests): G waiters queued on addr, plus the thread waiters
  * counted on addr's bucket (which may wait on other addresses). */
 int gfutex_nwaiters(uint32_t *addr);
+/* Test hooks: buckets in the live table (it doubles when waited-on addresses
+ * exceed twice that), and the bucket addr hashes to in it. */
+unsigned long gfutex_test_buckets(void);
+unsigned long gfutex_test_bucket(uint32_t *addr);
 
 /*
  * gfutex_wake for async-signal contexts (sem_post): wakes directly when

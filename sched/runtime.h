@@ -50,6 +50,7 @@ enum {
     SCHED_FAIR_TICK = 61, /* every 61st schedule checks the global queue first */
     STEAL_TRIES = 4,      /* steal rounds; runnext only in the last */
     GFREE_LOCAL_MAX = 64, /* per-P free G cache; half goes global above this */
+    TCB_PCACHE_MAX = 32,  /* per-P cache of joined threads' TCBs (sched_tcb_free) */
     MAX_PROCS = 1024,
 };
 
@@ -185,7 +186,9 @@ struct p {
 
     struct g *gfree; /* dead Gs with stacks; owner */
     int32_t gfreecnt;
-    struct stackcache stackcache; /* owner */
+    struct stackcache stackcache;   /* owner */
+    void *tcbcache[TCB_PCACHE_MAX]; /* TCBs of joined threads, for new Gs; owner */
+    uint32_t ntcbcache;             /* owner */
 
     /* counters: owner writes, relaxed */
     uint64_t nschedule; /* Gs switched in */

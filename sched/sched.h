@@ -77,6 +77,9 @@ struct spawn_attr {
  * any other thread: to the global queue. Returns NULL with *err set
  * (EAGAIN: no memory for a stack or TCB). */
 struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err);
+/* Hand over the TCB of a joined thread (installed nowhere): cached on the
+ * caller's P for the next spawn there, or destroyed. Full TLS mode. */
+void sched_tcb_free(void *tcb);
 
 /* The current G, or NULL when not called from a G. */
 struct g *sched_self(void);
@@ -107,6 +110,8 @@ void m_record_altstack(struct m *mp); /* the M's own, once it has it (stack_thre
 void sched_gosched(void);
 /* goyield: like Gosched, but to the tail of the local run queue. */
 void sched_goyield(void);
+/* sched_yield(2) for the program: returns at once when no G waits anywhere, else sched_goyield. */
+void sched_yield_explicit(void);
 
 /* Park the current G. unlockf(gp, lock) runs once the G is switched out
  * and its TCB is no longer installed anywhere; if it returns false the G
@@ -274,6 +279,8 @@ void sched_steal_order_init(uint32_t n);
 void runqput(struct p *pp, struct g *gp, bool next);
 struct g *runqget(struct p *pp, bool *inherit);
 bool runqempty(struct p *pp);
+/* Whether any G waits in the global queue or in any P's local queue. */
+bool any_runq_nonempty(void);
 uint32_t runqlen(struct p *pp);
 struct g *runqsteal(struct p *pp, struct p *victim, bool stealRunNextG);
 void globrunqput(struct g *gp);

@@ -143,7 +143,7 @@ struct g *findrunnable_local(struct p *pp, bool *inherit)
     return NULL;
 }
 
-static bool any_runq_nonempty(void)
+bool any_runq_nonempty(void)
 {
     if (__atomic_load_n(&sched.runqsize, __ATOMIC_SEQ_CST) > 0)
         return true;

@@ -16,6 +16,7 @@ enum {
     STACK_MMAP = 1,  /* own mapping, guard per gstack.guard */
     STACK_ARENA = 2, /* default-size slot of a guard-less arena (near vm.max_map_count) */
     STACK_USER = 3,  /* pthread_attr_setstack memory: never freed or written by us */
+    STACK_SPAN = 4,  /* slot of a shared span mapping of its size class, guard marker below */
 };
 
 struct gstack {
@@ -26,7 +27,8 @@ struct gstack {
     size_t maplen;
     unsigned kind; /* STACK_MMAP, STACK_ARENA, STACK_USER */
     unsigned vgid; /* valgrind stack id (0 when not under valgrind) */
-    unsigned vmas; /* VMAs this stack is charged for (0 for ARENA and USER) */
+    unsigned vmas; /* VMAs this stack is charged for (0 for ARENA, SPAN and USER) */
+    unsigned cls;  /* STACK_SPAN: index of its size class */
 };
 
 struct stacknode;
@@ -40,8 +42,11 @@ struct stackcache {
     unsigned n;
 };
 
-#define STACK_PCACHE_MAX 32   /* per-P cache bound; a full cache spills half */
-#define STACK_GCACHE_MAX 1024 /* global cache bound; beyond it stacks are unmapped */
+#define STACK_PCACHE_MAX 32 /* per-P cache bound; a full cache spills half */
+#define STACK_GCACHE_MAX                                                                           \
+    1024                      /* global cache bound; beyond it stacks are unmapped (or, for
+                                 span slots, kept on their class's list without memory) */
+#define STACK_SPAN_CLASSES 16 /* distinct (size, guard) pairs served from spans */
 
 /*
  * stack_init sets the default stack size (0: glibc's rule, RLIMIT_STACK soft
@@ -59,7 +64,9 @@ size_t stack_default_guard(void); /* the page size, as glibc */
  * rounded up to pages) and guard bytes below it (rounded up to pages).
  * Requests of exactly the default size and guard come from pc (may be NULL),
  * then the global cache, then a new mapping; a cached stack's contents are
- * unspecified. Others always get a fresh mapping. Near vm.max_map_count, a
+ * unspecified. With MADV_GUARD_INSTALL every size is a STACK_SPAN slot, freed
+ * slots of any size are reused, and no stack costs a mapping of its own;
+ * without it, other sizes get a fresh mapping. Near vm.max_map_count, a
  * default-size request may return a guard-less STACK_ARENA stack (out->guard
  * is then 0). Returns 0, or -ENOMEM when no memory could be mapped (glibc's
  * pthread_create reports that as EAGAIN) or size+guard overflows.
@@ -73,7 +80,8 @@ void stack_user(void *base, size_t size, struct gstack *out);
  * stack_free returns a stack no G runs on any more. Stacks of the default
  * size and guard, and arena stacks, go to pc (bounded by STACK_PCACHE_MAX; a
  * full cache spills half to the global cache, bounded by STACK_GCACHE_MAX);
- * others are unmapped. STACK_USER memory is never written nor unmapped.
+ * other span slots go to their class's list (memory released below the top
+ * page); others are unmapped. STACK_USER memory is never written nor unmapped.
  * *st is cleared.
  */
 void stack_free(struct stackcache *pc, struct gstack *st);

@@ -48,7 +48,7 @@ modes=(native "${methods[@]}")
 
 # name | program and arguments | key of the figure | goshim environment | native prefix
 cases=(
-    "yield|pbench_yield $(sc 100000)|ns_per_op|GOSHIM_PROCS=1|taskset -c 0"
+    "yield|pbench_yield_pair $(sc 100000)|ns_per_op|GOSHIM_PROCS=1|taskset -c 0"
     "cond_pingpong|pbench_cond_pingpong $(sc 20000)|ns_per_op||"
     "pipe_pingpong|pbench_pipe_pingpong $(sc 20000)|ns_per_roundtrip||"
     "create_join|pbench_create_join seq $(sc 2000)|ns_per_op||"

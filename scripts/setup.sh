@@ -5,7 +5,7 @@
 # To add a dependency, add its Debian package name to PACKAGES.
 set -euo pipefail
 
-PACKAGES="build-essential libcriterion-dev libunwind-dev pkg-config clang-format valgrind strace gnuplot-nox file gdb"
+PACKAGES="build-essential libcriterion-dev libunwind-dev pkg-config clang-format valgrind strace gnuplot-nox file gdb golang-go"
 
 missing=()
 for pkg in $PACKAGES; do

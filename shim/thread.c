@@ -75,9 +75,8 @@ struct sthread {
     char name[16];
     /* Per-thread kernel settings a G cannot have (its tid is not the
      * kernel's): accepted, kept and reported back, not enforced. */
-    void **keyblk[32]; /* errno mode: pthread key values, 32 blocks of 32, lazily */
-    bool has_affinity;
-    cpu_set_t affinity;
+    void ***keyblk;      /* errno mode: key values, 32 blocks of 32; both levels lazily */
+    cpu_set_t *affinity; /* lock; NULL until pthread_setaffinity_np (then freed with the record) */
     int policy;
     struct sched_param param;
 };
@@ -92,6 +91,9 @@ static int32_t nthreads =
 /* Key destructors, recorded by the pthread_key_create interposer. */
 #define NKEYS 1024
 static void (*key_dtor[NKEYS])(void *);
+/* One past the highest key ever given a destructor: an exit looks at no
+ * key above it, so a program without destructors pays nothing per exit. */
+static uint32_t key_dtor_top;
 
 static struct sthread *self_thread(void)
 {
@@ -137,6 +139,8 @@ static pthread_t glibc_id(pthread_t t, struct sthread *st)
  */
 static void **key_slot(struct sthread *st, pthread_key_t k, bool create)
 {
+    if (!st->keyblk && (!create || !(st->keyblk = calloc(32, sizeof *st->keyblk))))
+        return NULL;
     void **blk = st->keyblk[k / 32];
     if (!blk) {
         if (!create || !(blk = calloc(32, sizeof *blk)))
@@ -192,7 +196,8 @@ static void run_key_destructors(void)
 {
     for (int round = 0; round < PTHREAD_DESTRUCTOR_ITERATIONS; round++) {
         bool again = false;
-        for (pthread_key_t k = 0; k < NKEYS; k++) {
+        pthread_key_t top = __atomic_load_n(&key_dtor_top, __ATOMIC_ACQUIRE);
+        for (pthread_key_t k = 0; k < top; k++) {
             void (*dtor)(void *) = __atomic_load_n(&key_dtor[k], __ATOMIC_ACQUIRE);
             if (!dtor)
                 continue;
@@ -213,9 +218,12 @@ static void free_thread(struct sthread *st)
     if (st->is_main)
         return; /* glibc's own TCB, a static record */
     if (st->tcb && sched.tls_full)
-        tls_tcb_destroy(st->tcb);
-    for (int i = 0; i < 32; i++)
-        free(st->keyblk[i]);
+        sched_tcb_free(st->tcb); /* to this P's cache for the next pthread_create */
+    if (st->keyblk)
+        for (int i = 0; i < 32; i++)
+            free(st->keyblk[i]);
+    free(st->keyblk);
+    free(st->affinity);
     st->magic = 0;
     free(st);
 }
@@ -637,8 +645,15 @@ GOSHIM_EXPORT int pthread_cancel(pthread_t t)
 GOSHIM_EXPORT int pthread_key_create(pthread_key_t *key, void (*dtor)(void *))
 {
     int err = REAL(pthread_key_create)(key, dtor);
-    if (err == 0 && *key < NKEYS)
+    if (err == 0 && *key < NKEYS && dtor) {
         __atomic_store_n(&key_dtor[*key], dtor, __ATOMIC_RELEASE);
+        uint32_t top = __atomic_load_n(&key_dtor_top, __ATOMIC_RELAXED);
+        while (top < *key + 1 && !__atomic_compare_exchange_n(&key_dtor_top, &top, *key + 1, 0,
+                                                              __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+            ;
+    } else if (err == 0 && *key < NKEYS) {
+        __atomic_store_n(&key_dtor[*key], NULL, __ATOMIC_RELEASE);
+    }
     return err;
 }
 
@@ -691,7 +706,7 @@ GOSHIM_EXPORT int sched_yield(void)
 {
     if (!goshim_active())
         return REAL(sched_yield)();
-    sched_goyield();
+    sched_yield_explicit(); /* at once when nothing else waits */
     shim_deliver_signals(); /* sent while it waited for a P */
     shim_async_cancel();
     return 0;
@@ -900,8 +915,10 @@ GOSHIM_EXPORT int pthread_getaffinity_np(pthread_t t, size_t size, cpu_set_t *se
     if (!st || st->is_main)
         return REAL(pthread_getaffinity_np)(glibc_id(t, st), size, set);
     runtime_lock(&st->lock);
-    bool have = st->has_affinity;
-    cpu_set_t mine = st->affinity;
+    bool have = st->affinity != NULL;
+    cpu_set_t mine;
+    if (have)
+        mine = *st->affinity;
     runtime_unlock(&st->lock);
     if (!have)
         return sched_getaffinity(0, size, set) == 0 ? 0 : errno;
@@ -928,10 +945,20 @@ GOSHIM_EXPORT int pthread_setaffinity_np(pthread_t t, size_t size, const cpu_set
     CPU_AND(&allowed, &allowed, &want);
     if (CPU_COUNT(&allowed) == 0)
         return EINVAL; /* as the kernel: no usable CPU in the mask */
+    cpu_set_t *fresh = malloc(sizeof *fresh);
     runtime_lock(&st->lock);
-    st->affinity = want;
-    st->has_affinity = true;
+    if (!st->affinity) {
+        st->affinity = fresh;
+        fresh = NULL;
+    }
+    if (st->affinity)
+        *st->affinity = want;
     runtime_unlock(&st->lock);
+    if (fresh || !st->affinity) {
+        free(fresh);
+        if (!st->affinity)
+            return ENOMEM;
+    }
     return 0;
 }
 

@@ -390,11 +390,187 @@ static void requeue_moves(uint32_t *a, uint32_t *b)
     cr_assert_eq(load(&rq_bad), 0, "a requeued waiter did not return 0");
 }
 
+/* Two words of pool[0..n) that hash to the same bucket (*same) and two that
+ * do not; found through the table, not assumed. */
+static void pick_words(uint32_t *pool, int n, uint32_t **same, uint32_t **other)
+{
+    same[0] = other[0] = &pool[0];
+    same[1] = other[1] = NULL;
+    for (int i = 1; i < n && (!same[1] || !other[1]); i++) {
+        bool eq = gfutex_test_bucket(&pool[i]) == gfutex_test_bucket(&pool[0]);
+        if (eq && !same[1])
+            same[1] = &pool[i];
+        if (!eq && !other[1])
+            other[1] = &pool[i];
+    }
+    cr_assert(same[1] && other[1], "no two words share a bucket among %d", n);
+}
+
+static uint32_t pool[1 << 14];
+
 Test(gfutex, requeue_moves_waiters_to_another_word, .timeout = 30)
 {
     start(2);
-    requeue_moves(&words[0], &words[1]);       /* different buckets */
-    requeue_moves(&words[2], &words[2 + 251]); /* the same bucket */
+    uint32_t *same[2], *other[2];
+    pick_words(pool, 1 << 14, same, other);
+    requeue_moves(other[0], other[1]); /* different buckets */
+    requeue_moves(same[0], same[1]);   /* the same bucket */
+}
+
+/* ---- many addresses per bucket ---------------------------------------------- */
+
+/* Waiter number i of fifo_addr[i]: records the order it returned in. */
+enum { FIFO_ADDRS = 6, FIFO_PER = 5, FIFO_N = FIFO_ADDRS * FIFO_PER };
+static uint32_t *fifo_addr[FIFO_N];
+static long fifo_order[FIFO_N], fifo_seq, fifo_done;
+
+static void fifo_waiter(void *arg)
+{
+    long i = (long)arg;
+    results[i] = gfutex_wait(fifo_addr[i], 0, -1);
+    long o = __atomic_add_fetch(&fifo_seq, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&fifo_order[i], o, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&fifo_done, 1, __ATOMIC_SEQ_CST); /* results and fifo_order are set */
+    sched_wg_done(&wg);
+}
+
+/* Start waiter i and wait until it is queued: the queue order is then known. */
+static void fifo_start(long i)
+{
+    int before = gfutex_nwaiters(fifo_addr[i]);
+    go(fifo_waiter, (void *)i);
+    wait_until_waiters(fifo_addr[i], before + 1);
+}
+
+/* The waiter numbers on addr, in queue order (the order they were started). */
+static int fifo_of(uint32_t *addr, long *out)
+{
+    int n = 0;
+    for (long i = 0; i < FIFO_N; i++)
+        if (fifo_addr[i] == addr)
+            out[n++] = i;
+    return n;
+}
+
+/* Wake addr one waiter at a time; each must be the oldest one left on addr. */
+static void wake_in_order(uint32_t *addr, const long *idx, int n)
+{
+    for (int k = 0; k < n; k++) {
+        long seq = load(&fifo_done);
+        cr_assert_eq(gfutex_wake(addr, 1), 1);
+        wait_until_eq(&fifo_done, seq + 1);
+        cr_assert_eq(load(&fifo_order[idx[k]]), seq + 1,
+                     "wake %d of %p readied another waiter than waiter %ld, the oldest", k,
+                     (void *)addr, idx[k]);
+        cr_assert_eq(results[idx[k]], 0);
+    }
+}
+
+Test(gfutex, many_addresses_per_bucket_wake_the_right_waiter_in_fifo_order, .timeout = 60)
+{
+    start(2);
+    sched_wg_init(&wg);
+    /* FIFO_ADDRS words of one bucket, waited on interleaved. */
+    uint32_t *same[FIFO_ADDRS];
+    int n = 0;
+    unsigned long b0 = gfutex_test_bucket(&pool[0]);
+    for (int i = 0; i < (1 << 14) && n < FIFO_ADDRS; i++)
+        if (gfutex_test_bucket(&pool[i]) == b0)
+            same[n++] = &pool[i];
+    cr_assert_eq(n, FIFO_ADDRS, "only %d words of one bucket", n);
+    for (long i = 0; i < FIFO_N; i++) {
+        fifo_addr[i] = same[i % FIFO_ADDRS];
+        fifo_start(i);
+    }
+    for (int a = 0; a < FIFO_ADDRS; a++)
+        cr_assert_eq(gfutex_nwaiters(same[a]), FIFO_PER);
+    /* Wake the addresses in another order than they were queued in. */
+    long idx[FIFO_N];
+    for (int a = FIFO_ADDRS - 1; a >= 0; a--) {
+        int k = fifo_of(same[a], idx);
+        cr_assert_eq(k, FIFO_PER);
+        wake_in_order(same[a], idx, 2);
+        for (int o = 0; o < FIFO_ADDRS; o++)
+            cr_assert_eq(gfutex_nwaiters(same[o]),
+                         o < a    ? FIFO_PER
+                         : o == a ? FIFO_PER - 2
+                                  : 0,
+                         "address %d after 2 wakes of address %d", o, a);
+        cr_assert_eq(gfutex_wake(same[a], INT_MAX), FIFO_PER - 2);
+        wait_until_eq(&fifo_done, (long)(FIFO_ADDRS - a) * FIFO_PER);
+    }
+    sched_wg_wait(&wg);
+    cr_assert_eq(load(&fifo_done), FIFO_N);
+}
+
+Test(gfutex, requeue_across_buckets_keeps_fifo_behind_the_waiters_there, .timeout = 60)
+{
+    start(2);
+    sched_wg_init(&wg);
+    uint32_t *same[2], *other[2];
+    pick_words(pool, 1 << 14, same, other);
+    uint32_t *a = other[0], *b = other[1]; /* different buckets */
+    uint32_t *a2 = same[1];                /* shares a's bucket */
+    /* 0..4 wait on a, 5..9 on b, 10..14 on a2 (a's bucket, untouched). */
+    for (long i = 0; i < 15; i++) {
+        fifo_addr[i] = i < 5 ? a : i < 10 ? b : a2;
+        fifo_start(i);
+    }
+    cr_assert_eq(gfutex_requeue(a, 0, 1, b, 3), 4, "wake 1 + move 3");
+    wait_until_eq(&fifo_done, 1);
+    cr_assert_eq(load(&fifo_order[0]), 1, "a's oldest waiter is the one woken");
+    cr_assert_eq(gfutex_nwaiters(a), 1);
+    cr_assert_eq(gfutex_nwaiters(b), 8);
+    cr_assert_eq(gfutex_nwaiters(a2), 5, "the other word of a's bucket is left alone");
+    for (long i = 1; i < 4; i++)
+        fifo_addr[i] = b;
+    /* b: its own 5..9 first, then the moved 1, 2, 3, in their order. */
+    long order[] = {5, 6, 7, 8, 9, 1, 2, 3};
+    wake_in_order(b, order, 8);
+    long rest[] = {4};
+    wake_in_order(a, rest, 1);
+    long order2[] = {10, 11, 12, 13, 14};
+    wake_in_order(a2, order2, 5);
+    sched_wg_wait(&wg);
+}
+
+/* ---- the table grows ------------------------------------------------------------ */
+
+enum { GROW_N = 2000 };
+static uint32_t grow_words[GROW_N];
+static long grow_ret[GROW_N], grow_woken;
+static int64_t grow_deadline;
+
+static void grow_waiter(void *arg)
+{
+    long i = (long)arg;
+    grow_ret[i] = gfutex_wait(&grow_words[i], 0, i % 4 == 3 ? grow_deadline : -1);
+    __atomic_fetch_add(&grow_woken, 1, __ATOMIC_SEQ_CST);
+    sched_wg_done(&wg);
+}
+
+Test(gfutex, table_grows_with_addresses_and_keeps_every_waiter, .timeout = 60)
+{
+    start(2);
+    sched_wg_init(&wg);
+    unsigned long b0 = gfutex_test_buckets();
+    grow_deadline = nanotime() + 1500 * MS; /* the timed ones wait across the growing */
+    for (long i = 0; i < GROW_N; i++)
+        go(grow_waiter, (void *)i);
+    for (long i = 0; i < GROW_N; i++)
+        if (i % 4 != 3)
+            wait_until_waiters(&grow_words[i], 1);
+    unsigned long b1 = gfutex_test_buckets();
+    cr_assert_geq(b1 * 2, GROW_N, "%d addresses, %lu buckets (was %lu)", GROW_N, b1, b0);
+    /* Each wake finds exactly its own word's waiter; every 4th times out. */
+    for (long i = 0; i < GROW_N; i++)
+        if (i % 4 != 3)
+            cr_assert_eq(gfutex_wake(&grow_words[i], INT_MAX), 1, "word %ld", i);
+    sched_wg_wait(&wg);
+    for (long i = 0; i < GROW_N; i++)
+        cr_assert_eq(grow_ret[i], i % 4 == 3 ? ETIMEDOUT : 0, "waiter %ld: %ld", i, grow_ret[i]);
+    for (long i = 0; i < GROW_N; i++)
+        cr_assert_eq(gfutex_nwaiters(&grow_words[i]), 0);
 }
 
 static void rq_timed(void *arg)

@@ -64,6 +64,39 @@ Test(preload_thread, hundred_thousand_threads_blocked_at_once, .timeout = 300)
     cr_log_info("goshim ran %ld blocked threads; natively at most pid_max = %ld", want, pid_max);
 }
 
+/* Issue 14: a million threads blocked at once (GOSHIM_TEST_SCALE shrinks it
+ * for the sanitizer runs only), each accounted for by the program itself;
+ * the stats line says no thread was left over or made twice. */
+Test(preload_thread, million_threads_blocked_at_once_every_one_accounted_for, .timeout = 600)
+{
+    static char out[1 << 14];
+    char n[32];
+    long want = test_scale(1000000);
+    snprintf(n, sizeof n, "%ld", want);
+    char path[4096];
+    char *const argv[] = {(char *)test_prog_path("prog_million_threads", path, sizeof path), n,
+                          NULL};
+    int sp = run_preloaded("prog_million_threads", argv, "GOSHIM_STATS=1", out, sizeof out);
+    cr_assert(WIFEXITED(sp) && WEXITSTATUS(sp) == 0, "under goshim: status %d\n%s", sp, out);
+    char line[96];
+    snprintf(line, sizeof line, "released and joined %ld threads, every one accounted for\n", want);
+    cr_assert(strstr(out, line), "under goshim: %s", out);
+    long gs = strip_stats(out);
+    cr_assert_eq(gs, want + 1, "Gs created: %ld, want the %ld threads and main", gs, want);
+}
+
+Test(preload_thread, million_threads_program_checks_itself_natively, .timeout = 60)
+{
+    /* The program's own accounting, natively, at a size the kernel allows. */
+    static char out[4096];
+    char path[4096];
+    char *const argv[] = {(char *)test_prog_path("prog_million_threads", path, sizeof path), "200",
+                          NULL};
+    int sn = run_native("prog_million_threads", argv, NULL, out, sizeof out);
+    cr_assert(WIFEXITED(sn) && WEXITSTATUS(sn) == 0, "natively: status %d\n%s", sn, out);
+    cr_assert_str_eq(out, "released and joined 200 threads, every one accounted for\n");
+}
+
 Test(preload_thread, exit_while_threads_run_or_wait, .timeout = 60)
 {
     static char nat[4096], pre[4096];

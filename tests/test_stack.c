@@ -163,8 +163,9 @@ static void check_usable_and_guard(int mprotect_mode)
     cr_assert_eq((size_t)(fault_st.hi - fault_st.lo), 256 * 1024);
     cr_assert_eq(fault_st.guard, page());
     cr_assert_eq(fault_st.map + page(), fault_st.lo);
-    cr_assert_eq(fault_st.kind, STACK_MMAP);
-    cr_assert_eq(fault_st.vmas, mprotect_mode || !stack_test_guard_install() ? 2u : 1u);
+    int span = !mprotect_mode && stack_test_guard_install();
+    cr_assert_eq(fault_st.kind, span ? STACK_SPAN : STACK_MMAP);
+    cr_assert_eq(fault_st.vmas, span ? 0u : 2u);
     memset(fault_st.lo, 0xab, (size_t)(fault_st.hi - fault_st.lo));
     cr_assert_eq(fault_st.lo[0], (char)0xab);
     cr_assert_eq(fault_st.hi[-1], (char)0xab);
@@ -231,6 +232,7 @@ Test(stack, cache_reuse_per_p, .timeout = 10)
     cr_assert_eq(stack_init(128 * 1024), 0);
     cr_assert_eq(stack_alloc(&pc, 0, page(), &a), 0);
     char *lo = a.lo;
+    unsigned kind = a.kind;
     lo[100] = 0x5a;
     stack_get_stats(&s0);
     stack_free(&pc, &a);
@@ -240,7 +242,7 @@ Test(stack, cache_reuse_per_p, .timeout = 10)
     stack_get_stats(&s1);
     cr_assert_eq(b.lo, lo);
     cr_assert_eq(b.guard, page());
-    cr_assert_eq(b.kind, STACK_MMAP);
+    cr_assert_eq(b.kind, kind);
     cr_assert_eq(pc.n, 0);
     cr_assert_eq(s1.cache_hits, s0.cache_hits + 1);
     cr_assert_eq(s1.mmaps, s0.mmaps);
@@ -295,19 +297,46 @@ Test(stack, pcache_spills_half_and_refills, .timeout = 10)
     cr_assert_eq(s2.mmaps, s1.mmaps, "drained stacks are reused from the global cache");
 }
 
-Test(stack, global_cache_is_bounded, .timeout = 10)
+static void global_cache_bound(int mprotect_mode)
 {
     enum { N = STACK_GCACHE_MAX + 76 };
     static struct gstack st[N];
-    struct stack_stats s;
+    struct stack_stats s, s2;
     cr_assert_eq(stack_init(64 * 1024), 0);
-    for (int i = 0; i < N; i++)
+    stack_test_force_mprotect(mprotect_mode);
+    int span = !mprotect_mode && stack_test_guard_install();
+    for (int i = 0; i < N; i++) {
         cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
+        memset(st[i].lo, 0x5a, 4 * page());
+    }
     for (int i = 0; i < N; i++)
         stack_free(NULL, &st[i]);
     stack_get_stats(&s);
-    cr_assert_eq(s.munmaps, 76);
     cr_assert_eq(s.live, 0);
+    if (!span) {
+        cr_assert_eq(s.munmaps, 76); /* beyond the bound, own mappings go back */
+        return;
+    }
+    /* Span slots cannot be unmapped: beyond the bound they wait on their
+     * class's list, holding no memory, and are reused before a new span. */
+    cr_assert_eq(s.munmaps, 0);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
+        cr_assert_eq(st[i].lo[0], 0, "stack %d kept memory while free", i);
+    }
+    stack_get_stats(&s2);
+    cr_assert_eq(s2.mmaps, s.mmaps, "every freed slot was reused");
+    cr_assert_eq(s2.cache_hits, s.cache_hits + N);
+}
+
+Test(stack, global_cache_is_bounded, .timeout = 10)
+{
+    global_cache_bound(0);
+}
+
+Test(stack, global_cache_is_bounded_mprotect, .timeout = 10)
+{
+    global_cache_bound(1);
 }
 
 Test(stack, non_default_size_or_guard_bypasses_cache, .timeout = 10)
@@ -316,6 +345,7 @@ Test(stack, non_default_size_or_guard_bypasses_cache, .timeout = 10)
     struct gstack a;
     struct stack_stats s0, s1;
     cr_assert_eq(stack_init(64 * 1024), 0);
+    stack_test_force_mprotect(1); /* own mappings, as without guard markers */
     stack_get_stats(&s0);
     cr_assert_eq(stack_alloc(&pc, 200 * 1024, page(), &a), 0);
     cr_assert_eq((size_t)(a.hi - a.lo), 200 * 1024);
@@ -331,6 +361,43 @@ Test(stack, non_default_size_or_guard_bypasses_cache, .timeout = 10)
     cr_assert_eq(s1.cache_hits, s0.cache_hits);
     cr_assert_eq(s1.mmaps, s0.mmaps + 3);
     cr_assert_eq(s1.munmaps, s0.munmaps + 3);
+}
+
+Test(stack, every_size_is_a_span_slot_reused_by_its_class, .timeout = 20)
+{
+    struct stackcache pc = {0};
+    struct gstack a, b, c;
+    struct stack_stats s0, s1;
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    if (!stack_test_guard_install())
+        cr_skip_test("MADV_GUARD_INSTALL not supported by this kernel");
+    stack_get_stats(&s0);
+    cr_assert_eq(stack_alloc(&pc, 200 * 1024, page(), &a), 0);
+    cr_assert_eq(a.kind, STACK_SPAN);
+    cr_assert_eq((size_t)(a.hi - a.lo), 200 * 1024);
+    char *lo = a.lo;
+    memset(a.lo, 1, 200 * 1024);
+    stack_free(&pc, &a);
+    cr_assert_eq(pc.n, 0, "only default-size stacks use the P cache");
+    cr_assert_eq(stack_alloc(&pc, 0, 4 * page(), &c), 0); /* another class */
+    cr_assert_eq(c.guard, 4 * page());
+    cr_assert_eq(stack_alloc(&pc, 200 * 1024, page(), &b), 0);
+    cr_assert_eq(b.lo, lo, "a freed slot is reused by its class");
+    cr_assert_eq(b.lo[0], 0, "and it kept no memory while free");
+    stack_get_stats(&s1);
+    cr_assert_eq(s1.mmaps, s0.mmaps + 2, "one span per class");
+    cr_assert_eq(s1.munmaps, s0.munmaps, "slots are never unmapped");
+    cr_assert_eq(s1.cache_hits, s0.cache_hits + 1);
+    /* Slots of one class are adjacent and each guard faults. */
+    struct gstack d;
+    cr_assert_eq(stack_alloc(&pc, 200 * 1024, page(), &d), 0);
+    cr_assert(d.lo == b.hi + page() || b.lo == d.hi + page(), "slots %p %p", (void *)b.lo,
+              (void *)d.lo);
+    char out[256];
+    fault_addr = (d.lo > b.lo ? d.lo : b.lo) - 1;
+    int status = run_child(touch_fault_addr, out, sizeof out);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "slot guard did not fault: %s",
+              out);
 }
 
 Test(stack, user_stack_is_never_touched, .timeout = 10)
@@ -414,7 +481,7 @@ Test(stack, guard_install_rescans_instead_of_dropping_guards, .timeout = 10)
     for (int i = 0; i < N; i++) {
         cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
         cr_assert_eq(st[i].guard, page());
-        cr_assert_eq(st[i].kind, STACK_MMAP);
+        cr_assert_eq(st[i].kind, STACK_SPAN);
     }
     release_stderr(saved, tmp, out, sizeof out);
     struct stack_stats s;

@@ -3,10 +3,14 @@
  * pthread_cond_wait, released by one broadcast, then joined. Reports the
  * wall time of the whole and the peak RSS (getrusage ru_maxrss).
  *
- *   usage: pbench_blocked_threads N
+ *   usage: pbench_blocked_threads N [cond|sleep [STACK_KIB]]
  *
- * Threads get 64 KiB stacks so that natively the address space is not the
- * limit; natively the limit is pid_max (32768 here). Prints one line:
+ * cond (the default): as above. sleep: each thread sleeps SLEEP_MS once
+ * (nanosleep) instead of waiting for the broadcast, then exits; the time
+ * reported is the whole minus that sleep (the sleepers' cost, not their
+ * sleep). Threads get 64 KiB stacks (STACK_KIB; 0 = the default size) so
+ * that natively the address space is not the limit; natively the limit is
+ * pid_max (32768 here). tests/bench/go/gobench.go is its Go twin. Prints one line:
  *   "seconds=X peak_rss_kb=Y threads=N"                   exit 0, or
  *   "failed_after=K seconds=X peak_rss_kb=Y error=..."    exit 2
  * (on failure the K threads made are still released and joined).
@@ -24,12 +28,25 @@ static pthread_cond_t go_cv = PTHREAD_COND_INITIALIZER;
 static long started, finished; /* protected by m */
 static long target = -1;       /* threads made, once known; protected by m */
 static int go;                 /* protected by m */
+enum { SLEEP_MS = 500 };
 
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *sleeper(void *arg)
+{
+    (void)arg;
+    struct timespec d = {SLEEP_MS / 1000, (SLEEP_MS % 1000) * 1000000L};
+    while (nanosleep(&d, &d) != 0)
+        ;
+    pthread_mutex_lock(&m);
+    finished++;
+    pthread_mutex_unlock(&m);
+    return NULL;
 }
 
 static void *waiter(void *arg)
@@ -48,8 +65,10 @@ static void *waiter(void *arg)
 int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 10000;
-    if (n < 1) {
-        fprintf(stderr, "usage: %s N\n", argv[0]);
+    int sleep_mode = argc > 2 && strcmp(argv[2], "sleep") == 0;
+    long kib = argc > 3 ? atol(argv[3]) : 64;
+    if (n < 1 || kib < 0 || (argc > 2 && !sleep_mode && strcmp(argv[2], "cond") != 0)) {
+        fprintf(stderr, "usage: %s N [cond|sleep [STACK_KIB]]\n", argv[0]);
         return 1;
     }
     pthread_t *t = calloc((size_t)n, sizeof *t);
@@ -57,15 +76,18 @@ int main(int argc, char **argv)
         return 1;
     pthread_attr_t a;
     pthread_attr_init(&a);
-    pthread_attr_setstacksize(&a, 64 * 1024);
+    if (kib)
+        pthread_attr_setstacksize(&a, (size_t)kib * 1024);
     int err = 0;
     long made = 0;
     double t0 = now_s();
     for (; made < n; made++) {
-        err = pthread_create(&t[made], &a, waiter, NULL);
+        err = pthread_create(&t[made], &a, sleep_mode ? sleeper : waiter, NULL);
         if (err != 0)
             break;
     }
+    if (sleep_mode)
+        goto join;
     /* Wait until every thread made is blocked (or about to block: it holds
      * m until pthread_cond_wait releases it). */
     pthread_mutex_lock(&m);
@@ -75,9 +97,10 @@ int main(int argc, char **argv)
     go = 1;
     pthread_cond_broadcast(&go_cv);
     pthread_mutex_unlock(&m);
+join:
     for (long i = 0; i < made; i++)
         pthread_join(t[i], NULL);
-    double secs = now_s() - t0;
+    double secs = now_s() - t0 - (sleep_mode ? SLEEP_MS / 1000.0 : 0);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     if (finished != made) {

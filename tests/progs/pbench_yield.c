@@ -1,62 +1,62 @@
 /*
- * pbench_yield: two threads take turns through sched_yield; ns per
- * switch from one thread to the other. Under goshim with GOSHIM_PROCS=1
- * each sched_yield is a Gosched between two tasks (one FS-base write per
- * switch); natively, run it on one CPU (taskset -c 0) so that each yield
- * is a kernel context switch.
+ * pbench_yield: a yield storm. T threads each call sched_yield K times;
+ * ns per yield = wall time / (T * K). tests/bench/go/gobench.go's "yield"
+ * is its Go twin (runtime.Gosched).
  *
- *   usage: pbench_yield ROUNDS     (each thread yields ROUNDS times)
+ *   usage: pbench_yield T K
  *
- * Prints one line: "ns_per_op=X switches=N". Each thread checks that its
- * own __thread counter and errno survived every switch; exit 3 if not.
+ * Prints one line: "ns_per_op=X yields=N".
  */
-#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-static long rounds;
-static __thread long mine;
-static int bad;
+static long k;
+static long total; /* yields done, summed at the end; atomic */
 
-static void *yielder(void *arg)
+static double now_ns(void)
 {
-    long id = (long)arg;
-    for (long i = 0; i < rounds; i++) {
-        mine = i + id;
-        errno = (int)id + 1;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void *storm(void *arg)
+{
+    (void)arg;
+    long i;
+    for (i = 0; i < k; i++)
         sched_yield();
-        if (mine != i + id || errno != (int)id + 1)
-            __atomic_store_n(&bad, 1, __ATOMIC_RELAXED);
-    }
+    __atomic_fetch_add(&total, i, __ATOMIC_RELAXED);
     return NULL;
 }
 
 int main(int argc, char **argv)
 {
-    rounds = argc > 1 ? atol(argv[1]) : 100000;
-    if (rounds < 1) {
-        fprintf(stderr, "usage: %s ROUNDS\n", argv[0]);
+    long t = argc > 2 ? atol(argv[1]) : 0;
+    k = argc > 2 ? atol(argv[2]) : 0;
+    if (t < 1 || k < 1) {
+        fprintf(stderr, "usage: %s T K\n", argv[0]);
         return 1;
     }
-    pthread_t t[2];
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    for (long i = 0; i < 2; i++)
-        if (pthread_create(&t[i], NULL, yielder, (void *)i) != 0) {
+    pthread_t *th = malloc((size_t)t * sizeof *th);
+    if (!th)
+        return 1;
+    double t0 = now_ns();
+    for (long i = 0; i < t; i++)
+        if (pthread_create(&th[i], NULL, storm, NULL) != 0) {
             fprintf(stderr, "pbench_yield: pthread_create failed\n");
             return 2;
         }
-    for (int i = 0; i < 2; i++)
-        pthread_join(t[i], NULL);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    if (bad) {
-        fprintf(stderr, "pbench_yield: a thread's __thread or errno changed across a yield\n");
+    for (long i = 0; i < t; i++)
+        pthread_join(th[i], NULL);
+    double ns = now_ns() - t0;
+    if (total != t * k) {
+        fprintf(stderr, "pbench_yield: %ld yields, expected %ld\n", total, t * k);
         return 3;
     }
-    double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
-    printf("ns_per_op=%.1f switches=%ld\n", ns / (double)(2 * rounds), 2 * rounds);
+    printf("ns_per_op=%.1f yields=%ld\n", ns / (double)total, total);
     return 0;
 }
