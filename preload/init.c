@@ -73,6 +73,9 @@ __attribute__((constructor)) static void goshim_init(void)
         return;
     }
     shim_thread_adopted_main();
+    if (shim_signal_init() != 0)
+        rt_print(2, "goshim: cannot start the signal router: signals sent to the process may "
+                    "reach a thread late\n");
     sched_deadlock_mode = c.deadlock;
     quit_install();
     goshim_started = true;

@@ -43,6 +43,8 @@ static inline bool goshim_active(void)
 
 /* shim/thread.h */
 int shim_deliver_signals(void);
+/* shim/signal.c: start the router of process-directed signals (after adoption). */
+int shim_signal_init(void);
 void shim_async_cancel(void);
 
 /*
