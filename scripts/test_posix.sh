@@ -76,6 +76,7 @@ build_one() {
     local t=$1 dir=${1%/*} libs=""
     [ -f "$dir/LDLIBS" ] && libs=$(cat "$dir/LDLIBS")
     mkdir -p "$out/bin/$dir"
+    [ "$out/bin/$t" -nt "$t.c" ] && return # built already
     cc $cflags -o "$out/bin/$t" "$t.c" "$out/bin/common.o" -pthread $libs -lrt -lm \
         >"$out/bin/$t.log" 2>&1 || rm -f "$out/bin/$t"
 }

@@ -232,6 +232,17 @@ int shim_signal_init(void)
     return err;
 }
 
+/* goshim's own text: a handler there is goshim's (preemption's, moved to another signal at
+ * run time by sched/preempt.c), installed as it is. */
+extern const char __ehdr_start[] __attribute__((visibility("hidden")));
+extern const char etext[] __attribute__((visibility("hidden")));
+
+static bool goshims_own(const struct sigaction *act)
+{
+    uintptr_t h = (uintptr_t)act->sa_sigaction;
+    return h >= (uintptr_t)__ehdr_start && h < (uintptr_t)etext;
+}
+
 static bool dispatchable(int sig)
 {
     return sig > 0 && sig < 65 && sig != SIGKILL && sig != SIGSTOP && sig != SIGCANCEL_NO &&
@@ -244,8 +255,10 @@ GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
         preempt_app_action(sig, act, old);
         return 0;
     }
-    if (!goshim_on || !dispatchable(sig)) {
+    if (!goshim_on || !dispatchable(sig) || (act && goshims_own(act))) {
         int r = REAL(sigaction)(sig, act, old);
+        if (r == 0 && act && dispatchable(sig))
+            __atomic_and_fetch(&dispatched, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
         if (r == 0 && old && sig == SIGQUIT && !(old->sa_flags & SA_SIGINFO) &&
             sched_quit_handler_is(old->sa_handler))
             old->sa_handler = SIG_DFL;

@@ -219,10 +219,31 @@ static void run_key_destructors(void)
     }
 }
 
+/*
+ * pthread_ts whose thread is gone (joined, or detached and exited): a join
+ * or detach of one returns ESRCH, as glibc's, instead of reading the freed
+ * TCB. Direct-mapped, so an old entry may be overwritten (then the call
+ * falls back to glibc); a new thread whose TCB lands at the same address
+ * takes its entry out.
+ */
+enum { GONE_SLOTS = 4096 };
+static uintptr_t gone[GONE_SLOTS];
+
+static uintptr_t *gone_slot(pthread_t t)
+{
+    return &gone[((uintptr_t)t >> 6) % GONE_SLOTS];
+}
+
+static bool is_gone(pthread_t t)
+{
+    return t && __atomic_load_n(gone_slot(t), __ATOMIC_ACQUIRE) == (uintptr_t)t;
+}
+
 static void free_thread(struct sthread *st)
 {
     if (st->is_main)
         return; /* glibc's own TCB, a static record */
+    __atomic_store_n(gone_slot(thread_id(st)), (uintptr_t)thread_id(st), __ATOMIC_RELEASE);
     if (st->tcb && sched.tls_full)
         tls_tcb_destroy(st->tcb);
     for (int i = 0; i < 32; i++)
@@ -412,6 +433,9 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, 
         *(struct sthread **)((char *)gp->tcb + tls_thr_off) = st;
     __atomic_add_fetch(&nthreads, 1, __ATOMIC_RELAXED);
     *thread = thread_id(st); /* before the thread runs, as glibc */
+    uintptr_t was = (uintptr_t)*thread;
+    __atomic_compare_exchange_n(gone_slot(*thread), &was, 0, false, __ATOMIC_ACQ_REL,
+                                __ATOMIC_RELAXED);
     goready(gp);
     return 0;
 }
@@ -456,6 +480,8 @@ static int join(pthread_t t, void **ret, int64_t deadline, bool try)
 
 GOSHIM_EXPORT int pthread_join(pthread_t t, void **ret)
 {
+    if (goshim_on && is_gone(t))
+        return ESRCH;
     if (!goshim_active() || !lookup(t))
         return REAL(pthread_join)(t, ret);
     chaos_point();
@@ -464,6 +490,8 @@ GOSHIM_EXPORT int pthread_join(pthread_t t, void **ret)
 
 GOSHIM_EXPORT int pthread_tryjoin_np(pthread_t t, void **ret)
 {
+    if (goshim_on && is_gone(t))
+        return ESRCH;
     if (!goshim_active() || !lookup(t))
         return REAL(pthread_tryjoin_np)(t, ret);
     return join(t, ret, -1, true);
@@ -472,6 +500,8 @@ GOSHIM_EXPORT int pthread_tryjoin_np(pthread_t t, void **ret)
 GOSHIM_EXPORT int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t clock,
                                        const struct timespec *abstime)
 {
+    if (goshim_on && is_gone(t))
+        return ESRCH;
     if (!goshim_active() || !lookup(t))
         return REAL(pthread_clockjoin_np)(t, ret, clock, abstime);
     int64_t deadline = -1;
@@ -487,6 +517,8 @@ GOSHIM_EXPORT int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t clock,
 
 GOSHIM_EXPORT int pthread_timedjoin_np(pthread_t t, void **ret, const struct timespec *abstime)
 {
+    if (goshim_on && is_gone(t))
+        return ESRCH;
     if (!goshim_active() || !lookup(t))
         return REAL(pthread_timedjoin_np)(t, ret, abstime);
     return pthread_clockjoin_np(t, ret, CLOCK_REALTIME, abstime);
@@ -495,6 +527,8 @@ GOSHIM_EXPORT int pthread_timedjoin_np(pthread_t t, void **ret, const struct tim
 GOSHIM_EXPORT int pthread_detach(pthread_t t)
 {
     struct sthread *st;
+    if (goshim_on && is_gone(t))
+        return ESRCH;
     if (!goshim_active() || !(st = lookup(t)))
         return REAL(pthread_detach)(t);
     runtime_lock(&st->lock);

@@ -178,3 +178,39 @@ Test(preload_signal, pending_signal_survives_exec, .timeout = 60)
 {
     procsig_under_goshim("execpend");
 }
+
+/* ---- per-thread facts the conformance suite checks (issue 13, item 5) ------------------- */
+
+#define MASKS_OUT   "SIGKILL blocked: no, SIGSTOP blocked: no, SIGURG blocked: yes\n"
+#define PENDING_OUT "creator has SIGUSR1 pending: yes; the new thread: no\n"
+#define SEMINTR_OUT "sem_timedwait: -1 EINTR\n"
+
+Test(preload_signal, thread_facts_natively, .timeout = 60)
+{
+    expect_native_prints("prog_thread_facts", "masks", MASKS_OUT);
+    expect_native_prints("prog_thread_facts", "pending", PENDING_OUT);
+    expect_native_prints("prog_thread_facts", "semintr", SEMINTR_OUT);
+}
+
+/* SIGKILL and SIGSTOP were shown blocked; SIGURG (goshim's preemption signal) unblocked
+ * although the program had blocked it. */
+Test(preload_signal, sigmask_old_set_is_what_the_program_set, .timeout = 60)
+{
+    expect_preloaded_prints("prog_thread_facts", "masks", "GOSHIM_PROCS=1", MASKS_OUT, 1);
+    expect_preloaded_prints("prog_thread_facts", "masks", "GOSHIM_PROCS=2", MASKS_OUT, 1);
+}
+
+/* The creator's pending SIGUSR1 (raised while blocked) showed up in its new thread, which
+ * ran on the same OS thread. */
+Test(preload_signal, new_thread_starts_with_nothing_pending, .timeout = 60)
+{
+    expect_preloaded_prints("prog_thread_facts", "pending", "GOSHIM_PROCS=1", PENDING_OUT, 2);
+    expect_preloaded_prints("prog_thread_facts", "pending", "GOSHIM_PROCS=2", PENDING_OUT, 2);
+}
+
+/* It timed out after 10 s: the handler ran and the wait went on. */
+Test(preload_signal, sem_timedwait_fails_with_eintr, .timeout = 60)
+{
+    expect_preloaded_prints("prog_thread_facts", "semintr", "GOSHIM_PROCS=1", SEMINTR_OUT, 2);
+    expect_preloaded_prints("prog_thread_facts", "semintr", "GOSHIM_PROCS=2", SEMINTR_OUT, 2);
+}
