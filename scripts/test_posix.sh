@@ -12,7 +12,7 @@
 #               pthread_*, sem_*, sched_yield, nanosleep, clock_nanosleep,
 #               sigwait*, sigsuspend and fork ones)
 #   POSIX_TIMEOUT   seconds per test run (default 20): a hung test costs this
-#   POSIX_JOBS      tests run at once (default 2)
+#   POSIX_JOBS      tests run at once (default 4: most of them sleep)
 #   GOSHIM_POSIX_LIB  the library to preload (default build/libgoshim.so)
 #
 # A test's result is its exit status, as the suite defines it (posixtest.h):
@@ -25,7 +25,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=${GOSHIM_POSIX_LIB:-$root/build/libgoshim.so}
 timeout_s=${POSIX_TIMEOUT:-20}
-jobs=${POSIX_JOBS:-2}
+jobs=${POSIX_JOBS:-4}
 out=$root/build/posix
 
 if [ $# -lt 1 ] || [ -z "$1" ]; then
@@ -87,7 +87,7 @@ xargs -P "$jobs" -I{} bash -c 'build_one "$@"' _ {} <"$list"
 
 # Run one test in one mode; prints "test mode RESULT".
 run_one() {
-    local t=$1 mode=$2 rc res
+    local t=$1 mode=$2 rc res t0=$SECONDS
     local bin=$out/bin/$t
     if [ ! -x "$bin" ]; then
         echo "$t $mode NOBUILD"
@@ -113,7 +113,7 @@ run_one() {
     *) if [ "$rc" -gt 128 ]; then res=SIGNAL$((rc - 128)); else res=EXIT$rc; fi ;;
     esac
     rm -rf "$wd"
-    echo "$t $mode $res"
+    echo "$t $mode $res $((SECONDS - t0))"
 }
 export -f run_one
 export lib timeout_s

@@ -124,3 +124,13 @@ Test(preload_fork, a_program_making_threads_with_clone_runs_natively, .timeout =
               "goshim)",
               "clone thread ran: 42\n");
 }
+
+/* A thread forks; the child locks a process-shared errorcheck mutex: the parent thread's
+ * timed lock must time out. It got EDEADLK: the child's thread kept its parent's fake tid. */
+Test(preload_fork, fork_child_thread_has_a_tid_of_its_own, .timeout = 60)
+{
+    const char *want = "timed lock of the mutex the fork child holds: ETIMEDOUT\n";
+    expect_native_prints("prog_thread_facts", "forktid", want);
+    expect_preloaded_prints("prog_thread_facts", "forktid", "GOSHIM_PROCS=1", want, 2);
+    expect_preloaded_prints("prog_thread_facts", "forktid", "GOSHIM_PROCS=2", want, 2);
+}

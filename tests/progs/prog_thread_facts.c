@@ -7,6 +7,9 @@
  *   prog_thread_facts pending   a new thread's pending set is empty while its creator has
  *                               SIGUSR1 pending (blocked)
  *   prog_thread_facts semintr   sem_timedwait fails with EINTR when a handler interrupts it
+ *   prog_thread_facts forktid   a thread forks; the child locks a process-shared errorcheck
+ *                               mutex; the parent thread's timed lock times out (it was
+ *                               EDEADLK: both sides' thread had the same fake tid)
  *
  * Output is fixed for each mode; exit 0.
  */
@@ -18,7 +21,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "prog_check.h"
 
@@ -116,6 +122,49 @@ static int mode_semintr(void)
     return 0;
 }
 
+static void *forks_and_locks(void *arg)
+{
+    int *res = arg;
+    pthread_mutex_t *m =
+        mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED);
+    pthread_mutexattr_t a;
+    EXPECT(pthread_mutexattr_init(&a), 0);
+    EXPECT(pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED), 0);
+    EXPECT(pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK), 0);
+    EXPECT(pthread_mutex_init(m, &a), 0);
+    int up[2], down[2];
+    CHECK(pipe(up) == 0 && pipe(down) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        char c = pthread_mutex_lock(m) == 0 ? 'y' : 'n';
+        CHECK(write(up[1], &c, 1) == 1);
+        CHECK(read(down[0], &c, 1) == 1);
+        pthread_mutex_unlock(m);
+        _exit(0);
+    }
+    char c;
+    CHECK(read(up[0], &c, 1) == 1);
+    struct timespec dl = in_ms(CLOCK_REALTIME, 100);
+    *res = c == 'y' ? pthread_mutex_timedlock(m, &dl) : -1;
+    CHECK(write(down[1], "x", 1) == 1);
+    CHECK(waitpid(pid, NULL, 0) == pid);
+    return NULL;
+}
+
+static int mode_forktid(void)
+{
+    pthread_t t;
+    int res = -1;
+    EXPECT(pthread_create(&t, NULL, forks_and_locks, &res), 0);
+    EXPECT(pthread_join(t, NULL), 0);
+    printf("timed lock of the mutex the fork child holds: %s\n", res == ETIMEDOUT ? "ETIMEDOUT"
+                                                                 : res < 0        ? "child failed"
+                                                                                  : strerror(res));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -127,6 +176,8 @@ int main(int argc, char **argv)
         return mode_pending();
     if (!strcmp(mode, "semintr"))
         return mode_semintr();
-    fprintf(stderr, "usage: prog_thread_facts joined|masks|pending|semintr\n");
+    if (!strcmp(mode, "forktid"))
+        return mode_forktid();
+    fprintf(stderr, "usage: prog_thread_facts joined|masks|pending|semintr|forktid\n");
     return 2;
 }
