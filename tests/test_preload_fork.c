@@ -134,3 +134,13 @@ Test(preload_fork, fork_child_thread_has_a_tid_of_its_own, .timeout = 60)
     expect_preloaded_prints("prog_thread_facts", "forktid", "GOSHIM_PROCS=1", want, 2);
     expect_preloaded_prints("prog_thread_facts", "forktid", "GOSHIM_PROCS=2", want, 2);
 }
+
+/* seteuid in the child of a threaded parent hung: the child's restarted helper threads
+ * inherited the M's GS base and cleared the M's set*id mark instead of their own. */
+Test(preload_fork, setxid_in_a_fork_child_of_a_threaded_parent, .timeout = 60)
+{
+    const char *want = "seteuid in the fork child: returned 0\n";
+    expect_native_prints("prog_thread_facts", "forksetxid", want);
+    expect_preloaded_prints("prog_thread_facts", "forksetxid", "GOSHIM_PROCS=1", want, 3);
+    expect_preloaded_prints("prog_thread_facts", "forksetxid", "GOSHIM_PROCS=2", want, 3);
+}

@@ -10,6 +10,8 @@
  *   prog_thread_facts forktid   a thread forks; the child locks a process-shared errorcheck
  *                               mutex; the parent thread's timed lock times out (it was
  *                               EDEADLK: both sides' thread had the same fake tid)
+ *   prog_thread_facts forksetxid  with threads running, fork; the child calls seteuid (it
+ *                               hung in glibc's set*id round)
  *
  * Output is fixed for each mode; exit 0.
  */
@@ -165,6 +167,35 @@ static int mode_forktid(void)
     return 0;
 }
 
+static volatile int stop_spin;
+
+static void *spin(void *arg)
+{
+    (void)arg;
+    while (!stop_spin)
+        ;
+    return NULL;
+}
+
+static int mode_forksetxid(void)
+{
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_create(&t[i], NULL, spin, NULL), 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0)
+        _exit(seteuid(geteuid()) == 0 ? 0 : 1);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    stop_spin = 1;
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_join(t[i], NULL), 0);
+    printf("seteuid in the fork child: %s\n",
+           WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "returned 0" : "failed");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -178,6 +209,8 @@ int main(int argc, char **argv)
         return mode_semintr();
     if (!strcmp(mode, "forktid"))
         return mode_forktid();
-    fprintf(stderr, "usage: prog_thread_facts joined|masks|pending|semintr|forktid\n");
+    if (!strcmp(mode, "forksetxid"))
+        return mode_forksetxid();
+    fprintf(stderr, "usage: prog_thread_facts joined|masks|pending|semintr|forktid|forksetxid\n");
     return 2;
 }
