@@ -18,15 +18,24 @@
  *
  * The M's own stack is its scheduler stack (g0): mcall resets to the same
  * spot (m->g0_sp) each time, so g0 never accumulates frames.
+ *
+ * An idle M blocks every signal but the faults it may raise itself,
+ * glibc's two (set*id must reach it) and preemption's: it runs no thread
+ * of the program, so the kernel must not pick it for a signal sent to the
+ * process (a default action would act there, and a handled one would
+ * reach goshim's router later than one sent after it: real-time signals
+ * must stay in order). execute installs the G's mask again.
  */
 #include <asm/prctl.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 
 #include "sched.h"
 #include "netpoll.h"
+#include "preempt.h"
 #include "throw.h"
 #include "timer.h"
 #include "tls.h"
@@ -247,9 +256,22 @@ static bool m_sleep_until(struct m *mp, int64_t until)
  * (timer_wakeup: a new earliest timer), it sleeps again with the new
  * deadline. With no timers it sleeps until startm wakes it.
  */
+static void block_while_idle(struct m *mp)
+{
+    uint64_t open = (1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1)) | (1ULL << (SIGILL - 1)) |
+                    (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1)) | (1ULL << (SIGSYS - 1)) |
+                    (1ULL << 31) | (1ULL << 32); /* 32, 33: glibc's SIGCANCEL, SIGSETXID */
+    for (int sig = 1; sig < 65; sig++)
+        if (preempt_owns(sig))
+            open |= 1ULL << (sig - 1);
+    if (mp->sigmask != ~open)
+        m_apply_sigmask(mp, ~open);
+}
+
 void stopm(void)
 {
     struct m *mp = getm();
+    block_while_idle(mp);
     if (mp->p)
         goshim_throw("stopm: holding p");
     if (mp->spinning)

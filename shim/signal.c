@@ -42,8 +42,7 @@
  * raise, a fault) must reach the M that runs its thread.
  *
  * Not seen: glibc's sigset() and bsd_signal() install through libc's
- * internal sigaction. Real-time signals sent to the process are not
- * queued while they wait for the router (one of each at a time).
+ * internal sigaction.
  */
 #include <asm/prctl.h>
 #include <dlfcn.h>
@@ -67,14 +66,29 @@
 
 static struct sigaction app_act[65];
 static uint64_t dispatched; /* signals whose kernel handler is dispatch (bit sig-1); atomic */
+/* Dispatched signals that no thread took when they came: given back to the kernel, pending
+ * for the process (queued, in order), and blocked in the router until a thread unblocks
+ * them (the kernel then delivers them to that thread's M); atomic. */
+static uint64_t parked;
 static pid_t self_pid;
 
-/* The router's state: signals posted to it with their siginfo, and its wake-up word
- * (bumped by every post and every change of dispatched). */
+/* The router's state: the signals posted to it, in the order they came, with their
+ * siginfo (a bounded queue that signal handlers on any thread fill: a slot is free for
+ * position pos when its seq is pos, filled when it is pos + 1); a signal posted when the
+ * queue is full waits in overflow (one of each, the last siginfo); and the router's
+ * wake-up word, bumped by every post and every change of dispatched. */
+enum { POSTQ = 256 };
 static struct {
-    uint64_t pending;
+    uint64_t head, tail; /* head: producers (CAS); tail: the router */
+    struct {
+        uint64_t seq;
+        int sig;
+        siginfo_t info;
+    } slot[POSTQ];
+    uint64_t overflow;
+    siginfo_t overflow_info[65];
     uint32_t word;
-    siginfo_t info[65];
+    uint32_t routing; /* the router is handing one on */
 } rt;
 static __thread bool on_router __attribute__((tls_model("initial-exec")));
 
@@ -86,12 +100,58 @@ static void router_kick(void)
     futexwakeup(&rt.word, 1);
 }
 
-/* Signal-safe: for the router (the siginfo of the last post of each signal wins). */
+static void postq_init(void)
+{
+    rt.head = rt.tail = 0;
+    rt.overflow = 0;
+    for (uint64_t i = 0; i < POSTQ; i++)
+        rt.slot[i].seq = i;
+}
+
+/* Signal-safe: queue sig for the router. */
 static void post(int sig, const siginfo_t *info)
 {
-    rt.info[sig] = *info;
-    __atomic_or_fetch(&rt.pending, 1ULL << (sig - 1), __ATOMIC_SEQ_CST);
+    uint64_t pos = __atomic_load_n(&rt.head, __ATOMIC_RELAXED);
+    for (;;) {
+        uint64_t seq = __atomic_load_n(&rt.slot[pos % POSTQ].seq, __ATOMIC_ACQUIRE);
+        if (seq == pos) {
+            if (__atomic_compare_exchange_n(&rt.head, &pos, pos + 1, true, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED))
+                break;
+        } else if (seq < pos) { /* full */
+            rt.overflow_info[sig] = *info;
+            __atomic_or_fetch(&rt.overflow, 1ULL << (sig - 1), __ATOMIC_SEQ_CST);
+            router_kick();
+            return;
+        } else {
+            pos = __atomic_load_n(&rt.head, __ATOMIC_RELAXED);
+        }
+    }
+    rt.slot[pos % POSTQ].sig = sig;
+    rt.slot[pos % POSTQ].info = *info;
+    __atomic_store_n(&rt.slot[pos % POSTQ].seq, pos + 1, __ATOMIC_RELEASE);
     router_kick();
+}
+
+/* The router: the next posted signal, in order; 0 if none. */
+static int take_posted(siginfo_t *info)
+{
+    uint64_t pos = rt.tail;
+    if (__atomic_load_n(&rt.slot[pos % POSTQ].seq, __ATOMIC_ACQUIRE) == pos + 1) {
+        int sig = rt.slot[pos % POSTQ].sig;
+        *info = rt.slot[pos % POSTQ].info;
+        __atomic_store_n(&rt.slot[pos % POSTQ].seq, pos + POSTQ, __ATOMIC_RELEASE);
+        __atomic_store_n(&rt.tail, pos + 1, __ATOMIC_SEQ_CST);
+        return sig;
+    }
+    uint64_t o = __atomic_load_n(&rt.overflow, __ATOMIC_SEQ_CST);
+    if (o) {
+        int sig = __builtin_ctzll(o) + 1;
+        *info = rt.overflow_info[sig];
+        __atomic_and_fetch(&rt.overflow, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
+        return sig;
+    }
+    return 0;
 }
 
 /* The kernel's default action for sig, now the program's again (SA_RESETHAND, or changed
@@ -190,7 +250,8 @@ static void *router_main(void *arg)
     bool first = true;
     for (;;) {
         uint32_t w = __atomic_load_n(&rt.word, __ATOMIC_SEQ_CST);
-        uint64_t want = __atomic_load_n(&dispatched, __ATOMIC_SEQ_CST);
+        uint64_t want = __atomic_load_n(&dispatched, __ATOMIC_SEQ_CST) &
+                        ~__atomic_load_n(&parked, __ATOMIC_SEQ_CST);
         if (first || want != applied) {
             /* glibc's SIGCANCEL and SIGSETXID stay open on every thread (setxid.c). */
             mask = ~want & ~((1ULL << (SIGCANCEL_NO - 1)) | (1ULL << (SIGSETXID_NO - 1)));
@@ -198,17 +259,38 @@ static void *router_main(void *arg)
             applied = want;
             first = false;
         }
-        uint64_t p = __atomic_exchange_n(&rt.pending, 0, __ATOMIC_SEQ_CST);
-        for (int sig = 1; sig <= 64; sig++) {
-            if (p & (1ULL << (sig - 1))) {
-                siginfo_t si = rt.info[sig];
-                shim_route_signal(sig, &si);
+        siginfo_t si;
+        int sig, n = 0;
+        __atomic_store_n(&rt.routing, 1, __ATOMIC_SEQ_CST);
+        while ((sig = take_posted(&si)) != 0) {
+            n++;
+            uint64_t bit = 1ULL << (sig - 1);
+            if (!(__atomic_load_n(&parked, __ATOMIC_SEQ_CST) & bit) && shim_route_signal(sig, &si))
+                continue;
+            /* Nobody takes it: blocked here first, then back to the kernel for the
+             * process, with its siginfo (a process may queue any to itself), behind the
+             * ones of it that came before. */
+            if (!(__atomic_fetch_or(&parked, bit, __ATOMIC_SEQ_CST) & bit)) {
+                mask |= bit;
+                applied &= ~bit;
+                rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, 0, 8, 0, 0);
             }
+            rt_syscall(SYS_rt_sigqueueinfo, self_pid, sig, &si);
         }
-        if (!p)
+        __atomic_store_n(&rt.routing, 0, __ATOMIC_SEQ_CST);
+        if (!n)
             futexsleep(&rt.word, w, -1);
     }
     return NULL;
+}
+
+/* Signals posted to the router that it has not handed on yet. */
+static bool router_busy(void)
+{
+    return __atomic_load_n(&rt.head, __ATOMIC_SEQ_CST) !=
+               __atomic_load_n(&rt.tail, __ATOMIC_SEQ_CST) ||
+           __atomic_load_n(&rt.overflow, __ATOMIC_SEQ_CST) ||
+           __atomic_load_n(&rt.routing, __ATOMIC_SEQ_CST);
 }
 
 static void router_fork_child(void)
@@ -216,8 +298,9 @@ static void router_fork_child(void)
     if (!goshim_started || !sched_self())
         return;
     self_pid = getpid();
-    rt.pending = 0;
+    postq_init();
     rt.word = 0;
+    parked = 0;
     if (sched_helper_thread(router_main) != 0)
         rt_print(2, "goshim: cannot start the signal router in the fork child: signals sent to "
                     "the process may reach a thread late\n");
@@ -226,6 +309,7 @@ static void router_fork_child(void)
 int shim_signal_init(void)
 {
     self_pid = getpid();
+    postq_init();
     int err = sched_helper_thread(router_main);
     if (err == 0)
         err = pthread_atfork(NULL, NULL, router_fork_child);
@@ -372,8 +456,13 @@ static int g_sigmask(int how, const sigset_t *set, sigset_t *old)
     shim_set_hidden_mask(next & preempt_signals());
     next &= ~never_blocked();
     sched_set_sigmask(next);
-    if (real & ~next)
+    if (real & ~next) {
+        /* Left in the kernel for the process: this M takes them now (its mask lets them
+         * through); the router lets them through again, for the next ones. */
+        if (__atomic_fetch_and(&parked, ~(real & ~next), __ATOMIC_SEQ_CST) & real & ~next)
+            router_kick();
         shim_deliver_signals(); /* sent while blocked: handled now */
+    }
     return 0;
 }
 
@@ -395,6 +484,25 @@ GOSHIM_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
     }
     sigset_t copy;
     return REAL(sigprocmask)(how, keep_open(how, set, &copy), old);
+}
+
+/* System V's sighold and sigrelse change the mask through libc's internal sigprocmask. */
+GOSHIM_EXPORT int sighold(int sig)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    if (sigaddset(&set, sig) != 0)
+        return -1;
+    return sigprocmask(SIG_BLOCK, &set, NULL);
+}
+
+GOSHIM_EXPORT int sigrelse(int sig)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    if (sigaddset(&set, sig) != 0)
+        return -1;
+    return sigprocmask(SIG_UNBLOCK, &set, NULL);
 }
 
 /* The mask is the G's for the wait (and the M's while it blocks, its P handed
@@ -504,6 +612,10 @@ GOSHIM_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struc
     if (!info)
         info = &mine;
     shim_sigwaiting(set_bits(set));
+    /* Signals sent before the call and still with the router are pending already, as the
+     * kernel would have them: let it hand them on first (the lowest is taken first). */
+    for (int i = 0; i < 1000 && router_busy(); i++)
+        sched_goyield();
     int got = take_pending(set, info);
     if (got) {
         shim_sigwaiting(0);

@@ -857,26 +857,22 @@ void shim_thread_adopted_main(void)
  * restarts as SA_RESTART says. A thread that blocks the signal gets it
  * marked pending without interruption (delivered when it unblocks it, or
  * taken by sigwait), unless it sits in a system call - sigwait maybe -
- * where its M's mask is its own. To itself, a signal it blocks waits in
- * its own pending set, not its M's (the M runs other threads next, which
- * must not see it). Not yet: a migration between the check and the kill
+ * where its M's mask is its own. To itself, a standard signal it blocks
+ * waits in its own pending set, not its M's (the M runs other threads
+ * next, which must not see it); a real-time one stays the kernel's,
+ * which queues it. Not yet: a migration between the check and the kill
  * (the handler may then run on the thread that took its place).
  *
  * Process-directed signals (shim/signal.c) come here through
  * shim_route_signal, on the router thread: the main thread if it takes
  * the signal, else the first thread that does; the siginfo goes with the
- * signal (fwd_info) for the handler or sigwaitinfo to see. None takes it:
- * it stays pending for the process (proc_pending) until a thread unblocks
- * it or waits for it.
+ * signal (fwd_info) for the handler or sigwaitinfo to see. When none takes
+ * it, the router gives it back to the kernel, pending for the process.
  */
 static inline uint64_t sigbit(int sig)
 {
     return 1ULL << (sig - 1);
 }
-
-/* Process-directed signals no thread took yet (bit sig-1), atomic; their siginfo, thr_lock. */
-static uint64_t proc_pending;
-static siginfo_t proc_info[65];
 
 /* Signal st's thread now (st->lock held): 0 or an errno value. */
 static int signal_thread_locked(struct sthread *st, int sig)
@@ -907,7 +903,8 @@ GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
     if (sig < 0 || sig >= 65)
         return EINVAL;
     if (st == self_thread()) {
-        if (sig > 0 && (sched_sigmask() & sigbit(sig))) {
+        /* Real-time signals queue: those stay the kernel's (on this M). */
+        if (sig > 0 && sig < SIGRTMIN && (sched_sigmask() & sigbit(sig))) {
             __atomic_or_fetch(&st->sigpending, sigbit(sig), __ATOMIC_SEQ_CST);
             return 0;
         }
@@ -960,7 +957,7 @@ bool shim_main_takes(int sig, struct g *self)
     return mg && mg != self && takes(&main_thread, mg, sigbit(sig));
 }
 
-void shim_route_signal(int sig, const siginfo_t *info)
+bool shim_route_signal(int sig, const siginfo_t *info)
 {
     uint64_t bit = sigbit(sig);
     struct sthread *target = NULL;
@@ -978,30 +975,14 @@ void shim_route_signal(int sig, const siginfo_t *info)
         }
         runtime_unlock(&sched.allglock);
     }
-    if (!target) {
-        proc_info[sig] = *info;
-        __atomic_or_fetch(&proc_pending, bit, __ATOMIC_SEQ_CST);
-    } else {
+    if (target) {
         keep_info(target, sig, info);
         runtime_lock(&target->lock);
         signal_thread_locked(target, sig);
         runtime_unlock(&target->lock);
     }
     runtime_unlock(&thr_lock);
-}
-
-/* The process-directed signals pending for nobody that want lets through become st's. */
-static void take_process_signals(struct sthread *st, uint64_t want)
-{
-    runtime_lock(&thr_lock);
-    uint64_t mine = __atomic_fetch_and(&proc_pending, ~want, __ATOMIC_SEQ_CST) & want;
-    for (int sig = 1; sig <= 64; sig++) {
-        if (mine & sigbit(sig)) {
-            keep_info(st, sig, &proc_info[sig]);
-            __atomic_or_fetch(&st->sigpending, sigbit(sig), __ATOMIC_SEQ_CST);
-        }
-    }
-    runtime_unlock(&thr_lock);
+    return target != NULL;
 }
 
 bool shim_forwarded_info(int sig, siginfo_t *out)
@@ -1041,8 +1022,6 @@ int shim_deliver_signals(void)
     if (!st)
         return 0;
     uint64_t mask = sched_sigmask();
-    if (__atomic_load_n(&proc_pending, __ATOMIC_RELAXED) & ~mask)
-        take_process_signals(st, ~mask);
     if (!__atomic_load_n(&st->sigpending, __ATOMIC_RELAXED))
         return 0;
     uint64_t set = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & ~mask;
@@ -1065,9 +1044,7 @@ int shim_deliver_signals(void)
 uint64_t shim_pending_signals(void)
 {
     struct sthread *st = goshim_active() ? self_thread() : NULL;
-    return st ? __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) |
-                    __atomic_load_n(&proc_pending, __ATOMIC_RELAXED)
-              : 0;
+    return st ? __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) : 0;
 }
 
 int shim_take_signal(uint64_t want, siginfo_t *info)
@@ -1075,8 +1052,6 @@ int shim_take_signal(uint64_t want, siginfo_t *info)
     struct sthread *st = goshim_active() ? self_thread() : NULL;
     if (!st)
         return 0;
-    if (__atomic_load_n(&proc_pending, __ATOMIC_RELAXED) & want)
-        take_process_signals(st, want);
     uint64_t pend = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & want;
     while (pend) {
         int sig = __builtin_ctzll(pend) + 1;
@@ -1098,7 +1073,7 @@ int shim_take_signal(uint64_t want, siginfo_t *info)
 
 /*
  * exec keeps the signals pending for the calling thread, and its mask: the
- * ones goshim keeps for it (its own pending set, the process's) are raised
+ * ones goshim keeps for it (its own pending set) are raised
  * on its OS thread, blocked, and the mask it asked for is installed whole
  * (the preemption signal too). If exec fails they are taken back.
  */
@@ -1108,7 +1083,6 @@ uint64_t shim_exec_prepare(void)
     if (!st)
         return 0;
     uint64_t mask = sched_sigmask() | st->hidden_mask;
-    take_process_signals(st, ~0ULL);
     uint64_t raised = __atomic_exchange_n(&st->sigpending, 0, __ATOMIC_SEQ_CST);
     uint64_t unblocked = raised & ~mask; /* delivered now, before the exec, as natively */
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, 0, 8, 0, 0);

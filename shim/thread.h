@@ -27,26 +27,26 @@ bool shim_cancel_pending(void);
  * handler without SA_RESTART ran, so the interrupted call fails with EINTR.
  */
 int shim_deliver_signals(void);
-/* Take the lowest signal of want pending for the calling thread or the process (0 if
- * none); info (if not NULL) gets its siginfo. */
+/* Take the lowest signal of want pending for the calling thread (0 if none); info (if not
+ * NULL) gets its siginfo. */
 #include <signal.h>
 #include <stdint.h>
 struct g;
 int shim_take_signal(uint64_t want, siginfo_t *info);
-/* The signals left pending for the calling thread and for the process (bit sig-1). */
+/* The signals left pending for the calling thread (bit sig-1). */
 uint64_t shim_pending_signals(void);
 
 /*
  * Process-directed signals (shim/signal.c routes them, thread.c picks the
  * thread). shim_route_signal delivers sig, with its siginfo, to the thread
- * the kernel would choose, or keeps it pending for the process; run by the
- * router thread. shim_main_takes: the main thread, if it is not self,
+ * the kernel would choose (false: none takes it now); run by the router
+ * thread. shim_main_takes: the main thread, if it is not self,
  * takes sig now (lock-free, for a signal handler). shim_forwarded_info:
  * the siginfo a signal forwarded to the calling thread came with (taken
  * once). shim_sigwaiting: the signals the calling thread waits for or
  * lets through while it waits (sigwait, sigsuspend; 0 after).
  */
-void shim_route_signal(int sig, const siginfo_t *info);
+bool shim_route_signal(int sig, const siginfo_t *info);
 bool shim_main_takes(int sig, struct g *self);
 bool shim_forwarded_info(int sig, siginfo_t *out);
 void shim_sigwaiting(uint64_t set);
