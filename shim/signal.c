@@ -173,6 +173,7 @@ static void call_app(int sig, siginfo_t *info, void *uc)
         memset(&dfl, 0, sizeof dfl);
         app_act[sig] = dfl;
         __atomic_and_fetch(&dispatched, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
+        __atomic_and_fetch(&sched_routed_signals, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
         REAL(sigaction)(sig, &dfl, NULL);
     }
     if (a.sa_flags & SA_SIGINFO) {
@@ -341,8 +342,10 @@ GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
     }
     if (!goshim_on || !dispatchable(sig) || (act && goshims_own(act))) {
         int r = REAL(sigaction)(sig, act, old);
-        if (r == 0 && act && dispatchable(sig))
+        if (r == 0 && act && dispatchable(sig)) {
             __atomic_and_fetch(&dispatched, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
+            __atomic_and_fetch(&sched_routed_signals, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
+        }
         if (r == 0 && old && sig == SIGQUIT && !(old->sa_flags & SA_SIGINFO) &&
             sched_quit_handler_is(old->sa_handler))
             old->sa_handler = SIG_DFL;
@@ -369,10 +372,12 @@ GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
             if (REAL(sigaction)(sig, &k, NULL) != 0)
                 return -1;
             __atomic_or_fetch(&dispatched, bit, __ATOMIC_SEQ_CST);
+            __atomic_or_fetch(&sched_routed_signals, bit, __ATOMIC_SEQ_CST);
         } else {
             if (REAL(sigaction)(sig, act, NULL) != 0)
                 return -1;
             __atomic_and_fetch(&dispatched, ~bit, __ATOMIC_SEQ_CST);
+            __atomic_and_fetch(&sched_routed_signals, ~bit, __ATOMIC_SEQ_CST);
             app_act[sig] = *act;
         }
         router_kick();
