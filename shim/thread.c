@@ -895,6 +895,34 @@ static int signal_thread_locked(struct sthread *st, int sig)
     return 0;
 }
 
+static void keep_info(struct sthread *st, int sig, const siginfo_t *info);
+
+/* sig, which the calling thread blocks, waits in its own pending set, with the siginfo
+ * glibc's raise (SI_USER) or pthread_kill (SI_TKILL) would give it. */
+static void pend_self(struct sthread *st, int sig, int code)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = sig;
+    si.si_code = code;
+    si.si_pid = getpid();
+    si.si_uid = getuid();
+    runtime_lock(&thr_lock);
+    keep_info(st, sig, &si);
+    runtime_unlock(&thr_lock);
+    __atomic_or_fetch(&st->sigpending, sigbit(sig), __ATOMIC_SEQ_CST);
+}
+
+/* Kept in the calling thread's own pending set (true) if it blocks sig, a standard signal
+ * (real-time ones queue: those stay the kernel's, on this M). */
+static bool kept_for_self(struct sthread *st, int sig, int code)
+{
+    if (sig <= 0 || sig >= SIGRTMIN || !(sched_sigmask() & sigbit(sig)))
+        return false;
+    pend_self(st, sig, code);
+    return true;
+}
+
 GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
 {
     struct sthread *st = goshim_on ? lookup(t) : NULL;
@@ -902,14 +930,8 @@ GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
         return REAL(pthread_kill)(glibc_id(t, st), sig); /* glibc signals itself by gettid */
     if (sig < 0 || sig >= 65)
         return EINVAL;
-    if (st == self_thread()) {
-        /* Real-time signals queue: those stay the kernel's (on this M). */
-        if (sig > 0 && sig < SIGRTMIN && (sched_sigmask() & sigbit(sig))) {
-            __atomic_or_fetch(&st->sigpending, sigbit(sig), __ATOMIC_SEQ_CST);
-            return 0;
-        }
-        return REAL(pthread_kill)(glibc_id(t, st), sig);
-    }
+    if (st == self_thread())
+        return kept_for_self(st, sig, SI_TKILL) ? 0 : REAL(pthread_kill)(glibc_id(t, st), sig);
     /* A thread that has exited but is not joined yet: glibc >= 2.34 returns
      * 0 and sends nothing (bug 19193; ESRCH only for binaries linked
      * against the GLIBC_2.0 version, which goshim cannot tell apart). */
@@ -923,14 +945,10 @@ GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
 
 GOSHIM_EXPORT int raise(int sig)
 {
-    if (!goshim_active())
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    if (!st || sig <= 0 || sig >= 65)
         return REAL(raise)(sig);
-    int err = pthread_kill(pthread_self(), sig);
-    if (err) {
-        errno = err;
-        return -1;
-    }
-    return 0;
+    return kept_for_self(st, sig, SI_USER) ? 0 : REAL(raise)(sig);
 }
 
 /* Keep info as what st's thread sees of sig (thr_lock held, st alive). */
