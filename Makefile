@@ -10,6 +10,8 @@
 #   make test-tsan  the same tests built with TSan, without the preload suites
 #   make test-real  real Debian programs natively and under goshim (installs them), at the
 #                   default P, then at GOSHIM_PROCS=1 against native pinned to one CPU
+#   make test-posix LTP_DIR=...  the Open POSIX Test Suite of an LTP checkout, natively
+#                   and under goshim (default P and GOSHIM_PROCS=1): the tests that differ
 #
 # Knobs: V=1 (show commands), SAN=address|undefined|thread, DEBUG=1 (-DGOSHIM_DEBUG=1),
 # WERROR=0 (warnings stay warnings), CFLAGS, LDFLAGS, PREFIX, DESTDIR, TRACE, TEST_TIMEOUT.
@@ -123,7 +125,7 @@ endif
 endif
 
 # ---- build ---------------------------------------------------------------------------------
-.PHONY: all test test-unit test-real check test-asan test-tsan bench demo install uninstall clean format \
+.PHONY: all test test-unit test-real test-posix check test-asan test-tsan bench demo install uninstall clean format \
         format-check deps
 .DEFAULT_GOAL := all
 
@@ -244,6 +246,17 @@ test-real:
 	$(Q)GOSHIM_REAL_PROCS=1 timeout -k 10 $(TEST_TIMEOUT) scripts/test_real.sh
 
 check: test
+
+# The Open POSIX Test Suite of an LTP checkout, natively and under goshim (scripts/test_posix.sh).
+LTP_DIR ?=
+test-posix:
+	$(Q)if [ -z "$(LTP_DIR)" ]; then \
+	    echo "test-posix: needs an LTP checkout: git clone --depth 1" \
+	         "https://github.com/linux-test-project/ltp /path/to/ltp, then" \
+	         "make test-posix LTP_DIR=/path/to/ltp (nothing run)"; \
+	else \
+	    $(MAKE) --no-print-directory all && scripts/test_posix.sh "$(LTP_DIR)"; \
+	fi
 
 # One variant (SAN=... or none): build, check the exports, run the suites.
 test-unit:

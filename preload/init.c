@@ -5,7 +5,7 @@
  * libraries' constructors run after libc's and before the program's). It
  * resolves the real functions, reads the GOSHIM_ configuration, starts the
  * runtime and turns the main thread into the main G, keeping its stack and
- * TCB. Only then does goshim_on become true; until then, and for ever if
+ * TCB. Only then does goshim_started (goshim_on) become true; until then, and for ever if
  * anything fails or GOSHIM_DISABLE=1, every interposer passes straight
  * through to glibc and the program runs natively.
  */
@@ -25,7 +25,7 @@
 #define GOSHIM_VERSION "0.0.0-dev"
 #endif
 
-bool goshim_on;
+bool goshim_started;
 
 static bool disabled_by_env(void)
 {
@@ -73,9 +73,12 @@ __attribute__((constructor)) static void goshim_init(void)
         return;
     }
     shim_thread_adopted_main();
+    if (shim_signal_init() != 0)
+        rt_print(2, "goshim: cannot start the signal router: signals sent to the process may "
+                    "reach a thread late\n");
     sched_deadlock_mode = c.deadlock;
     quit_install();
-    goshim_on = true;
+    goshim_started = true;
 }
 
 GOSHIM_EXPORT const char *goshim_version(void)

@@ -26,7 +26,8 @@
  * had none); every other G is dead (its thread does not exist in the
  * child, as with native threads); run queues, timers, futex waiters,
  * netpoller, the waker and sysmon threads start afresh; runtime locks the
- * parent's other threads held are released.
+ * parent's other threads held are released. The calling G takes the
+ * child's real tid in its TCB: its fake one is its parent's G's too.
  */
 #include "sched.h"
 #include "ldt.h"
@@ -84,6 +85,11 @@ static void reset_sched(struct m *mp)
 {
     struct g *self = mp->curg;
     mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
+    /* The forking thread's fake tid is its parent's too: a process-shared errorcheck or
+     * recursive mutex, owned by tid, would take the two for one thread (EDEADLK). The
+     * child's real tid is unique on the system and no G of the parent has it. */
+    if (sched.tls_full && self && self->tcb && !(self->flags & G_MAIN))
+        tls_tcb_set_tid(self->tcb, (unsigned)mp->tid);
     if (pthread_getcpuclockid(pthread_self(), &mp->cpuclock) != 0)
         mp->cpuclock = CLOCK_THREAD_CPUTIME_ID;
     mp->thread = pthread_self();

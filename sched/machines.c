@@ -18,9 +18,18 @@
  *
  * The M's own stack is its scheduler stack (g0): mcall resets to the same
  * spot (m->g0_sp) each time, so g0 never accumulates frames.
+ *
+ * An idle M blocks, besides its last G's mask, the signals the shim
+ * routes (sched_routed_signals: those with a program handler), but never
+ * the faults it may raise itself or glibc's two (set*id must reach it):
+ * it runs no thread of the program, so the kernel must not pick it for
+ * such a signal sent to the process (it would reach the router later
+ * than one sent after it: real-time signals must stay in order). execute
+ * installs the G's mask again.
  */
 #include <asm/prctl.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -305,9 +314,23 @@ static bool m_sleep_until(struct m *mp, int64_t until)
  * (timer_wakeup: a new earliest timer), it sleeps again with the new
  * deadline. With no timers it sleeps until startm wakes it.
  */
+uint64_t sched_routed_signals;
+
+static void block_while_idle(struct m *mp)
+{
+    uint64_t open = (1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1)) | (1ULL << (SIGILL - 1)) |
+                    (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1)) | (1ULL << (SIGSYS - 1)) |
+                    (1ULL << 31) | (1ULL << 32); /* 32, 33: glibc's SIGCANCEL, SIGSETXID */
+    uint64_t want =
+        (mp->sigmask | __atomic_load_n(&sched_routed_signals, __ATOMIC_RELAXED)) & ~open;
+    if (mp->sigmask != want)
+        m_apply_sigmask(mp, want);
+}
+
 void stopm(void)
 {
     struct m *mp = getm();
+    block_while_idle(mp);
     if (mp->p)
         goshim_throw("stopm: holding p");
     if (mp->spinning)

@@ -85,6 +85,15 @@ uint64_t thread_sigmask(void)
     return set;
 }
 
+/* A helper's first act: it is no M. A new thread inherits its creator's GS base, an M's
+ * when an M starts it (a fork child restarting sysmon): setxid.c would take it for that M
+ * and clear the M's set*id mark instead of its own (seteuid in a fork child hung). */
+static void *helper_start(void *fn)
+{
+    rt_syscall(SYS_arch_prctl, ARCH_SET_GS, 0, 0);
+    return ((void *(*)(void *))fn)(NULL);
+}
+
 int sched_helper_thread(void *(*fn)(void *))
 {
     pthread_t t;
@@ -97,7 +106,7 @@ int sched_helper_thread(void *(*fn)(void *))
      * waits for every thread to take SIGSETXID (setxid.c). */
     uint64_t all = ~((1ULL << 31) | (1ULL << 32)), old = 0;
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
-    int err = sched_thread_create(&t, &attr, fn, NULL);
+    int err = sched_thread_create(&t, &attr, helper_start, (void *)fn);
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
     pthread_attr_destroy(&attr);
     return err;

@@ -100,6 +100,9 @@ uint64_t thread_sigmask(void);         /* the calling OS thread's, from the kern
  * reaches one of the program's threads, as natively. 0 or an errno value. */
 int sched_helper_thread(void *(*fn)(void *));
 void m_apply_sigmask(struct m *mp, uint64_t set); /* on mp's own thread */
+/* The signals with a program handler, which the shim routes to a thread (bit sig-1,
+ * atomic): an idle M blocks them besides its last G's mask (machines.c). */
+extern uint64_t sched_routed_signals;
 /* sigaltstack is per G too: the current G's, as the system call (0 or an
  * errno value); and the switch-in step that installs a G's on its M. */
 int sched_sigaltstack(const stack_t *ss, stack_t *old);

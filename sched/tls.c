@@ -800,6 +800,11 @@ void tls_tcb_destroy(void *tcb)
     __atomic_add_fetch(&stats.destroyed, 1, __ATOMIC_RELAXED);
 }
 
+void tls_tcb_set_tid(void *tcb, unsigned tid)
+{
+    *(uint32_t *)((char *)tcb + ti.tid_off) = tid;
+}
+
 unsigned tls_tcb_tid(void *tcb)
 {
     return *(uint32_t *)((char *)tcb + ti.tid_off);

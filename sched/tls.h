@@ -115,8 +115,10 @@ void tls_tcb_set_stack(void *tcb, void *stackblock, size_t size, size_t guard);
  */
 void tls_tcb_destroy(void *tcb);
 
-/* tls_tcb_tid returns the fake tid stored in the TCB. */
+/* tls_tcb_tid returns the fake tid stored in the TCB; tls_tcb_set_tid replaces it (a fork
+ * child's G takes its process's real tid: fake tids are unique only within a process). */
 unsigned tls_tcb_tid(void *tcb);
+void tls_tcb_set_tid(void *tcb, unsigned tid);
 
 /* tls_thread_start runs on the new thread, its TCB installed, before user code (__ctype_init). */
 void tls_thread_start(void);

@@ -17,9 +17,9 @@
  * sched.lock, or changing its P's queues) must not wake directly: the wake
  * is then deferred to the waker thread (see gfutex.c).
  *
- * Differences from glibc: sem_wait/timedwait/clockwait are not
- * cancellation points yet and never fail with EINTR (a signal handler runs
- * and the wait goes on, which POSIX allows under SA_RESTART semantics).
+ * A signal handler that interrupts sem_wait, sem_timedwait or
+ * sem_clockwait runs on the waiting thread; the call then fails with EINTR
+ * unless the handler has SA_RESTART, as glibc's on Linux.
  */
 #include <errno.h>
 #include <limits.h>
@@ -81,9 +81,13 @@ static int sem_wait_slow(struct gsem *gs, int64_t deadline)
                 __atomic_fetch_sub(&gs->data, SEM_ONE_WAITER, __ATOMIC_RELAXED);
                 shim_testcancel();
             }
-            if (sync_wait(WAIT_SEM, gs, sem_word(gs), 0, deadline) == ETIMEDOUT) {
+            sched_set_wait(WAIT_SEM, gs);
+            int err = gfutex_wait(sem_word(gs), 0, deadline);
+            sched_set_wait(WAIT_NONE, NULL);
+            /* Interrupted: the handler runs here; without SA_RESTART the wait fails. */
+            if (err == ETIMEDOUT || (err == EINTR && shim_deliver_signals() == 2)) {
                 __atomic_fetch_sub(&gs->data, SEM_ONE_WAITER, __ATOMIC_RELAXED);
-                return ETIMEDOUT;
+                return err;
             }
             d = __atomic_load_n(&gs->data, __ATOMIC_RELAXED);
         } else if (__atomic_compare_exchange_n(&gs->data, &d, d - 1 - SEM_ONE_WAITER, true,
@@ -124,7 +128,12 @@ GOSHIM_EXPORT int sem_wait(sem_t *s)
     chaos_point();
     if (sem_take(gs))
         return 0;
-    return sem_wait_slow(gs, -1);
+    int err = sem_wait_slow(gs, -1);
+    if (err) {
+        errno = err;
+        return -1;
+    }
+    return 0;
 }
 
 GOSHIM_EXPORT int sem_timedwait(sem_t *s, const struct timespec *abstime)

@@ -22,7 +22,14 @@
 #include "sched/sched.h"
 
 /* Set by the constructor once the runtime runs and the main thread is the main G. */
-extern bool goshim_on;
+extern bool goshim_started;
+/* Set in the TCB of a thread from its vfork() to the return in the parent: the
+ * code that runs on that TCB meanwhile is the vfork child's, on the parent's
+ * memory, and must leave the runtime alone (shim/vfork.c). Per G in full TLS
+ * mode, per M otherwise; either way nothing else runs on it meanwhile. */
+extern __thread bool goshim_vforked __attribute__((tls_model("initial-exec")));
+/* The runtime is on for the caller: started, and not in a vfork child. */
+#define goshim_on (__builtin_expect(goshim_started, 1) && !goshim_vforked)
 
 /* True when the caller is a G of a running runtime. TLS read, no call. */
 static inline bool goshim_active(void)
@@ -45,6 +52,8 @@ static inline bool sync_on(void)
 
 /* shim/thread.h */
 int shim_deliver_signals(void);
+/* shim/signal.c: start the router of process-directed signals (after adoption). */
+int shim_signal_init(void);
 void shim_async_cancel(void);
 
 /*

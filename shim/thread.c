@@ -72,6 +72,14 @@ struct sthread {
     int canceltype;      /* PTHREAD_CANCEL_DEFERRED/ASYNCHRONOUS (stored only) */
     uint32_t cancelreq;  /* pthread_cancel was called */
     uint64_t sigpending; /* signals pthread_kill left for it while it was not running; atomic */
+    /* Process-directed signals forwarded to it (shim/signal.c): the set whose siginfo waits
+     * in fwd_info (allocated by the first forward, under thr_lock), atomic; the signals it
+     * waits for in sigwait and friends, atomic; and the ones of never_blocked() that the
+     * program asked to block (reported back, never installed). */
+    uint64_t fwd;
+    siginfo_t *fwd_info;
+    uint64_t sigwaiting;
+    uint64_t hidden_mask;
     char name[16];
     /* Per-thread kernel settings a G cannot have (its tid is not the
      * kernel's): accepted, kept and reported back, not enforced. */
@@ -85,6 +93,9 @@ struct sthread {
 static __thread struct sthread *tls_thr __attribute__((tls_model("initial-exec")));
 static size_t tls_thr_off;
 static struct sthread main_thread;
+/* Taken by whoever looks at other threads' records from outside them (the signal router)
+ * and around a record's end, so a record is never freed under the router. */
+static struct runtime_lock thr_lock;
 static int32_t nthreads =
     1; /* live pthreads, main included: the last one's exit ends the process */
 
@@ -213,10 +224,31 @@ static void run_key_destructors(void)
     }
 }
 
+/*
+ * pthread_ts whose thread is gone (joined, or detached and exited): a join
+ * or detach of one returns ESRCH, as glibc's, instead of reading the freed
+ * TCB. Direct-mapped, so an old entry may be overwritten (then the call
+ * falls back to glibc); a new thread whose TCB lands at the same address
+ * takes its entry out.
+ */
+enum { GONE_SLOTS = 4096 };
+static uintptr_t gone[GONE_SLOTS];
+
+static uintptr_t *gone_slot(pthread_t t)
+{
+    return &gone[((uintptr_t)t >> 6) % GONE_SLOTS];
+}
+
+static bool is_gone(pthread_t t)
+{
+    return t && __atomic_load_n(gone_slot(t), __ATOMIC_ACQUIRE) == (uintptr_t)t;
+}
+
 static void free_thread(struct sthread *st)
 {
     if (st->is_main)
         return; /* glibc's own TCB, a static record */
+    __atomic_store_n(gone_slot(thread_id(st)), (uintptr_t)thread_id(st), __ATOMIC_RELEASE);
     if (st->tcb && sched.tls_full)
         sched_tcb_free(st->tcb); /* to this P's cache for the next pthread_create */
     if (st->keyblk)
@@ -224,7 +256,10 @@ static void free_thread(struct sthread *st)
             free(st->keyblk[i]);
     free(st->keyblk);
     free(st->affinity);
+    runtime_lock(&thr_lock);
     st->magic = 0;
+    runtime_unlock(&thr_lock);
+    free(st->fwd_info);
     free(st);
 }
 
@@ -391,6 +426,8 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, 
             st->param = self->param;
         }
     }
+    struct sthread *creator = self_thread();
+    st->hidden_mask = creator ? creator->hidden_mask : 0; /* its mask is its creator's */
     int err = 0;
     struct g *gp = sched_spawn(thread_main, st, &sa, &err);
     if (!gp) {
@@ -404,6 +441,9 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, 
         *(struct sthread **)((char *)gp->tcb + tls_thr_off) = st;
     __atomic_add_fetch(&nthreads, 1, __ATOMIC_RELAXED);
     *thread = thread_id(st); /* before the thread runs, as glibc */
+    uintptr_t was = (uintptr_t)*thread;
+    __atomic_compare_exchange_n(gone_slot(*thread), &was, 0, false, __ATOMIC_ACQ_REL,
+                                __ATOMIC_RELAXED);
     goready(gp);
     return 0;
 }
@@ -448,6 +488,8 @@ static int join(pthread_t t, void **ret, int64_t deadline, bool try)
 
 GOSHIM_EXPORT int pthread_join(pthread_t t, void **ret)
 {
+    if (goshim_on && is_gone(t))
+        return ESRCH;
     if (!goshim_active() || !lookup(t))
         return REAL(pthread_join)(t, ret);
     chaos_point();
@@ -456,6 +498,8 @@ GOSHIM_EXPORT int pthread_join(pthread_t t, void **ret)
 
 GOSHIM_EXPORT int pthread_tryjoin_np(pthread_t t, void **ret)
 {
+    if (goshim_on && is_gone(t))
+        return ESRCH;
     if (!goshim_active() || !lookup(t))
         return REAL(pthread_tryjoin_np)(t, ret);
     return join(t, ret, -1, true);
@@ -464,6 +508,8 @@ GOSHIM_EXPORT int pthread_tryjoin_np(pthread_t t, void **ret)
 GOSHIM_EXPORT int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t clock,
                                        const struct timespec *abstime)
 {
+    if (goshim_on && is_gone(t))
+        return ESRCH;
     if (!goshim_active() || !lookup(t))
         return REAL(pthread_clockjoin_np)(t, ret, clock, abstime);
     int64_t deadline = -1;
@@ -479,6 +525,8 @@ GOSHIM_EXPORT int pthread_clockjoin_np(pthread_t t, void **ret, clockid_t clock,
 
 GOSHIM_EXPORT int pthread_timedjoin_np(pthread_t t, void **ret, const struct timespec *abstime)
 {
+    if (goshim_on && is_gone(t))
+        return ESRCH;
     if (!goshim_active() || !lookup(t))
         return REAL(pthread_timedjoin_np)(t, ret, abstime);
     return pthread_clockjoin_np(t, ret, CLOCK_REALTIME, abstime);
@@ -487,6 +535,8 @@ GOSHIM_EXPORT int pthread_timedjoin_np(pthread_t t, void **ret, const struct tim
 GOSHIM_EXPORT int pthread_detach(pthread_t t)
 {
     struct sthread *st;
+    if (goshim_on && is_gone(t))
+        return ESRCH;
     if (!goshim_active() || !(st = lookup(t)))
         return REAL(pthread_detach)(t);
     runtime_lock(&st->lock);
@@ -832,53 +882,198 @@ void shim_thread_adopted_main(void)
  * restarts as SA_RESTART says. A thread that blocks the signal gets it
  * marked pending without interruption (delivered when it unblocks it, or
  * taken by sigwait), unless it sits in a system call - sigwait maybe -
- * where its M's mask is its own. Not yet: a migration between the check
- * and the kill (the handler may then run on the thread that took its place).
+ * where its M's mask is its own. To itself, a standard signal it blocks
+ * waits in its own pending set, not its M's (the M runs other threads
+ * next, which must not see it); a real-time one stays the kernel's,
+ * which queues it. Not yet: a migration between the check and the kill
+ * (the handler may then run on the thread that took its place).
+ *
+ * Process-directed signals (shim/signal.c) come here through
+ * shim_route_signal, on the router thread: the main thread if it takes
+ * the signal, else the first thread that does; the siginfo goes with the
+ * signal (fwd_info) for the handler or sigwaitinfo to see. When none takes
+ * it, the router gives it back to the kernel, pending for the process.
  */
+static inline uint64_t sigbit(int sig)
+{
+    return 1ULL << (sig - 1);
+}
+
+/* Signal st's thread now (st->lock held): 0 or an errno value. */
+static int signal_thread_locked(struct sthread *st, int sig)
+{
+    struct g *gp = st->gp;
+    if (!gp)
+        return 0; /* exiting */
+    uint64_t bit = sigbit(sig);
+    uint32_t status = sched_gstatus(gp);
+    int tid = sched_gtid(gp);
+    bool blocked = (sched_gsigmask(gp) & bit) != 0;
+    bool waits = (__atomic_load_n(&st->sigwaiting, __ATOMIC_SEQ_CST) & bit) != 0;
+    if (tid > 0 && (status == Gsyscall || (status == Grunning && (!blocked || waits)))) {
+        long rc = rt_syscall(SYS_tgkill, getpid(), tid, sig);
+        return rc < 0 ? (int)-rc : 0;
+    }
+    __atomic_or_fetch(&st->sigpending, bit, __ATOMIC_SEQ_CST);
+    if (!blocked || waits)
+        gfutex_interrupt(gp);
+    return 0;
+}
+
+static void keep_info(struct sthread *st, int sig, const siginfo_t *info);
+
+/* sig, which the calling thread blocks, waits in its own pending set, with the siginfo
+ * glibc's raise (SI_USER) or pthread_kill (SI_TKILL) would give it. */
+static void pend_self(struct sthread *st, int sig, int code)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = sig;
+    si.si_code = code;
+    si.si_pid = getpid();
+    si.si_uid = getuid();
+    runtime_lock(&thr_lock);
+    keep_info(st, sig, &si);
+    runtime_unlock(&thr_lock);
+    __atomic_or_fetch(&st->sigpending, sigbit(sig), __ATOMIC_SEQ_CST);
+}
+
+/* Kept in the calling thread's own pending set (true) if it blocks sig, a standard signal
+ * (real-time ones queue: those stay the kernel's, on this M). */
+static bool kept_for_self(struct sthread *st, int sig, int code)
+{
+    if (sig <= 0 || sig >= SIGRTMIN || !(sched_sigmask() & sigbit(sig)))
+        return false;
+    pend_self(st, sig, code);
+    return true;
+}
+
 GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
 {
     struct sthread *st = goshim_on ? lookup(t) : NULL;
-    if (!st || st == self_thread() || !goshim_active())
+    if (!st || !goshim_active())
         return REAL(pthread_kill)(glibc_id(t, st), sig); /* glibc signals itself by gettid */
     if (sig < 0 || sig >= 65)
         return EINVAL;
+    if (st == self_thread())
+        return kept_for_self(st, sig, SI_TKILL) ? 0 : REAL(pthread_kill)(glibc_id(t, st), sig);
     /* A thread that has exited but is not joined yet: glibc >= 2.34 returns
      * 0 and sends nothing (bug 19193; ESRCH only for binaries linked
      * against the GLIBC_2.0 version, which goshim cannot tell apart). */
     if (__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE) || sig == 0)
         return 0;
-    int err = 0;
     runtime_lock(&st->lock);
-    struct g *gp = st->gp;
-    uint32_t status = gp ? sched_gstatus(gp) : Gdead;
-    int tid = gp ? sched_gtid(gp) : 0;
-    bool blocked = gp && (sched_gsigmask(gp) & (1ULL << (sig - 1)));
-    if (!gp) {
-        err = 0; /* exiting */
-    } else if (tid > 0 && (status == Gsyscall || (status == Grunning && !blocked))) {
-        long rc = rt_syscall(SYS_tgkill, getpid(), tid, sig);
-        err = rc < 0 ? (int)-rc : 0;
-    } else {
-        __atomic_or_fetch(&st->sigpending, 1ULL << (sig - 1), __ATOMIC_SEQ_CST);
-        if (!blocked)
-            gfutex_interrupt(gp);
-    }
+    int err = signal_thread_locked(st, sig);
     runtime_unlock(&st->lock);
     return err;
+}
+
+GOSHIM_EXPORT int raise(int sig)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    if (!st || sig <= 0 || sig >= 65)
+        return REAL(raise)(sig);
+    return kept_for_self(st, sig, SI_USER) ? 0 : REAL(raise)(sig);
+}
+
+/* Keep info as what st's thread sees of sig (thr_lock held, st alive). */
+static void keep_info(struct sthread *st, int sig, const siginfo_t *info)
+{
+    if (!st->fwd_info)
+        st->fwd_info = calloc(64, sizeof *st->fwd_info);
+    if (!st->fwd_info)
+        return; /* the handler sees the forwarding tgkill's siginfo instead */
+    st->fwd_info[sig - 1] = *info;
+    __atomic_or_fetch(&st->fwd, sigbit(sig), __ATOMIC_SEQ_CST);
+}
+
+/* Does gp (st's thread) take sig now: it does not block it or waits for it. */
+static bool takes(struct sthread *st, struct g *gp, uint64_t bit)
+{
+    return !(sched_gsigmask(gp) & bit) ||
+           (__atomic_load_n(&st->sigwaiting, __ATOMIC_SEQ_CST) & bit);
+}
+
+bool shim_main_takes(int sig, struct g *self)
+{
+    struct g *mg = __atomic_load_n(&main_thread.gp, __ATOMIC_ACQUIRE);
+    return mg && mg != self && takes(&main_thread, mg, sigbit(sig));
+}
+
+bool shim_route_signal(int sig, const siginfo_t *info)
+{
+    uint64_t bit = sigbit(sig);
+    struct sthread *target = NULL;
+    runtime_lock(&thr_lock);
+    struct g *mg = __atomic_load_n(&main_thread.gp, __ATOMIC_ACQUIRE);
+    if (mg && takes(&main_thread, mg, bit)) {
+        target = &main_thread;
+    } else {
+        runtime_lock(&sched.allglock);
+        for (struct g *gp = sched.allg; gp && !target; gp = gp->alllink) {
+            struct sthread *st = __atomic_load_n((struct sthread **)&gp->thr, __ATOMIC_ACQUIRE);
+            if (st && sched_gstatus(gp) != Gdead && st->magic == STHREAD_MAGIC && st->gp == gp &&
+                takes(st, gp, bit))
+                target = st;
+        }
+        runtime_unlock(&sched.allglock);
+    }
+    if (target) {
+        keep_info(target, sig, info);
+        runtime_lock(&target->lock);
+        signal_thread_locked(target, sig);
+        runtime_unlock(&target->lock);
+    }
+    runtime_unlock(&thr_lock);
+    return target != NULL;
+}
+
+bool shim_forwarded_info(int sig, siginfo_t *out)
+{
+    struct sthread *st = goshim_on ? self_thread() : NULL;
+    if (!st || st->magic != STHREAD_MAGIC || !st->fwd_info)
+        return false;
+    if (!(__atomic_fetch_and(&st->fwd, ~sigbit(sig), __ATOMIC_SEQ_CST) & sigbit(sig)))
+        return false;
+    *out = st->fwd_info[sig - 1];
+    return true;
+}
+
+void shim_sigwaiting(uint64_t set)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    if (st)
+        __atomic_store_n(&st->sigwaiting, set, __ATOMIC_SEQ_CST);
+}
+
+uint64_t shim_hidden_mask(void)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    return st ? st->hidden_mask : 0;
+}
+
+void shim_set_hidden_mask(uint64_t set)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    if (st)
+        st->hidden_mask = set;
 }
 
 int shim_deliver_signals(void)
 {
     struct sthread *st = goshim_active() ? self_thread() : NULL;
-    if (!st || !__atomic_load_n(&st->sigpending, __ATOMIC_RELAXED))
+    if (!st)
         return 0;
-    uint64_t set = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & ~sched_sigmask();
+    uint64_t mask = sched_sigmask();
+    if (!__atomic_load_n(&st->sigpending, __ATOMIC_RELAXED))
+        return 0;
+    uint64_t set = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & ~mask;
     if (!set)
         return 0; /* all blocked: they wait */
     set &= __atomic_fetch_and(&st->sigpending, ~set, __ATOMIC_SEQ_CST);
     int res = 0;
     for (int sig = 1; sig <= 64; sig++) {
-        if (!(set & (1ULL << (sig - 1))))
+        if (!(set & sigbit(sig)))
             continue;
         struct sigaction sa;
         if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN && sa.sa_handler != SIG_DFL)
@@ -895,18 +1090,66 @@ uint64_t shim_pending_signals(void)
     return st ? __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) : 0;
 }
 
-int shim_take_signal(uint64_t want)
+int shim_take_signal(uint64_t want, siginfo_t *info)
 {
     struct sthread *st = goshim_active() ? self_thread() : NULL;
-    uint64_t pend = st ? __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & want : 0;
+    if (!st)
+        return 0;
+    uint64_t pend = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & want;
     while (pend) {
         int sig = __builtin_ctzll(pend) + 1;
-        uint64_t bit = 1ULL << (sig - 1);
-        if (__atomic_fetch_and(&st->sigpending, ~bit, __ATOMIC_SEQ_CST) & bit)
+        uint64_t bit = sigbit(sig);
+        if (__atomic_fetch_and(&st->sigpending, ~bit, __ATOMIC_SEQ_CST) & bit) {
+            if (info && !shim_forwarded_info(sig, info)) {
+                memset(info, 0, sizeof *info);
+                info->si_signo = sig;
+                info->si_code = SI_TKILL;
+                info->si_pid = getpid();
+                info->si_uid = getuid();
+            }
             return sig;
+        }
         pend &= ~bit; /* taken meanwhile by its own delivery */
     }
     return 0;
+}
+
+/*
+ * exec keeps the signals pending for the calling thread, and its mask: the
+ * ones goshim keeps for it (its own pending set) are raised
+ * on its OS thread, blocked, and the mask it asked for is installed whole
+ * (the preemption signal too). If exec fails they are taken back.
+ */
+uint64_t shim_exec_prepare(void)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    if (!st)
+        return 0;
+    uint64_t mask = sched_sigmask() | st->hidden_mask;
+    uint64_t raised = __atomic_exchange_n(&st->sigpending, 0, __ATOMIC_SEQ_CST);
+    uint64_t unblocked = raised & ~mask; /* delivered now, before the exec, as natively */
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, 0, 8, 0, 0);
+    for (int sig = 1; sig <= 64; sig++)
+        if (raised & sigbit(sig))
+            rt_syscall(SYS_tgkill, getpid(), sched_mtid(), sig);
+    return raised & ~unblocked;
+}
+
+void shim_exec_failed(uint64_t raised)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    if (!st)
+        return;
+    struct timespec zero = {0, 0};
+    for (int sig = 1; sig <= 64; sig++) {
+        if (!(raised & sigbit(sig)))
+            continue;
+        uint64_t one = sigbit(sig);
+        if (rt_syscall6(SYS_rt_sigtimedwait, (long)&one, 0, (long)&zero, 8, 0, 0) == sig)
+            __atomic_or_fetch(&st->sigpending, one, __ATOMIC_SEQ_CST);
+    }
+    uint64_t mask = sched_sigmask();
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, 0, 8, 0, 0);
 }
 
 GOSHIM_EXPORT int pthread_getaffinity_np(pthread_t t, size_t size, cpu_set_t *set)

@@ -27,9 +27,35 @@ bool shim_cancel_pending(void);
  * handler without SA_RESTART ran, so the interrupted call fails with EINTR.
  */
 int shim_deliver_signals(void);
-/* Take the lowest signal of want pending for the calling thread (0 if none). */
-int shim_take_signal(uint64_t want);
+/* Take the lowest signal of want pending for the calling thread (0 if none); info (if not
+ * NULL) gets its siginfo. */
+#include <signal.h>
+#include <stdint.h>
+struct g;
+int shim_take_signal(uint64_t want, siginfo_t *info);
 /* The signals left pending for the calling thread (bit sig-1). */
 uint64_t shim_pending_signals(void);
+
+/*
+ * Process-directed signals (shim/signal.c routes them, thread.c picks the
+ * thread). shim_route_signal delivers sig, with its siginfo, to the thread
+ * the kernel would choose (false: none takes it now); run by the router
+ * thread. shim_main_takes: the main thread, if it is not self,
+ * takes sig now (lock-free, for a signal handler). shim_forwarded_info:
+ * the siginfo a signal forwarded to the calling thread came with (taken
+ * once). shim_sigwaiting: the signals the calling thread waits for or
+ * lets through while it waits (sigwait, sigsuspend; 0 after).
+ */
+bool shim_route_signal(int sig, const siginfo_t *info);
+bool shim_main_takes(int sig, struct g *self);
+bool shim_forwarded_info(int sig, siginfo_t *out);
+void shim_sigwaiting(uint64_t set);
+/* Signals of the preemption kind the calling thread asked to block: reported, not installed. */
+uint64_t shim_hidden_mask(void);
+void shim_set_hidden_mask(uint64_t set);
+/* Before an exec: what goshim keeps pending for the thread goes to the kernel (returned);
+ * after a failed exec, back. */
+uint64_t shim_exec_prepare(void);
+void shim_exec_failed(uint64_t raised);
 
 #endif

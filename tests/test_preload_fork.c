@@ -18,6 +18,10 @@
     "popen, posix_spawn and vfork from 8 threads: 8 ok\n"                                          \
     "daemon's parent exit 0; daemon: own session yes\n"
 #define ATFORK_OUT "child saw BAef\nparent saw BAcd\n"
+#define VFORK_CLOSE_OUT                                                                            \
+    "vfork+close+exec from 8 threads: children ok yes, readers got every byte: yes\n"
+#define VFORK_OTHERS_OUT                                                                           \
+    "child exit 0; another thread ran meanwhile: yes; child's write seen: yes\n"
 
 Test(preload_fork, natively, .timeout = 60)
 {
@@ -27,6 +31,8 @@ Test(preload_fork, natively, .timeout = 60)
     expect_native_prints("prog_fork", "system", SYSTEM_OUT);
     expect_native_prints("prog_fork", "spawn", SPAWN_OUT);
     expect_native_prints("prog_fork", "atfork", ATFORK_OUT);
+    expect_native_prints("prog_vfork", "close", VFORK_CLOSE_OUT);
+    expect_native_prints("prog_vfork", "others", VFORK_OTHERS_OUT);
 }
 
 /* The child makes 200 threads of its own; none of the parent's runs there. */
@@ -57,6 +63,24 @@ Test(preload_fork, popen_posix_spawn_vfork_and_daemon, .timeout = 60)
 {
     expect_preloaded_prints("prog_fork", "spawn", "GOSHIM_PROCS=1", SPAWN_OUT, 9);
     expect_preloaded_prints("prog_fork", "spawn", NULL, SPAWN_OUT, 9);
+}
+
+/* A vfork child's close is the child's own: 8 threads vfork, close the pipe another thread
+ * reads and exec, 1000 rounds (GOSHIM_TEST_SCALE). Its close went through goshim's wrapper on
+ * the parent's poller and woke the reader with EBADF. */
+Test(preload_fork, vfork_child_close_leaves_the_parents_fds_alone, .timeout = 120)
+{
+    expect_preloaded_prints("prog_vfork", "close", "GOSHIM_PROCS=1", VFORK_CLOSE_OUT, 17);
+    expect_preloaded_prints("prog_vfork", "close", "GOSHIM_PROCS=2", VFORK_CLOSE_OUT, 17);
+}
+
+/* While a vfork child waits before its exec, the parent's P goes on running other threads
+ * (at one P too); the child's nanosleep is the kernel's, not a park of the parent's G (that
+ * hung at GOSHIM_PROCS=1). */
+Test(preload_fork, vfork_parent_waits_and_other_threads_run, .timeout = 60)
+{
+    expect_preloaded_prints("prog_vfork", "others", "GOSHIM_PROCS=1", VFORK_OTHERS_OUT, 2);
+    expect_preloaded_prints("prog_vfork", "others", "GOSHIM_PROCS=2", VFORK_OTHERS_OUT, 2);
 }
 
 /* Handlers in POSIX order, on the forking thread's TLS. */
@@ -99,4 +123,24 @@ Test(preload_fork, a_program_making_threads_with_clone_runs_natively, .timeout =
               "makes its threads with clone(), not pthread_create (such threads cannot run beside "
               "goshim)",
               "clone thread ran: 42\n");
+}
+
+/* A thread forks; the child locks a process-shared errorcheck mutex: the parent thread's
+ * timed lock must time out. It got EDEADLK: the child's thread kept its parent's fake tid. */
+Test(preload_fork, fork_child_thread_has_a_tid_of_its_own, .timeout = 60)
+{
+    const char *want = "timed lock of the mutex the fork child holds: ETIMEDOUT\n";
+    expect_native_prints("prog_thread_facts", "forktid", want);
+    expect_preloaded_prints("prog_thread_facts", "forktid", "GOSHIM_PROCS=1", want, 2);
+    expect_preloaded_prints("prog_thread_facts", "forktid", "GOSHIM_PROCS=2", want, 2);
+}
+
+/* seteuid in the child of a threaded parent hung: the child's restarted helper threads
+ * inherited the M's GS base and cleared the M's set*id mark instead of their own. */
+Test(preload_fork, setxid_in_a_fork_child_of_a_threaded_parent, .timeout = 60)
+{
+    const char *want = "seteuid in the fork child: returned 0\n";
+    expect_native_prints("prog_thread_facts", "forksetxid", want);
+    expect_preloaded_prints("prog_thread_facts", "forksetxid", "GOSHIM_PROCS=1", want, 3);
+    expect_preloaded_prints("prog_thread_facts", "forksetxid", "GOSHIM_PROCS=2", want, 3);
 }

@@ -84,3 +84,133 @@ Test(preload_signal, sigsuspend_raise_abort, .timeout = 60)
     expect_preloaded_prints("prog_signals", "suspend", "GOSHIM_PROCS=1", SUSPEND_OUT, 2);
     expect_preloaded_prints("prog_signals", "suspend", "GOSHIM_PROCS=2", SUSPEND_OUT, 2);
 }
+
+/* ---- signals sent to the process (issue 13) ------------------------------------------- */
+
+struct procsig_case {
+    const char *mode, *out;
+};
+
+static const struct procsig_case procsig_cases[] = {
+    {"sleep", "sleep returned early: yes; handler ran on the main thread: yes\n"},
+    {"sem", "sem_wait failed with EINTR 10 times of 10; handlers on the main thread: yes\n"},
+    {"pause", "pause returned -1 EINTR; handler on the main thread: yes\n"},
+    {"join", "join returned; handler ran on the main thread: yes\n"},
+    {"restart",
+     "SA_RESTART: read returned 1 after the handler ran: yes, on the main thread: yes\n"},
+    {"eintr", "no SA_RESTART: read returned -1 EINTR; handler on the main thread: yes\n"},
+    {"onlyone", "handler ran on the only thread that takes it: yes\n"},
+    {"sigwait", "sigwaitinfo: SIGUSR2, si_code SI_QUEUE: yes, value 42\n"},
+    {"sigchld", "nanosleep returned -1 EINTR, time left: yes; handler on the main thread: yes\n"},
+    {"execpend", "after exec: SIGUSR1 pending: yes, blocked: yes\n"},
+};
+
+Test(preload_signal, process_signals_natively, .timeout = 120)
+{
+    for (size_t i = 0; i < sizeof procsig_cases / sizeof procsig_cases[0]; i++)
+        expect_native_prints("prog_procsig", procsig_cases[i].mode, procsig_cases[i].out);
+}
+
+static void procsig_under_goshim(const char *mode)
+{
+    for (size_t i = 0; i < sizeof procsig_cases / sizeof procsig_cases[0]; i++) {
+        if (strcmp(procsig_cases[i].mode, mode) != 0)
+            continue;
+        expect_preloaded_prints("prog_procsig", mode, "GOSHIM_PROCS=1", procsig_cases[i].out, 1);
+        expect_preloaded_prints("prog_procsig", mode, "GOSHIM_PROCS=2", procsig_cases[i].out, 1);
+        return;
+    }
+    cr_assert_fail("no case %s", mode);
+}
+
+/* kill from another process reaches the main thread's sleep: it returned 0 after the full
+ * 5 s, the handler having run on another OS thread's scheduler stack. */
+Test(preload_signal, process_signal_interrupts_the_main_threads_sleep, .timeout = 60)
+{
+    procsig_under_goshim("sleep");
+}
+
+/* setitimer's SIGALRM while main waits in sem_wait and two threads compute: EINTR 10 of 10
+ * (it hung). */
+Test(preload_signal, itimer_interrupts_sem_wait_in_main, .timeout = 60)
+{
+    procsig_under_goshim("sem");
+}
+
+Test(preload_signal, itimer_interrupts_pause_in_main, .timeout = 60)
+{
+    procsig_under_goshim("pause");
+}
+
+/* SIGINT during pthread_join: the handler runs on the joining main thread (it ran on
+ * another). */
+Test(preload_signal, sigint_during_join_runs_on_main, .timeout = 60)
+{
+    procsig_under_goshim("join");
+}
+
+/* A read from a pipe restarts after a handler with SA_RESTART, fails with EINTR without. */
+Test(preload_signal, sigterm_on_a_pipe_read_restarts_or_fails, .timeout = 60)
+{
+    procsig_under_goshim("restart");
+    procsig_under_goshim("eintr");
+}
+
+/* Every thread but one blocks the signal: that one gets it although parked (it hung). */
+Test(preload_signal, process_signal_goes_to_the_one_parked_thread_that_takes_it, .timeout = 60)
+{
+    procsig_under_goshim("onlyone");
+}
+
+Test(preload_signal, sigwaitinfo_in_a_worker_gets_a_process_signal, .timeout = 60)
+{
+    procsig_under_goshim("sigwait");
+}
+
+/* A child's SIGCHLD interrupts the main thread's nanosleep (it slept the full 5 s). */
+Test(preload_signal, sigchld_interrupts_nanosleep, .timeout = 60)
+{
+    procsig_under_goshim("sigchld");
+}
+
+/* A signal a thread sent itself while blocking it is still pending after exec. */
+Test(preload_signal, pending_signal_survives_exec, .timeout = 60)
+{
+    procsig_under_goshim("execpend");
+}
+
+/* ---- per-thread facts the conformance suite checks (issue 13, item 5) ------------------- */
+
+#define MASKS_OUT   "SIGKILL blocked: no, SIGSTOP blocked: no, SIGURG blocked: yes\n"
+#define PENDING_OUT "creator has SIGUSR1 pending: yes; the new thread: no\n"
+#define SEMINTR_OUT "sem_timedwait: -1 EINTR\n"
+
+Test(preload_signal, thread_facts_natively, .timeout = 60)
+{
+    expect_native_prints("prog_thread_facts", "masks", MASKS_OUT);
+    expect_native_prints("prog_thread_facts", "pending", PENDING_OUT);
+    expect_native_prints("prog_thread_facts", "semintr", SEMINTR_OUT);
+}
+
+/* SIGKILL and SIGSTOP were shown blocked; SIGURG (goshim's preemption signal) unblocked
+ * although the program had blocked it. */
+Test(preload_signal, sigmask_old_set_is_what_the_program_set, .timeout = 60)
+{
+    expect_preloaded_prints("prog_thread_facts", "masks", "GOSHIM_PROCS=1", MASKS_OUT, 1);
+    expect_preloaded_prints("prog_thread_facts", "masks", "GOSHIM_PROCS=2", MASKS_OUT, 1);
+}
+
+/* The creator's pending SIGUSR1 (raised while blocked) showed up in its new thread, which
+ * ran on the same OS thread. */
+Test(preload_signal, new_thread_starts_with_nothing_pending, .timeout = 60)
+{
+    expect_preloaded_prints("prog_thread_facts", "pending", "GOSHIM_PROCS=1", PENDING_OUT, 2);
+    expect_preloaded_prints("prog_thread_facts", "pending", "GOSHIM_PROCS=2", PENDING_OUT, 2);
+}
+
+/* It timed out after 10 s: the handler ran and the wait went on. */
+Test(preload_signal, sem_timedwait_fails_with_eintr, .timeout = 60)
+{
+    expect_preloaded_prints("prog_thread_facts", "semintr", "GOSHIM_PROCS=1", SEMINTR_OUT, 2);
+    expect_preloaded_prints("prog_thread_facts", "semintr", "GOSHIM_PROCS=2", SEMINTR_OUT, 2);
+}

@@ -136,3 +136,13 @@ Test(preload_thread, async_cancel_blocked_or_spinning, .timeout = 60)
     expect_preloaded_prints("prog_async_cancel", "spin", "GOSHIM_PROCS=1", want, 2);
     expect_preloaded_prints("prog_async_cancel", "spin", "GOSHIM_PROCS=2", want, 2);
 }
+
+/* A second join of a joined thread went to glibc's join on a freed TCB and hung for ever;
+ * ESRCH for join and detach, as natively. */
+Test(preload_thread, join_and_detach_of_a_joined_thread_give_esrch, .timeout = 60)
+{
+    const char *want = "second join: ESRCH; detach after join: ESRCH\n";
+    expect_native_prints("prog_thread_facts", "joined", want);
+    expect_preloaded_prints("prog_thread_facts", "joined", "GOSHIM_PROCS=1", want, 2);
+    expect_preloaded_prints("prog_thread_facts", "joined", "GOSHIM_PROCS=2", want, 2);
+}

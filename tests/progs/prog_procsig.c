@@ -1,0 +1,411 @@
+/*
+ * Signals sent to the process reach the thread the kernel would choose
+ * (issue 13): the main thread if it does not block the signal, else one
+ * that does not; a parked thread's wait is interrupted.
+ *
+ *   prog_procsig sleep      main in sleep(5), a child process kills it with SIGUSR1 once the
+ *                           main thread is about to sleep (and again every 20 ms): sleep
+ *                           returns early, the handler ran on the main thread
+ *   prog_procsig sem        main in sem_wait, two threads compute, an ITIMER_REAL SIGALRM
+ *                           handler without SA_RESTART: sem_wait fails with EINTR, 10 rounds
+ *   prog_procsig pause      alarm-style: main in pause() while two threads compute
+ *   prog_procsig join       main in pthread_join; SIGINT from a child process runs the
+ *                           handler on the main thread, which lets the joined thread end
+ *   prog_procsig restart    SIGTERM (sent again and again by a child) during a read from a
+ *                           pipe: with SA_RESTART the read goes on until a byte comes
+ *   prog_procsig eintr      the same without SA_RESTART: the read fails with EINTR
+ *   prog_procsig onlyone    every thread but one blocks SIGUSR1; that one is parked in
+ *                           sem_wait: the process's SIGUSR1 runs its handler there
+ *   prog_procsig sigwait    a worker in sigwaitinfo gets a sigqueue'd SIGUSR2 (si_code and
+ *                           value intact) that every other thread blocks
+ *   prog_procsig sigchld    SIGCHLD of a child that exits (another thread forks them,
+ *                           blocking SIGCHLD) interrupts the main thread's nanosleep
+ *   prog_procsig execpend   a signal pending for the thread (blocked) survives exec: the
+ *                           exec'd image (this program, mode execcheck) sees it pending
+ *
+ * Output is fixed for each mode; exit 0.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "prog_check.h"
+
+static pthread_t main_thread;
+static volatile sig_atomic_t handled, on_main, on_other;
+static pthread_t expected;
+
+static void note(int sig)
+{
+    (void)sig;
+    handled++;
+    if (pthread_equal(pthread_self(), expected))
+        on_main = 1;
+    else
+        on_other = 1;
+}
+
+static void install(int sig, void (*h)(int), int flags)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = h;
+    sa.sa_flags = flags;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(sig, &sa, NULL) == 0);
+}
+
+/* A child that waits until the parent closes its end of a pipe, then kills the parent with
+ * sig, times times 20 ms apart (so that one of them comes while the parent waits, however
+ * late it gets there): the parent closes it right before the call that must be interrupted,
+ * and kills the child once that call returned. */
+static pid_t killer_pid;
+
+static int killer(int sig, int times)
+{
+    int p[2];
+    CHECK(pipe(p) == 0);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        char c;
+        close(p[1]);
+        while (read(p[0], &c, 1) > 0)
+            ;
+        for (int i = 0; i < times; i++) {
+            kill(parent, sig);
+            if (times > 1) {
+                struct timespec ts = {0, 20 * 1000 * 1000}; /* pacing, not synchronisation */
+                nanosleep(&ts, NULL);
+            }
+        }
+        _exit(0);
+    }
+    killer_pid = pid;
+    close(p[0]);
+    return p[1];
+}
+
+static void end_killer(void)
+{
+    kill(killer_pid, SIGKILL);
+    waitpid(killer_pid, NULL, 0);
+}
+
+static volatile int stop;
+
+static void *spin(void *arg)
+{
+    (void)arg;
+    volatile unsigned long n = 0;
+    while (!stop)
+        n++;
+    return NULL;
+}
+
+static int mode_sleep(void)
+{
+    install(SIGUSR1, note, 0);
+    int fd = killer(SIGUSR1, 100);
+    close(fd);
+    unsigned left = sleep(5);
+    end_killer();
+    printf("sleep returned early: %s; handler ran on the main thread: %s\n",
+           left > 0 ? "yes" : "no", on_main && !on_other ? "yes" : "no");
+    return 0;
+}
+
+static int mode_sem(void)
+{
+    pthread_t t[2];
+    sem_t s;
+    install(SIGALRM, note, 0);
+    EXPECT(sem_init(&s, 0, 0), 0);
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_create(&t[i], NULL, spin, NULL), 0);
+    int eintr = 0;
+    for (int i = 0; i < 10; i++) {
+        struct itimerval it = {{0, 0}, {0, 50 * 1000}};
+        CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+        int r = sem_wait(&s);
+        if (r == -1 && errno == EINTR)
+            eintr++;
+    }
+    stop = 1;
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_join(t[i], NULL), 0);
+    printf("sem_wait failed with EINTR %d times of 10; handlers on the main thread: %s\n", eintr,
+           on_main && !on_other ? "yes" : "no");
+    return 0;
+}
+
+static int mode_pause(void)
+{
+    pthread_t t[2];
+    install(SIGALRM, note, 0);
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_create(&t[i], NULL, spin, NULL), 0);
+    struct itimerval it = {{0, 0}, {0, 50 * 1000}};
+    CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+    int r = pause();
+    int e = errno;
+    stop = 1;
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_join(t[i], NULL), 0);
+    printf("pause returned %d %s; handler on the main thread: %s\n", r,
+           r == -1 && e == EINTR ? "EINTR" : "?", on_main && !on_other ? "yes" : "no");
+    return 0;
+}
+
+static sem_t release;
+
+static void let_go(int sig)
+{
+    note(sig);
+    sem_post(&release); /* async-signal-safe */
+}
+
+static void *waits_for_release(void *arg)
+{
+    (void)arg;
+    while (sem_wait(&release) != 0)
+        ;
+    return NULL;
+}
+
+static int mode_join(void)
+{
+    pthread_t t;
+    EXPECT(sem_init(&release, 0, 0), 0);
+    install(SIGINT, let_go, SA_RESTART);
+    EXPECT(pthread_create(&t, NULL, waits_for_release, NULL), 0);
+    int fd = killer(SIGINT, 1);
+    close(fd);
+    EXPECT(pthread_join(t, NULL), 0);
+    end_killer();
+    printf("join returned; handler ran on the main thread: %s\n",
+           on_main && !on_other ? "yes" : "no");
+    return 0;
+}
+
+static int read_under_signals(int flags)
+{
+    int p[2];
+    CHECK(pipe(p) == 0);
+    install(SIGTERM, note, flags);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        for (int i = 0; i < 10; i++) {
+            kill(parent, SIGTERM);
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        CHECK(write(p[1], "x", 1) == 1);
+        _exit(0);
+    }
+    close(p[1]);
+    char c;
+    ssize_t n = read(p[0], &c, 1);
+    int e = errno;
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    if (flags & SA_RESTART)
+        printf("SA_RESTART: read returned %zd after the handler ran: %s, on the main thread: "
+               "%s\n",
+               n, handled > 0 ? "yes" : "no", on_main && !on_other ? "yes" : "no");
+    else
+        printf("no SA_RESTART: read returned %zd %s; handler on the main thread: %s\n", n,
+               n == -1 && e == EINTR ? "EINTR" : "?", on_main && !on_other ? "yes" : "no");
+    return 0;
+}
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int ready;
+
+static void *parked_taker(void *arg)
+{
+    (void)arg;
+    sigset_t none;
+    sigemptyset(&none);
+    EXPECT(pthread_sigmask(SIG_SETMASK, &none, NULL), 0);
+    expected = pthread_self();
+    EXPECT(pthread_mutex_lock(&mu), 0);
+    ready = 1;
+    EXPECT(pthread_cond_broadcast(&cv), 0);
+    EXPECT(pthread_mutex_unlock(&mu), 0);
+    while (sem_wait(&release) != 0) /* parked until the handler posts */
+        ;
+    return NULL;
+}
+
+static int mode_onlyone(void)
+{
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    EXPECT(sem_init(&release, 0, 0), 0);
+    install(SIGUSR1, let_go, SA_RESTART);
+    EXPECT(pthread_sigmask(SIG_BLOCK, &usr1, NULL), 0);
+    pthread_t t[3];
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_create(&t[i], NULL, spin, NULL), 0); /* they inherit the block */
+    EXPECT(pthread_create(&t[2], NULL, parked_taker, NULL), 0);
+    EXPECT(pthread_mutex_lock(&mu), 0);
+    while (!ready)
+        EXPECT(pthread_cond_wait(&cv, &mu), 0);
+    EXPECT(pthread_mutex_unlock(&mu), 0);
+    CHECK(kill(getpid(), SIGUSR1) == 0);
+    EXPECT(pthread_join(t[2], NULL), 0);
+    stop = 1;
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_join(t[i], NULL), 0);
+    printf("handler ran on the only thread that takes it: %s\n",
+           on_main && !on_other ? "yes" : "no");
+    return 0;
+}
+
+static void *sigwaiter(void *arg)
+{
+    sigset_t *set = arg;
+    siginfo_t si;
+    EXPECT(pthread_mutex_lock(&mu), 0);
+    ready = 1;
+    EXPECT(pthread_cond_broadcast(&cv), 0);
+    EXPECT(pthread_mutex_unlock(&mu), 0);
+    int r = sigwaitinfo(set, &si);
+    printf("sigwaitinfo: %s, si_code SI_QUEUE: %s, value %d\n", r == SIGUSR2 ? "SIGUSR2" : "other",
+           si.si_code == SI_QUEUE ? "yes" : "no", si.si_value.sival_int);
+    return NULL;
+}
+
+static int mode_sigwait(void)
+{
+    static sigset_t usr2;
+    sigemptyset(&usr2);
+    sigaddset(&usr2, SIGUSR2);
+    EXPECT(pthread_sigmask(SIG_BLOCK, &usr2, NULL), 0);
+    pthread_t t[3];
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_create(&t[i], NULL, spin, NULL), 0);
+    EXPECT(pthread_create(&t[2], NULL, sigwaiter, &usr2), 0);
+    EXPECT(pthread_mutex_lock(&mu), 0);
+    while (!ready)
+        EXPECT(pthread_cond_wait(&cv, &mu), 0);
+    EXPECT(pthread_mutex_unlock(&mu), 0);
+    union sigval v = {.sival_int = 42};
+    CHECK(sigqueue(getpid(), SIGUSR2, v) == 0);
+    EXPECT(pthread_join(t[2], NULL), 0);
+    stop = 1;
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_join(t[i], NULL), 0);
+    return 0;
+}
+
+/* Children exit one after another, 20 ms apart, until the main thread is done: one of
+ * their SIGCHLDs comes while it sleeps. This thread blocks SIGCHLD, the main one takes it. */
+static void *forks_children(void *arg)
+{
+    (void)arg;
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    EXPECT(pthread_sigmask(SIG_BLOCK, &chld, NULL), 0);
+    for (int i = 0; i < 200 && !stop; i++) {
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0)
+            _exit(0);
+        CHECK(waitpid(pid, NULL, 0) == pid);
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static int mode_sigchld(void)
+{
+    install(SIGCHLD, note, 0);
+    pthread_t t;
+    EXPECT(pthread_create(&t, NULL, forks_children, NULL), 0);
+    struct timespec ts = {5, 0}, rem = {0, 0};
+    int r = nanosleep(&ts, &rem);
+    int e = errno;
+    stop = 1;
+    EXPECT(pthread_join(t, NULL), 0);
+    printf("nanosleep returned %d %s, time left: %s; handler on the main thread: %s\n", r,
+           r == -1 && e == EINTR ? "EINTR" : "?", rem.tv_sec >= 1 ? "yes" : "no",
+           on_main && !on_other ? "yes" : "no");
+    return 0;
+}
+
+static int mode_execpend(char *self)
+{
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    EXPECT(pthread_sigmask(SIG_BLOCK, &usr1, NULL), 0);
+    EXPECT(pthread_kill(pthread_self(), SIGUSR1), 0);
+    char *argv[] = {self, "execcheck", NULL};
+    fflush(stdout);
+    execv(self, argv);
+    perror("execv");
+    return 1;
+}
+
+static int mode_execcheck(void)
+{
+    sigset_t pend, mask;
+    CHECK(sigpending(&pend) == 0);
+    EXPECT(pthread_sigmask(SIG_SETMASK, NULL, &mask), 0);
+    printf("after exec: SIGUSR1 pending: %s, blocked: %s\n",
+           sigismember(&pend, SIGUSR1) == 1 ? "yes" : "no",
+           sigismember(&mask, SIGUSR1) == 1 ? "yes" : "no");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    main_thread = expected = pthread_self();
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (!strcmp(mode, "sleep"))
+        return mode_sleep();
+    if (!strcmp(mode, "sem"))
+        return mode_sem();
+    if (!strcmp(mode, "pause"))
+        return mode_pause();
+    if (!strcmp(mode, "join"))
+        return mode_join();
+    if (!strcmp(mode, "restart"))
+        return read_under_signals(SA_RESTART);
+    if (!strcmp(mode, "eintr"))
+        return read_under_signals(0);
+    if (!strcmp(mode, "onlyone"))
+        return mode_onlyone();
+    if (!strcmp(mode, "sigwait"))
+        return mode_sigwait();
+    if (!strcmp(mode, "sigchld"))
+        return mode_sigchld();
+    if (!strcmp(mode, "execpend"))
+        return mode_execpend(argv[0]);
+    if (!strcmp(mode, "execcheck"))
+        return mode_execcheck();
+    fprintf(stderr, "usage: prog_procsig sleep|sem|pause|join|restart|eintr|onlyone|sigwait|"
+                    "sigchld|execpend\n");
+    return 2;
+}

@@ -1,0 +1,216 @@
+/*
+ * Per-thread facts the Open POSIX Test Suite checks (issue 13, item 5).
+ *
+ *   prog_thread_facts joined    join and detach of a thread already joined: ESRCH
+ *   prog_thread_facts masks     pthread_sigmask never adds SIGKILL or SIGSTOP, and reports
+ *                               SIGURG blocked when the program blocked it
+ *   prog_thread_facts pending   a new thread's pending set is empty while its creator has
+ *                               SIGUSR1 pending (blocked)
+ *   prog_thread_facts semintr   sem_timedwait fails with EINTR when a handler interrupts it
+ *   prog_thread_facts forktid   a thread forks; the child locks a process-shared errorcheck
+ *                               mutex; the parent thread's timed lock times out (it was
+ *                               EDEADLK: both sides' thread had the same fake tid)
+ *   prog_thread_facts forksetxid  with threads running, fork; the child calls seteuid (it
+ *                               hung in glibc's set*id round)
+ *
+ * Output is fixed for each mode; exit 0.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "prog_check.h"
+
+static void *nothing(void *arg)
+{
+    return arg;
+}
+
+static int mode_joined(void)
+{
+    pthread_t t;
+    EXPECT(pthread_create(&t, NULL, nothing, NULL), 0);
+    EXPECT(pthread_join(t, NULL), 0);
+    int j = pthread_join(t, NULL), d = pthread_detach(t);
+    printf("second join: %s; detach after join: %s\n", j == ESRCH ? "ESRCH" : strerror(j),
+           d == ESRCH ? "ESRCH" : strerror(d));
+    return 0;
+}
+
+static int mode_masks(void)
+{
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGKILL);
+    sigaddset(&set, SIGSTOP);
+    sigaddset(&set, SIGURG);
+    EXPECT(pthread_sigmask(SIG_BLOCK, &set, NULL), 0);
+    EXPECT(pthread_sigmask(SIG_SETMASK, NULL, &old), 0);
+    printf("SIGKILL blocked: %s, SIGSTOP blocked: %s, SIGURG blocked: %s\n",
+           sigismember(&old, SIGKILL) == 1 ? "yes" : "no",
+           sigismember(&old, SIGSTOP) == 1 ? "yes" : "no",
+           sigismember(&old, SIGURG) == 1 ? "yes" : "no");
+    return 0;
+}
+
+static void *reports_pending(void *arg)
+{
+    sigset_t *pend = arg;
+    CHECK(sigpending(pend) == 0);
+    return NULL;
+}
+
+static int mode_pending(void)
+{
+    sigset_t usr1, mine, theirs;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    EXPECT(pthread_sigmask(SIG_BLOCK, &usr1, NULL), 0);
+    EXPECT(pthread_kill(pthread_self(), SIGUSR1), 0);
+    pthread_t t;
+    EXPECT(pthread_create(&t, NULL, reports_pending, &theirs), 0);
+    EXPECT(pthread_join(t, NULL), 0);
+    CHECK(sigpending(&mine) == 0);
+    printf("creator has SIGUSR1 pending: %s; the new thread: %s\n",
+           sigismember(&mine, SIGUSR1) == 1 ? "yes" : "no",
+           sigismember(&theirs, SIGUSR1) == 1 ? "yes" : "no");
+    return 0;
+}
+
+static sem_t sem;
+static volatile sig_atomic_t handled;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    handled = 1;
+}
+
+static void *interrupts(void *arg)
+{
+    pthread_t main_thread = *(pthread_t *)arg;
+    struct timespec ts = {0, 50 * 1000 * 1000}; /* pacing: it is in sem_timedwait by then */
+    for (int i = 0; i < 100 && !handled; i++) {
+        nanosleep(&ts, NULL);
+        pthread_kill(main_thread, SIGUSR1);
+    }
+    return NULL;
+}
+
+static int mode_semintr(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1; /* no SA_RESTART */
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGUSR1, &sa, NULL) == 0);
+    EXPECT(sem_init(&sem, 0, 0), 0);
+    pthread_t self = pthread_self(), t;
+    EXPECT(pthread_create(&t, NULL, interrupts, &self), 0);
+    struct timespec dl = in_ms(CLOCK_REALTIME, 10000);
+    int r = sem_timedwait(&sem, &dl);
+    int e = errno;
+    EXPECT(pthread_join(t, NULL), 0);
+    printf("sem_timedwait: %d %s\n", r, r == -1 && e == EINTR ? "EINTR" : strerror(e));
+    return 0;
+}
+
+static void *forks_and_locks(void *arg)
+{
+    int *res = arg;
+    pthread_mutex_t *m =
+        mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED);
+    pthread_mutexattr_t a;
+    EXPECT(pthread_mutexattr_init(&a), 0);
+    EXPECT(pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED), 0);
+    EXPECT(pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK), 0);
+    EXPECT(pthread_mutex_init(m, &a), 0);
+    int up[2], down[2];
+    CHECK(pipe(up) == 0 && pipe(down) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        char c = pthread_mutex_lock(m) == 0 ? 'y' : 'n';
+        CHECK(write(up[1], &c, 1) == 1);
+        CHECK(read(down[0], &c, 1) == 1);
+        pthread_mutex_unlock(m);
+        _exit(0);
+    }
+    char c;
+    CHECK(read(up[0], &c, 1) == 1);
+    struct timespec dl = in_ms(CLOCK_REALTIME, 100);
+    *res = c == 'y' ? pthread_mutex_timedlock(m, &dl) : -1;
+    CHECK(write(down[1], "x", 1) == 1);
+    CHECK(waitpid(pid, NULL, 0) == pid);
+    return NULL;
+}
+
+static int mode_forktid(void)
+{
+    pthread_t t;
+    int res = -1;
+    EXPECT(pthread_create(&t, NULL, forks_and_locks, &res), 0);
+    EXPECT(pthread_join(t, NULL), 0);
+    printf("timed lock of the mutex the fork child holds: %s\n", res == ETIMEDOUT ? "ETIMEDOUT"
+                                                                 : res < 0        ? "child failed"
+                                                                                  : strerror(res));
+    return 0;
+}
+
+static volatile int stop_spin;
+
+static void *spin(void *arg)
+{
+    (void)arg;
+    while (!stop_spin)
+        ;
+    return NULL;
+}
+
+static int mode_forksetxid(void)
+{
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_create(&t[i], NULL, spin, NULL), 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0)
+        _exit(seteuid(geteuid()) == 0 ? 0 : 1);
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    stop_spin = 1;
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_join(t[i], NULL), 0);
+    printf("seteuid in the fork child: %s\n",
+           WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "returned 0" : "failed");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "joined"))
+        return mode_joined();
+    if (!strcmp(mode, "masks"))
+        return mode_masks();
+    if (!strcmp(mode, "pending"))
+        return mode_pending();
+    if (!strcmp(mode, "semintr"))
+        return mode_semintr();
+    if (!strcmp(mode, "forktid"))
+        return mode_forktid();
+    if (!strcmp(mode, "forksetxid"))
+        return mode_forksetxid();
+    fprintf(stderr, "usage: prog_thread_facts joined|masks|pending|semintr|forktid|forksetxid\n");
+    return 2;
+}
