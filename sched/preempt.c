@@ -45,7 +45,10 @@
  * p99 of 2-3 slices for a sleeper beside a spinner). One that did not is
  * a spinner (redis's io threads, an adaptive lock's spin phase): it goes
  * to the global queue's tail, behind every G that waits, the way EEVDF's
- * lag puts a task that used its share behind those that did not.
+ * lag puts a task that used its share behind those that did not. Only
+ * under the kernel's policy: with a fixed (Go) slice the global queue's
+ * 61st-tick check ran a demoted spinner before a sleeper just readied into
+ * runnext, a whole extra 10 ms slice (p99 25 ms for a 1 ms sleep).
  *
  * Code no unwinder can walk (a JIT's, in an anonymous executable mapping;
  * hand-written assembly without CFI). The walk cannot pass it, so such a
@@ -453,7 +456,7 @@ void goshim_preempt_point(void)
     /* No wrapped call since its last preemption: a spinner. It goes
      * behind every G that waits (the global queue's tail); any other G
      * behind those of its own P. */
-    if (gp->ncalls_preempted == sched_ncalls) {
+    if (pr.when_waiting && gp->ncalls_preempted == sched_ncalls) {
         __atomic_add_fetch(&pr.ndemoted, 1, __ATOMIC_RELAXED);
         sched_gosched();
     } else {

@@ -234,10 +234,14 @@ redis_run() {
     done
 }
 for ((r = 0; r < redis_runs; r++)); do redis_run; done
+for c in redis redis_p1; do
+    if [ -n "${vals[redis_g,$c]:-}" ] && [ -n "${vals[redis_n,$c]:-}" ]; then
+        med[redis_g,$c]=$(median "${vals[redis_g,$c]}")
+        med[redis_n,$c]=$(median "${vals[redis_n,$c]}")
+    fi
+done
 redis_fig() { # CASE: "goshim G s, native N s: R x"
-    if [ -n "${vals[redis_g,$1]:-}" ] && [ -n "${vals[redis_n,$1]:-}" ]; then
-        med[redis_g,$1]=$(median "${vals[redis_g,$1]}")
-        med[redis_n,$1]=$(median "${vals[redis_n,$1]}")
+    if [ -n "${med[redis_g,$1]:-}" ]; then
         awk -v g="${med[redis_g,$1]}" -v n="${med[redis_n,$1]}" \
             'BEGIN { printf "goshim %.2f s, native %.2f s: %.2fx", g, n, g / n }'
     else
@@ -267,9 +271,11 @@ walk_run() {
 for ((r = 0; r < runs; r++)); do
     if ((r % 2 == 0)); then walk_run libgcc; walk_run libunwind; else walk_run libunwind; walk_run libgcc; fi
 done
+for w in libgcc libunwind; do
+    [ -n "${vals[walk,$w]:-}" ] && med[walk,$w]=$(median "${vals[walk,$w]}")
+done
 walk_fig() {
-    if [ -n "${vals[walk,$1]:-}" ]; then
-        med[walk,$1]=$(median "${vals[walk,$1]}")
+    if [ -n "${med[walk,$1]:-}" ]; then
         awk -v v="${med[walk,$1]}" -v n="$(median "${vals[walks,$1]}")" \
             'BEGIN { printf "%.1f us per walk (%d walks a run)", v / 1000, n }'
     else
