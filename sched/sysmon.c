@@ -219,8 +219,7 @@ static int retake(int64_t now)
      * lock's new owner) after the base slice. */
     if (policy) {
         for (int32_t i = 0; i < sched.gomaxprocs; i++)
-            queued += (int32_t)runqlen(sched.allp[i]) +
-                      (__atomic_load_n(&sched.allp[i]->runnext, __ATOMIC_RELAXED) != NULL);
+            queued += (int32_t)runqlen(sched.allp[i]) + (sched.allp[i]->runnext != NULL);
         sm.woken = due || queued > __atomic_load_n(&sched.npreemptq, __ATOMIC_RELAXED);
         if (!sm.woken && slice < CPU_ROTATE_NS)
             slice = CPU_ROTATE_NS;
