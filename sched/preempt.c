@@ -456,8 +456,6 @@ void goshim_preempt_point(void)
     /* No wrapped call since its last preemption: a spinner. It goes
      * behind every G that waits (the global queue's tail); any other G
      * behind those of its own P. */
-    gp->flags |= G_PREEMPTQ; /* a CPU-bound waiter from now until it runs (sysmon.c) */
-    __atomic_add_fetch(&sched.npreemptq, 1, __ATOMIC_RELAXED);
     if (pr.when_waiting && gp->ncalls_preempted == sched_ncalls) {
         __atomic_add_fetch(&pr.ndemoted, 1, __ATOMIC_RELAXED);
         sched_gosched();

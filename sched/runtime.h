@@ -62,7 +62,6 @@ enum {
     G_TCB_BOUND = 8, /* TCB bound at spawn (pthread_create needs the pthread_t); not yet run */
     G_KEEP_TCB =
         16, /* exiting, its TCB (a joinable pthread_t) goes to sched_exit_hook, not reuse */
-    G_PREEMPTQ = 32, /* queued by a preemption (counted in sched.npreemptq) until it runs */
 };
 
 struct g {
@@ -232,7 +231,6 @@ struct schedt {
     size_t tls_g_off;      /* offset of tls_g from the thread pointer */
     uint64_t nspawned;     /* atomic: Gs created (incl. reused) */
     uint64_t nmthreadfail; /* atomic: M creations that failed or hit the cap */
-    int32_t npreemptq;     /* atomic: runnable Gs that wait because they were preempted */
     int64_t starttime;     /* nanotime at sched_init */
     bool started;
 };

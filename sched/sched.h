@@ -173,16 +173,6 @@ void chaos_init(uint64_t seed);
 uint64_t chaos_rand(void);           /* the next draw of the seeded generator */
 uint64_t chaos_seed_for(int64_t id); /* a per-M generator seed */
 void chaos_yield(void);              /* a wrapper boundary: maybe yield the P */
-/* A G queued by a preemption runs again (execute): it no longer counts
- * among the preempted waiters sysmon weighs (sysmon.c). Owner only. */
-static inline void preemptq_leave(struct g *gp)
-{
-    if (__builtin_expect(gp->flags & G_PREEMPTQ, 0)) {
-        gp->flags &= ~(uint32_t)G_PREEMPTQ;
-        __atomic_sub_fetch(&sched.npreemptq, 1, __ATOMIC_RELAXED);
-    }
-}
-
 /* Calls into goshim's wrappers by the running thread: per G with per-G
  * TLS, per OS thread in errno mode. preempt.c tells a spinner by it (no
  * call between two preemptions). One TLS increment, safe on any thread. */

@@ -25,17 +25,9 @@
  * queue (where Gs woken from system calls, by sysmon's netpoll or off any
  * P land), or behind a due timer, which only a scheduling M runs. With
  * nobody waiting it runs on, unpreempted (a lone computation pays
- * nothing). Like the kernel, it tells two kinds of waiter apart: a G
- * woken from a sleep, by I/O or by a lock's release gets a P after the
- * base slice, while Gs that only wait because they were preempted (they
- * compute, as the running one does) take turns at the kernel's tick, 4 ms
- * (CPU_ROTATE_NS; sched.npreemptq counts them): with the base slice for
- * both, four CPU-bound threads on two Ps were preempted 1,500 times a
- * second, each costing some 40 us of wall time on this VM (the signal's
- * IPI and sysmon's own wake-ups), 5-6% in all. To see a wait within a
- * fraction of a slice, sysmon looks every quarter slice while a woken G
- * waits, every half slice otherwise while Ps run, and at the next timer's
- * deadline; it polls the network itself when nobody has for a slice; when
+ * nothing). To see such a wait within a fraction of a slice, sysmon looks
+ * every quarter slice while a G waits and every half slice while Ps only
+ * run, and polls the network itself when nobody has for a slice; when
  * every P is idle it backs off to 10 ms as before. A fixed GOSHIM_PREEMPT
  * keeps the old rule: preempt after the slice whether or not anyone waits.
  *
@@ -61,12 +53,6 @@ enum {
     SYSMON_IDLE_ROUNDS = 50,
     FORCE_POLL_NS = 10000000,
     SYSCALL_RETAKE_NS = 10000000,
-    /* How often the kernel rotates tasks that all compute: EEVDF checks the
-     * running task's deadline at its tick (hrtick is off by default), so
-     * with Debian's CONFIG_HZ=250 two CPU-bound tasks take turns every 4 ms
-     * (893 switches in 1.6 s of 4 threads on 2 CPUs, measured here), while
-     * a task woken from a sleep or by I/O gets the CPU after the base slice. */
-    CPU_ROTATE_NS = 4000000,
 };
 
 static struct {
@@ -78,7 +64,6 @@ static struct {
     uint64_t nretake; /* Ps retaken from system calls; atomic */
     uint64_t nrounds;
     bool waiters; /* at the last round, a G waited for a running P */
-    bool woken;   /* ... and one of them was not put back by a preemption */
 } sm;
 
 /* What sysmon saw of a P at its last round; sysmon only. */
@@ -211,19 +196,8 @@ static int retake(int64_t now)
     int64_t slice = preempt_slice();
     bool policy = preempt_when_waiting();
     int64_t tnext = policy ? timers_next() : -1;
-    int32_t queued = __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED);
-    bool due = tnext >= 0 && tnext <= now;
-    bool global = queued > 0 || due;
-    /* Waiters that were only preempted (they compute, as the running Gs do)
-     * take turns at the kernel's tick; a woken one (a sleeper, I/O, a
-     * lock's new owner) after the base slice. */
-    if (policy) {
-        for (int32_t i = 0; i < sched.gomaxprocs; i++)
-            queued += (int32_t)runqlen(sched.allp[i]) + (sched.allp[i]->runnext != NULL);
-        sm.woken = due || queued > __atomic_load_n(&sched.npreemptq, __ATOMIC_RELAXED);
-        if (!sm.woken && slice < CPU_ROTATE_NS)
-            slice = CPU_ROTATE_NS;
-    }
+    bool global =
+        __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 || (tnext >= 0 && tnext <= now);
     sm.waiters = false;
     for (int32_t i = 0; i < sched.gomaxprocs; i++) {
         struct p *pp = sched.allp[i];
@@ -304,7 +278,7 @@ static void *sysmon(void *arg)
          * seen within half a slice); a G is seen past its slice at most a
          * quarter slice late. */
         int64_t slice = preempt_slice();
-        int64_t look = preempt_when_waiting() && (!sm.waiters || !sm.woken) ? slice / 2 : slice / 4;
+        int64_t look = preempt_when_waiting() && !sm.waiters ? slice / 2 : slice / 4;
         if (slice > 0 && delay > look &&
             __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) < sched.gomaxprocs)
             delay = look > SYSMON_MIN_NS ? look : SYSMON_MIN_NS;
@@ -313,13 +287,6 @@ static void *sysmon(void *arg)
         int64_t sleep = delay;
         if (sm.trace_ns > 0 && sm.lasttrace + sm.trace_ns - now < sleep)
             sleep = sm.lasttrace + sm.trace_ns - now;
-        /* While Ps run, a timer that falls due readies a G that waits: look then. */
-        int64_t tnext = preempt_when_waiting() &&
-                                __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) < sched.gomaxprocs
-                            ? timers_next()
-                            : -1;
-        if (tnext > now && tnext - now < sleep)
-            sleep = tnext - now;
         if (sleep > 0)
             notetsleep(&sm.note, sleep);
         noteclear(&sm.note);
