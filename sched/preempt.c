@@ -34,7 +34,8 @@
  * cache miss; its per-thread cache is per G here, cold in every new
  * thread), and its TLS is dynamic (a __tls_get_addr per G). Mean walk,
  * three spinners and a worker at one P, 0.5 ms slices, same run: libgcc
- * 4-7 us, libunwind 24-69 us (scripts/bench_preempt.sh, case d), so
+ * 3.0-4.3 us, libunwind 8.1-11.1 us, 2.6-3.1x (scripts/bench_preempt.sh,
+ * case d; 4-7 against 24-69 us on a machine loaded by other builds), so
  * libgcc stays the default (the issue's rule: libunwind only within 2x).
  *
  * Where a preempted G goes. One that entered goshim since its last
