@@ -269,6 +269,15 @@ void exitsyscall(void)
     __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
     while (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) == PLESS_TAKING)
         procyield(20);
+    /* Called on a read of pless that saw sysmon's TAKING of a hand-off it
+     * then gave up (the M was no longer asleep): the G still runs on its
+     * P, there is nothing to exit (it threw "exitsyscall0: G not in a
+     * system call", 1 run in ~10 of the million-G test under TSan). */
+    if (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) == PLESS_NO && mp->p != NULL && gp != NULL &&
+        readgstatus(gp) == Grunning) {
+        __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+        return;
+    }
     __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
     if (exitsyscall_try(mp, gp)) {
         __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
