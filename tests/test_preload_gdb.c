@@ -239,15 +239,17 @@ Test(preload_gdb, attach_lists_every_thread_and_unwinds_parked_ones, .timeout = 
 }
 
 /* A core file from goshim gcore: the same list and backtraces, with no process. */
-Test(preload_gdb, core_file_from_goshim_gcore, .timeout = 240)
+/* Attach to the parked program once every thread is listed, and write a
+ * core with gdb command SAVER ("goshim gcore" or "gcore") into dir/core. */
+static void save_core(const char *saver, char *dir, char *core, size_t size)
 {
     struct parked p;
-    char dir[] = "/tmp/goshim-gdb-XXXXXX", core[64], cmd[96];
+    char cmd[160];
 
     require_gdb_and_ptrace();
     cr_assert(mkdtemp(dir));
-    snprintf(core, sizeof core, "%s/core", dir);
-    snprintf(cmd, sizeof cmd, "goshim gcore %s", core);
+    snprintf(core, size, "%s/core", dir);
+    snprintf(cmd, sizeof cmd, "%s %s", saver, core);
     start_parked(&p);
     const char *const save[] = {"info goshim", cmd, NULL};
     bool listed = false;
@@ -256,8 +258,15 @@ Test(preload_gdb, core_file_from_goshim_gcore, .timeout = 240)
         listed = all_listed(out);
     }
     cr_assert(listed, "%s", out);
-    cr_assert(strstr(out, "goshim: saved "), "%s", out);
     stop_parked(&p);
+}
+
+Test(preload_gdb, core_file_from_goshim_gcore, .timeout = 240)
+{
+    char dir[] = "/tmp/goshim-gdb-XXXXXX", core[64];
+
+    save_core("goshim gcore", dir, core, sizeof core);
+    cr_assert(strstr(out, "goshim: saved "), "%s", out);
 
     gdb_run(0, core, all_cmds);
     cr_assert(all_listed(out), "info goshim on the core:\n%s", out);
@@ -269,22 +278,9 @@ Test(preload_gdb, core_file_from_goshim_gcore, .timeout = 240)
 /* A plain gcore keeps the runtime's structures but not the stacks: bt says why. */
 Test(preload_gdb, plain_gcore_lists_threads_and_explains_missing_stacks, .timeout = 240)
 {
-    struct parked p;
-    char dir[] = "/tmp/goshim-gdb-XXXXXX", core[64], cmd[96];
+    char dir[] = "/tmp/goshim-gdb-XXXXXX", core[64];
 
-    require_gdb_and_ptrace();
-    cr_assert(mkdtemp(dir));
-    snprintf(core, sizeof core, "%s/core", dir);
-    snprintf(cmd, sizeof cmd, "gcore %s", core);
-    start_parked(&p);
-    const char *const save[] = {"info goshim", cmd, NULL};
-    bool listed = false;
-    for (int tries = 0; tries < 20 && !listed; tries++) {
-        gdb_run(p.pid, NULL, save);
-        listed = all_listed(out);
-    }
-    cr_assert(listed, "%s", out);
-    stop_parked(&p);
+    save_core("gcore", dir, core, sizeof core);
 
     gdb_run(0, core, list_cmds);
     cr_assert(all_listed(out), "info goshim on a plain gcore core:\n%s", out);
