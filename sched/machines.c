@@ -37,6 +37,7 @@
 #include "sched.h"
 #include "ldt.h"
 #include "netpoll.h"
+#include "preempt.h"
 #include "throw.h"
 #include "timer.h"
 #include "tls.h"
@@ -98,6 +99,7 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
     if (pthread_getcpuclockid(pthread_self(), &mp->cpuclock) != 0)
         mp->cpuclock = CLOCK_THREAD_CPUTIME_ID; /* never read as such: see sysmon */
+    preempt_m_init(mp);
     mp->g0tcb = tls_self();
     mp->curfs = mp->g0tcb;
     mp->real_tcb = mp->g0tcb;

@@ -126,6 +126,7 @@ static struct {
     bool when_waiting; /* the kernel's policy: preempt only while another G waits for a P */
     pid_t pid;
     int cookie;
+    int tcookie;        /* the slice timers' sigev_value */
     struct ranges *app; /* application text; atomic */
     struct ranges *all; /* every loaded object's text; atomic */
     struct range self;  /* goshim's own text */
@@ -137,8 +138,9 @@ static struct {
     struct sigaction app_action[65]; /* the application's disposition of each of them */
     bool app_set[65];
     uint64_t nrequests, ndone, nrefused, nstale, nhandoff, ncut, ndemoted;
-    int walker;               /* PREEMPT_WALK_LIBGCC or _LIBUNWIND */
-    uint64_t nwalks, walk_ns; /* walks and their total time */
+    uint64_t nticks, ntickcuts, ntimerfail; /* slice-timer signals, the preemptions they asked */
+    int walker;                             /* PREEMPT_WALK_LIBGCC or _LIBUNWIND */
+    uint64_t nwalks, walk_ns;               /* walks and their total time */
 } pr;
 
 /* libunwind, for GOSHIM_PREEMPT_WALK=libunwind (dlopen'ed RTLD_LOCAL, so
@@ -266,16 +268,20 @@ static void refuse(struct m *mp)
     __atomic_add_fetch(&mp->preempt_refusals, 1, __ATOMIC_RELAXED);
 }
 
+static void on_tick(struct m *mp, bool in_runtime, void *ucv);
+static void slicetimer_create(struct m *mp, int sig);
+
 static void handler(int sig, siginfo_t *info, void *ucv)
 {
     int saved_errno = errno;
-    if (info->si_code != SI_QUEUE || info->si_pid != pr.pid ||
-        info->si_value.sival_int != pr.cookie) {
+    bool tick = info->si_code == SI_TIMER && info->si_value.sival_int == pr.tcookie;
+    if (!tick && (info->si_code != SI_QUEUE || info->si_pid != pr.pid ||
+                  info->si_value.sival_int != pr.cookie)) {
         chain(sig, info, ucv);
         errno = saved_errno;
         return;
     }
-    if (sig != __atomic_load_n(&pr.sig, __ATOMIC_RELAXED))
+    if (!tick && sig != __atomic_load_n(&pr.sig, __ATOMIC_RELAXED))
         return; /* sent just before preemption moved to another signal */
     struct m *mp = m_of_thread();
     if (!mp)
@@ -283,9 +289,43 @@ static void handler(int sig, siginfo_t *info, void *ucv)
     /* Held while the handler reads the M's P and G: sysmon does not hand
      * them off meanwhile (syscall.c), nor does it once it had begun. */
     int32_t locks = __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST) == 0)
-        on_request(mp, locks > 1, ucv);
+    if (tick && mp->slicetimer_sig != __atomic_load_n(&pr.sig, __ATOMIC_RELAXED))
+        slicetimer_create(mp, __atomic_load_n(&pr.sig, __ATOMIC_RELAXED)); /* moved off */
+    else if (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST) == 0) {
+        if (tick)
+            on_tick(mp, locks > 1, ucv);
+        else
+            on_request(mp, locks > 1, ucv);
+    }
     __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+}
+
+/*
+ * Whether gp, interrupted at ucv's PC and stack pointer, may be preempted
+ * there by the cheap tests (application text, room on its stack); if so,
+ * the saved context is edited to resume in the trampoline. Else the
+ * refusal is counted.
+ */
+static bool inject(struct m *mp, struct g *gp, void *ucv)
+{
+    ucontext_t *uc = ucv;
+    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+    uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+    if (!app_pc(__atomic_load_n(&pr.app, __ATOMIC_ACQUIRE), pc) ||
+        (gp->stack.lo &&
+         (sp < (uintptr_t)gp->stack.lo + STACK_MARGIN || sp > (uintptr_t)gp->stack.hi))) {
+        /* Code of no loaded object (a JIT's): no walk will ever pass it,
+         * so sysmon hands the P off at once rather than after retries. */
+        if (!app_pc(__atomic_load_n(&pr.all, __ATOMIC_ACQUIRE), pc))
+            __atomic_store_n(&mp->preempt_nowalk, 1, __ATOMIC_RELAXED);
+        refuse(mp);
+        return false;
+    }
+    mp->pend_rip = pc;
+    mp->preempt_pending = 1;
+    uc->uc_mcontext.gregs[REG_RSP] = (greg_t)(sp - 128);
+    uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)goshim_preempt_entry;
+    return true;
 }
 
 /* The handler's decision for mp, its own M (in_runtime: interrupted inside goshim). */
@@ -308,23 +348,37 @@ static void on_request(struct m *mp, bool in_runtime, void *ucv)
         __atomic_add_fetch(&pr.nstale, 1, __ATOMIC_RELAXED);
         return;
     }
-    ucontext_t *uc = ucv;
-    uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-    uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-    if (!app_pc(__atomic_load_n(&pr.app, __ATOMIC_ACQUIRE), pc) ||
-        (gp->stack.lo &&
-         (sp < (uintptr_t)gp->stack.lo + STACK_MARGIN || sp > (uintptr_t)gp->stack.hi))) {
-        /* Code of no loaded object (a JIT's): no walk will ever pass it,
-         * so sysmon hands the P off at once rather than after retries. */
-        if (!app_pc(__atomic_load_n(&pr.all, __ATOMIC_ACQUIRE), pc))
-            __atomic_store_n(&mp->preempt_nowalk, 1, __ATOMIC_RELAXED);
-        refuse(mp);
+    inject(mp, gp, ucv);
+}
+
+/*
+ * The M's slice timer fired: its thread has run another period (the
+ * slice, rounded up to the kernel's tick) since the last signal. If the
+ * same G ran all that time and another G waits for its P, preempt it now,
+ * here, without sysmon: the kernel's own tick rotation of tasks that all
+ * compute. Anything else (inside goshim, on g0, a new G since the last
+ * signal, nobody waiting) waits for the next period.
+ */
+static void on_tick(struct m *mp, bool in_runtime, void *ucv)
+{
+    __atomic_add_fetch(&pr.nticks, 1, __ATOMIC_RELAXED);
+    struct p *pp = mp->p;
+    struct g *gp = mp->curg;
+    if (!pp || !gp || in_runtime || __atomic_load_n(&mp->ong0, __ATOMIC_RELAXED) ||
+        mp->preempt_pending || readgstatus(gp) != Grunning)
+        return;
+    uint32_t t = __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED);
+    if (mp->tick_p != pp || mp->tick_sched != t) {
+        mp->tick_p = pp; /* a G that began within the period: it gets a whole one */
+        mp->tick_sched = t;
         return;
     }
-    mp->pend_rip = pc;
-    mp->preempt_pending = 1;
-    uc->uc_mcontext.gregs[REG_RSP] = (greg_t)(sp - 128);
-    uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)goshim_preempt_entry;
+    if (runqempty(pp) && __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) == 0)
+        return; /* nobody waits: it runs on */
+    if (inject(mp, gp, ucv)) {
+        __atomic_add_fetch(&pr.ntickcuts, 1, __ATOMIC_RELAXED);
+        mp->tick_sched = t + 1; /* the G that runs next gets a whole period */
+    }
 }
 
 /* ---- the walk and the yield -------------------------------------------------------- */
@@ -456,9 +510,17 @@ void goshim_preempt_point(void)
     __atomic_add_fetch(&pr.ndone, 1, __ATOMIC_RELAXED);
     /* No wrapped call since its last preemption: a spinner. It goes
      * behind every G that waits (the global queue's tail); any other G
-     * behind those of its own P. */
-    if (pr.when_waiting && gp->ncalls_preempted == sched_ncalls) {
-        __atomic_add_fetch(&pr.ndemoted, 1, __ATOMIC_RELAXED);
+     * behind those of its own P, or, when none waits there, behind those
+     * of the global queue (else it would run again at once, before them). */
+    bool spinner = gp->ncalls_preempted == sched_ncalls;
+    if (spinner) { /* a computing waiter from now until it runs (sysmon.c) */
+        gp->flags |= G_PREEMPTQ;
+        __atomic_add_fetch(&sched.npreemptq, 1, __ATOMIC_RELAXED);
+    }
+    if (pr.when_waiting &&
+        (spinner || (runqempty(mp->p) && __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0))) {
+        if (spinner)
+            __atomic_add_fetch(&pr.ndemoted, 1, __ATOMIC_RELAXED);
         sched_gosched();
     } else {
         sched_goyield();
@@ -466,6 +528,56 @@ void goshim_preempt_point(void)
     if (sched_resume_hook)
         sched_resume_hook();
     gp->ncalls_preempted = sched_ncalls; /* the hook's own calls do not count */
+}
+
+/* ---- the slice timers -------------------------------------------------------------- */
+
+/* Give mp, the calling thread's M, a slice timer that signals sig (the old
+ * one, if any, is deleted). On failure the M has none: sysmon times its
+ * slices instead (preempt_timers_ok says so). Async-signal-safe. */
+static void slicetimer_create(struct m *mp, int sig)
+{
+    if (mp->slicetimer_sig) {
+        rt_syscall(SYS_timer_delete, mp->slicetimer, 0, 0);
+        mp->slicetimer_sig = 0;
+    }
+    struct sigevent se;
+    memset(&se, 0, sizeof se);
+    se.sigev_notify = SIGEV_THREAD_ID;
+    se.sigev_signo = sig;
+    se.sigev_value.sival_int = pr.tcookie;
+    se._sigev_un._tid = mp->tid; /* sigev_notify_thread_id */
+    int id = -1;
+    long rc = rt_syscall(SYS_timer_create, CLOCK_THREAD_CPUTIME_ID, (long)&se, (long)&id);
+    struct itimerspec its = {{pr.slice / 1000000000, pr.slice % 1000000000},
+                             {pr.slice / 1000000000, pr.slice % 1000000000}};
+    if (rc == 0 && rt_syscall6(SYS_timer_settime, id, 0, (long)&its, 0, 0, 0) != 0) {
+        rt_syscall(SYS_timer_delete, id, 0, 0);
+        rc = -1;
+    }
+    if (rc != 0) {
+        if (__atomic_fetch_add(&pr.ntimerfail, 1, __ATOMIC_RELAXED) == 0)
+            rt_print(2,
+                     "goshim: cannot give a thread its CPU-time slice timer (error %ld; "
+                     "RLIMIT_SIGPENDING?): sysmon times the slices instead, at more cost\n",
+                     -rc);
+        return;
+    }
+    mp->slicetimer = id;
+    mp->slicetimer_sig = sig;
+}
+
+void preempt_m_init(struct m *mp)
+{
+    mp->slicetimer_sig = 0;
+    mp->tick_p = NULL;
+    if (pr.on && pr.when_waiting)
+        slicetimer_create(mp, __atomic_load_n(&pr.sig, __ATOMIC_RELAXED));
+}
+
+bool preempt_timers_ok(void)
+{
+    return pr.on && pr.when_waiting && __atomic_load_n(&pr.ntimerfail, __ATOMIC_RELAXED) == 0;
 }
 
 /* ---- sysmon's side ------------------------------------------------------------------ */
@@ -630,6 +742,7 @@ int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff, int walke
     pr.handoff = handoff;
     pr.slice = slice_ns;
     pr.cookie = (int)(((uint64_t)nanotime() * 0x9E3779B97F4A7C15ULL) >> 33) | 1;
+    pr.tcookie = (int)(((uint64_t)pr.cookie * 0xC2B2AE3D27D4EB4FULL) >> 33) | 2;
     pr.on = true;
     if (walker == PREEMPT_WALK_LIBUNWIND && !libunwind_load())
         rt_print(2, "goshim: GOSHIM_PREEMPT_WALK=libunwind: libunwind.so.8 cannot be loaded "
@@ -648,6 +761,10 @@ int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff, int walke
 void preempt_after_fork(void)
 {
     pr.pid = getpid();
+    __atomic_store_n(&sched.npreemptq, 0, __ATOMIC_RELAXED); /* the parent's queued Gs are gone */
+    struct m *mp = getm(); /* timers are not inherited: the one M needs a new one */
+    if (mp)
+        preempt_m_init(mp);
 }
 
 void preempt_stats(struct preempt_stats *s)
@@ -659,6 +776,9 @@ void preempt_stats(struct preempt_stats *s)
     s->handoffs = __atomic_load_n(&pr.nhandoff, __ATOMIC_RELAXED);
     s->cut = __atomic_load_n(&pr.ncut, __ATOMIC_RELAXED);
     s->demoted = __atomic_load_n(&pr.ndemoted, __ATOMIC_RELAXED);
+    s->ticks = __atomic_load_n(&pr.nticks, __ATOMIC_RELAXED);
+    s->tickcuts = __atomic_load_n(&pr.ntickcuts, __ATOMIC_RELAXED);
+    s->timerfail = __atomic_load_n(&pr.ntimerfail, __ATOMIC_RELAXED);
     s->walks = __atomic_load_n(&pr.nwalks, __ATOMIC_RELAXED);
     s->walk_ns = __atomic_load_n(&pr.walk_ns, __ATOMIC_RELAXED);
     s->walker = pr.walker == PREEMPT_WALK_LIBUNWIND ? "libunwind" : "libgcc";

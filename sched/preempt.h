@@ -37,8 +37,15 @@ int64_t preempt_kernel_slice(int nprocs);
 void preempt_request(struct p *pp, bool handoff);
 /* Rebuild the table of application text (after dlopen/dlclose). */
 void preempt_refresh(void);
-/* In a forked child: the new pid. */
+/* In a forked child: the new pid, the one M's slice timer. */
 void preempt_after_fork(void);
+/* On a new M's own thread, before it runs a G: its slice timer (the
+ * kernel's policy only). */
+struct m;
+void preempt_m_init(struct m *mp);
+/* Every M has its slice timer: sysmon leaves the rotation of Gs that were
+ * only preempted to them. */
+bool preempt_timers_ok(void);
 
 /* The application's view of the signals goshim handles (shim's sigaction):
  * preempt_owns says whether sig is one; preempt_app_action records act (if
@@ -49,10 +56,12 @@ void preempt_app_action(int sig, const struct sigaction *act, struct sigaction *
 
 struct preempt_stats {
     uint64_t requests, done, refused, stale, handoffs;
-    uint64_t cut;            /* slices cut short because another G waited (the kernel's policy) */
-    uint64_t demoted;        /* preempted spinners sent behind the waiting Gs */
-    uint64_t walks, walk_ns; /* safety walks and their total time */
-    const char *walker;      /* "libgcc" or "libunwind" */
+    uint64_t cut;             /* slices cut short because another G waited (the kernel's policy) */
+    uint64_t demoted;         /* preempted spinners sent behind the waiting Gs */
+    uint64_t ticks, tickcuts; /* slice-timer signals, and the preemptions they began */
+    uint64_t timerfail;       /* Ms without a slice timer */
+    uint64_t walks, walk_ns;  /* safety walks and their total time */
+    const char *walker;       /* "libgcc" or "libunwind" */
 };
 void preempt_stats(struct preempt_stats *s);
 

@@ -631,6 +631,7 @@ static void runnable_to(struct p *pp, struct g *gp)
         runtime_unlock(&sched.lock);
     }
     wakep();
+    sysmon_kick(0);
 }
 
 void gopark(bool (*unlockf)(struct g *, void *), void *lock, int reason)

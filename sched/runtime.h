@@ -62,6 +62,7 @@ enum {
     G_TCB_BOUND = 8, /* TCB bound at spawn (pthread_create needs the pthread_t); not yet run */
     G_KEEP_TCB =
         16, /* exiting, its TCB (a joinable pthread_t) goes to sched_exit_hook, not reuse */
+    G_PREEMPTQ = 32, /* queued by a preemption (counted in sched.npreemptq) until it runs */
 };
 
 struct g {
@@ -163,10 +164,18 @@ struct m {
                                   set by the handler, cleared by sysmon; atomic */
     uint32_t pless;            /* its G runs on without the P it gave up that way (syscall.c) */
     clockid_t cpuclock;        /* its thread's CPU-time clock (sysmon tells running from blocked) */
-    uint64_t nsyscall;         /* blocking system calls; owner writes */
-    uint64_t sigmask;          /* the thread's blocked signals in the kernel; owner */
-    void *altstack;            /* ss_sp of the thread's sigaltstack in the kernel (NULL: none) */
-    stack_t own_alt; /* its own (goshim's overflow stack): installed under Gs without one */
+    /* Its slice timer (preempt.c): a kernel timer on the thread's CPU
+     * time that signals the thread itself at the scheduler tick; -1 none.
+     * tick_p/tick_sched: the P and schedtick its last signal saw (the
+     * same G still running at the next one has run a whole period). */
+    int slicetimer;
+    int slicetimer_sig;
+    struct p *tick_p;
+    uint32_t tick_sched;
+    uint64_t nsyscall; /* blocking system calls; owner writes */
+    uint64_t sigmask;  /* the thread's blocked signals in the kernel; owner */
+    void *altstack;    /* ss_sp of the thread's sigaltstack in the kernel (NULL: none) */
+    stack_t own_alt;   /* its own (goshim's overflow stack): installed under Gs without one */
 };
 
 struct p {
@@ -213,12 +222,17 @@ struct schedt {
     int32_t nmidle;           /* sched.lock */
     int32_t mcount;           /* Ms created; sched.lock */
     int32_t maxmcount;
-    struct m *allm;             /* sched.lock */
-    struct p *pidle;            /* idle Ps; sched.lock */
-    int32_t npidle;             /* atomic (written under sched.lock) */
-    int32_t nmspinning;         /* atomic */
-    struct gqueue runq;         /* global run queue; sched.lock */
-    int32_t runqsize;           /* sched.lock; read racily as a hint */
+    struct m *allm;     /* sched.lock */
+    struct p *pidle;    /* idle Ps; sched.lock */
+    int32_t npidle;     /* atomic (written under sched.lock) */
+    int32_t nmspinning; /* atomic */
+    struct gqueue runq; /* global run queue; sched.lock */
+    int32_t runqsize;   /* sched.lock; read racily as a hint */
+    int32_t npreemptq;  /* atomic: runnable Gs that wait because they were preempted */
+    /* sysmon sleeps without looking for a while (until sysmon_wake_at):
+     * a G that starts to wait while every P runs wakes it (sysmon_kick). */
+    int32_t sysmon_longsleep;   /* atomic */
+    int64_t sysmon_wake_at;     /* atomic */
     struct runtime_lock gflock; /* global free G list */
     struct g *gfree;            /* gflock */
     int32_t ngfree;             /* gflock */

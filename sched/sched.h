@@ -166,6 +166,25 @@ void quit_install(void);   /* a SIGQUIT handler, if the program has none */
 void quit_check(void);     /* sysmon: dump and exit after SIGQUIT */
 bool sched_quit_handler_is(void (*h)(int));
 void sysmon_wake(void);
+/* A G begins to wait for a P (created, woken, back from a system call
+ * without one) or a timer is set for when: if every P runs and sysmon
+ * sleeps past that without looking, wake it (sysmon.c). One load when it
+ * does not. */
+void sysmon_kick_slow(int64_t when);
+static inline void sysmon_kick(int64_t when)
+{
+    if (__builtin_expect(__atomic_load_n(&sched.sysmon_longsleep, __ATOMIC_RELAXED), 0))
+        sysmon_kick_slow(when);
+}
+/* A G queued by a preemption runs again (execute): it no longer counts
+ * among the preempted waiters sysmon weighs (sysmon.c). Owner only. */
+static inline void preemptq_leave(struct g *gp)
+{
+    if (__builtin_expect(gp->flags & G_PREEMPTQ, 0)) {
+        gp->flags &= ~(uint32_t)G_PREEMPTQ;
+        __atomic_sub_fetch(&sched.npreemptq, 1, __ATOMIC_RELAXED);
+    }
+}
 
 /* Chaos mode (chaos.c). */
 extern bool sched_chaos;

@@ -101,6 +101,7 @@ int sched_adopt_main(void)
     mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
     if (pthread_getcpuclockid(pthread_self(), &mp->cpuclock) != 0)
         mp->cpuclock = CLOCK_THREAD_CPUTIME_ID;
+    preempt_m_init(mp);
     mp->g0tcb = g0tcb;
     mp->curfs = self;
     mp->real_tcb = self;

@@ -276,6 +276,7 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
     struct p *pp = mp->p;
     if (!casgstatus(gp, Grunnable, Grunning))
         goshim_throw("execute: G not runnable");
+    preemptq_leave(gp);
     __atomic_store_n(&gp->m, mp, __ATOMIC_RELEASE); /* pthread_kill reads it */
     mp->curg = gp;
     if (!inherit)
@@ -316,6 +317,7 @@ GOSHIM_NO_TSAN void schedule(void)
     if (mp->spinning)
         resetspinning(mp);
     if (self_resume) {
+        preemptq_leave(gp);
         mp->curg = gp;
         __atomic_store_n(&mp->p->schedtick, mp->p->schedtick + 1, __ATOMIC_RELAXED);
         if (!sched.tls_full)

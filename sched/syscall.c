@@ -230,6 +230,8 @@ GOSHIM_NO_TSAN static void exitsyscall0(void *arg)
     if (!pp)
         globrunqput(gp);
     runtime_unlock(&sched.lock);
+    if (!pp)
+        sysmon_kick(0);
     if (pp) {
         acquirep(pp);
         execute(mp, gp, false);

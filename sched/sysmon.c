@@ -63,8 +63,27 @@ static struct {
     bool running;
     uint64_t nretake; /* Ps retaken from system calls; atomic */
     uint64_t nrounds;
-    bool waiters; /* at the last round, a G waited for a running P */
+    bool waiters;  /* at the last round, a G waited for a running P, sysmon's to serve */
+    bool rotating; /* ... or only Gs that the Ms' slice timers rotate */
+    int fast;      /* rounds left to look often after a kick (a wait began) */
 } sm;
+
+/* The kernel's tick (CLOCK_MONOTONIC_COARSE's resolution: 4 ms at
+ * Debian's CONFIG_HZ=250), where it rotates tasks that all compute, and
+ * where the Ms' CPU-time slice timers fire. */
+static int64_t tick_ns(void)
+{
+    static int64_t tick;
+    if (!tick) {
+        struct timespec ts;
+        int64_t t = 4000000;
+        if (rt_syscall(SYS_clock_getres, CLOCK_MONOTONIC_COARSE, (long)&ts, 0) == 0 &&
+            ts.tv_sec == 0 && ts.tv_nsec > 0)
+            t = ts.tv_nsec;
+        tick = t;
+    }
+    return tick;
+}
 
 /* What sysmon saw of a P at its last round; sysmon only. */
 struct ptick {
@@ -121,18 +140,23 @@ static bool m_sleeping(struct m *mp)
 static int64_t m_cputime(struct m *mp)
 {
     struct timespec ts;
-    if (mp->cpuclock == CLOCK_THREAD_CPUTIME_ID || clock_gettime(mp->cpuclock, &ts) != 0)
+    if (mp->cpuclock == CLOCK_THREAD_CPUTIME_ID ||
+        rt_syscall(SYS_clock_gettime, mp->cpuclock, (long)&ts, 0) != 0) /* the M's, not its G's */
         return -1;
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /*
  * pp's G has run half its slice (arm) or all of it (ask it to yield) -
- * unless its M turns out to be blocked in the kernel (a call goshim does
- * not wrap, glibc's own futex waits), where a signal would only cut the
- * call short with EINTR: at half the slice, note the M's CPU time; from the
- * full slice on, signal if the M used at least half the time since, and
- * again every round until the G yields.
+ * unless its M does not compute: from the arm on, sysmon notes the M's CPU
+ * time, and from the full slice on it signals only if the M used at least
+ * half the time since (a hog), again every round until the G yields. An M
+ * that used less either sleeps in the kernel, in a call goshim does not
+ * wrap (glibc's own futex waits, raw system calls), where a signal would
+ * cut the call short with EINTR - after two such rounds its P is handed
+ * off without a signal - or runs only now and then between such calls, or
+ * gets little CPU on a loaded machine: it is left to its slice timer,
+ * whose signal comes only while it runs (preempt.c).
  */
 static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
 {
@@ -147,19 +171,17 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
         }
         return;
     }
-    bool fresh = pt->armed == 0;
-    if (fresh) {
+    if (pt->armed == 0) { /* decide with a round of its CPU time */
         pt->armed = now;
         pt->cpu0 = cpu;
+        return;
     }
     if (!full)
         return;
-    /* Seen past the slice at the first look (a wait began late in a long
-     * run): ask at once unless its M sleeps in the kernel. */
-    bool running =
-        fresh ? !m_sleeping(mp) : 2 * (cpu - pt->cpu0) >= now - pt->armed || !m_sleeping(mp);
-    pt->blocked = running ? 0 : pt->blocked + 1;
-    if (running)
+    bool hog = 2 * (cpu - pt->cpu0) >= now - pt->armed;
+    bool asleep = !hog && m_sleeping(mp);
+    pt->blocked = asleep ? pt->blocked + 1 : 0;
+    if (hog)
         pt->refused += refused_again(mp, pt);
     /* Stuck: blocked in the kernel outside goshim for two rounds past the
      * slice, or refused a preemption in more than two rounds (it stays in libc):
@@ -169,13 +191,39 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
          * without a signal that would interrupt the call. */
         if (sched_handoff_asleep(mp, m_sleeping))
             preempt_count_handoff();
-    } else if (pt->refused > 2 && running && preempt_handoff_on()) {
+    } else if (pt->refused > 2 && hog && preempt_handoff_on()) {
         preempt_request(pp, true); /* refused again and again: hand off where it stands */
-    } else if (running) {
+    } else if (hog) {
         preempt_request(pp, false);
     }
     pt->armed = now;
     pt->cpu0 = cpu;
+}
+
+/*
+ * Only computing Gs wait for pp, and its M's slice timer has not rotated
+ * its G for two ticks. sysmon steps in only where the timer cannot: the M
+ * sleeps in the kernel outside goshim (its CPU clock stands still; the P
+ * is handed off without a signal, which would cut the call short with
+ * EINTR), or its G refused the timer's preemptions in more than two
+ * rounds (it stays in libc: the P goes where the G stands). A G that
+ * runs only now and then, between calls the kernel blocks, is left to its
+ * timer: it uses its P little, and a signal could land in such a call.
+ */
+static void rotation_stuck(struct p *pp, struct ptick *pt)
+{
+    struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
+    if (!mp || !preempt_handoff_on())
+        return;
+    if (m_sleeping(mp)) {
+        if (++pt->blocked >= 2 && sched_handoff_asleep(mp, m_sleeping))
+            preempt_count_handoff();
+        return;
+    }
+    pt->blocked = 0;
+    pt->refused += refused_again(mp, pt);
+    if (pt->refused > 2)
+        preempt_request(pp, true);
 }
 
 static struct ptick pticks[MAX_PROCS];
@@ -196,9 +244,25 @@ static int retake(int64_t now)
     int64_t slice = preempt_slice();
     bool policy = preempt_when_waiting();
     int64_t tnext = policy ? timers_next() : -1;
-    bool global =
-        __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 || (tnext >= 0 && tnext <= now);
+    int32_t queued = __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED);
+    bool due = tnext >= 0 && tnext <= now;
+    bool global = queued > 0 || due;
+    /* Like the kernel, tell two kinds of waiter apart: a G woken from a
+     * sleep, by I/O or by a lock's release gets a P after the base slice
+     * (sysmon asks), while Gs that only wait because they were preempted
+     * (they compute, as the running ones do) take turns at the kernel's
+     * tick, which the Ms' own slice timers keep (preempt.c): sysmon only
+     * steps in for a P whose G the timer did not rotate (refused, blocked
+     * in the kernel outside goshim). */
+    bool woken = !policy || !preempt_timers_ok() || due || sched_chaos;
+    if (!woken) {
+        for (int32_t i = 0; i < sched.gomaxprocs; i++)
+            queued += (int32_t)runqlen(sched.allp[i]) + (sched.allp[i]->runnext != NULL);
+        woken = queued > __atomic_load_n(&sched.npreemptq, __ATOMIC_RELAXED);
+    }
+    int64_t rotate = 2 * tick_ns() + slice; /* a timer should have rotated it by then */
     sm.waiters = false;
+    sm.rotating = false;
     for (int32_t i = 0; i < sched.gomaxprocs; i++) {
         struct p *pp = sched.allp[i];
         struct ptick *pt = &pticks[i];
@@ -215,8 +279,18 @@ static int retake(int64_t now)
                 pt->refused = 0;
                 pt->refm = NULL;
                 pt->cut = false;
+                if (policy && others_wait(pp, global)) {
+                    if (woken)
+                        sm.waiters = true;
+                    else
+                        sm.rotating = true; /* look again before its timer's second tick */
+                }
             } else if (policy && !others_wait(pp, global)) {
                 pt->armed = 0; /* nobody waits for this P: its G runs on */
+            } else if (!woken) {
+                sm.rotating = true; /* its slice timer rotates it */
+                if (now - pt->schedwhen >= rotate)
+                    rotation_stuck(pp, pt);
             } else if (now - pt->schedwhen >= slice / 2) {
                 sm.waiters = true;
                 bool full = now - pt->schedwhen >= slice;
@@ -232,6 +306,8 @@ static int retake(int64_t now)
         }
         if (status != Psyscall)
             continue;
+        if (others_wait(pp, global))
+            sm.waiters = true; /* look again soon: it may be retaken for them */
         uint32_t t = __atomic_load_n(&pp->syscalltick, __ATOMIC_ACQUIRE);
         if (pt->syscalltick != t) { /* a new call since last round: give it a round */
             pt->syscalltick = t;
@@ -273,22 +349,47 @@ static void *sysmon(void *arg)
             delay *= 2;
         if (delay > SYSMON_MAX_NS)
             delay = SYSMON_MAX_NS;
-        /* While Gs run, look four times per slice while one waits, twice
-         * while they only run (the kernel's policy: a wait that begins is
-         * seen within half a slice); a G is seen past its slice at most a
-         * quarter slice late. */
+        /* While Gs run: look four times per slice while a G waits that
+         * sysmon serves; while Gs wait only to be rotated by the Ms' slice
+         * timers, often enough to see a rotation fail (once per timer
+         * tick); else, as when every P is idle, back off, but wake at the
+         * next timer, after a slice with network waiters nobody polls,
+         * and when a G begins to wait (sysmon_kick). */
         int64_t slice = preempt_slice();
-        int64_t look = preempt_when_waiting() && !sm.waiters ? slice / 2 : slice / 4;
-        if (slice > 0 && delay > look &&
-            __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) < sched.gomaxprocs)
-            delay = look > SYSMON_MIN_NS ? look : SYSMON_MIN_NS;
-        /* The deadline of the trace line bounds the sleep. */
+        bool policy = preempt_when_waiting();
+        bool running = __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) < sched.gomaxprocs;
         int64_t now = nanotime();
+        if (slice > 0 && running) {
+            int64_t look = SYSMON_MAX_NS;
+            if (!policy || sm.waiters || sm.fast > 0)
+                look = slice / 4;
+            else if (sm.rotating)
+                look = tick_ns();
+            if (policy) {
+                int64_t tnext = timers_next();
+                if (tnext > now && tnext - now < look)
+                    look = tnext - now;
+                if (netpoll_anywaiters() && slice < look)
+                    look = slice;
+            }
+            if (delay > look)
+                delay = look > SYSMON_MIN_NS ? look : SYSMON_MIN_NS;
+        }
+        if (sm.fast > 0)
+            sm.fast--;
+        /* The deadline of the trace line bounds the sleep. */
         int64_t sleep = delay;
         if (sm.trace_ns > 0 && sm.lasttrace + sm.trace_ns - now < sleep)
             sleep = sm.lasttrace + sm.trace_ns - now;
+        bool longsleep = policy && slice > 0 && sleep > slice / 2;
+        if (longsleep) {
+            __atomic_store_n(&sched.sysmon_wake_at, now + sleep, __ATOMIC_RELAXED);
+            __atomic_store_n(&sched.sysmon_longsleep, 1, __ATOMIC_SEQ_CST);
+        }
         if (sleep > 0)
             notetsleep(&sm.note, sleep);
+        if (longsleep && !__atomic_exchange_n(&sched.sysmon_longsleep, 0, __ATOMIC_SEQ_CST))
+            sm.fast = 4; /* kicked: a wait began; look often for a slice */
         noteclear(&sm.note);
         now = nanotime();
         sm.nrounds++;
@@ -315,6 +416,16 @@ static void *sysmon(void *arg)
             deadlock_check();
     }
     return NULL;
+}
+
+void sysmon_kick_slow(int64_t when)
+{
+    if (__atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) > 0)
+        return; /* an idle P takes it (wakep), or its M sleeps until the timer */
+    if (when > 0 && when >= __atomic_load_n(&sched.sysmon_wake_at, __ATOMIC_RELAXED))
+        return; /* a timer sysmon wakes for anyway */
+    if (__atomic_exchange_n(&sched.sysmon_longsleep, 0, __ATOMIC_SEQ_CST))
+        sysmon_wake();
 }
 
 /* Wake sysmon now (async-signal-safe; a wake-up already pending is enough). */
@@ -359,6 +470,7 @@ void sysmon_fork_child(void)
     bool was = sm.running;
     memset(pticks, 0, sizeof pticks);
     sm.note.key = 0;
+    sched.sysmon_longsleep = 0;
     sm.running = false;
     if (was)
         sysmon_start((int)(sm.trace_ns / 1000000), sm.detailed);

@@ -173,8 +173,10 @@ void timer_add(struct timer *t)
     runtime_unlock(&h->lock);
     releasem(held);
     free(spare);
-    if (first)
+    if (first) {
         timer_wakeup(when);
+        sysmon_kick(when);
+    }
 }
 
 bool timer_del(struct timer *t)

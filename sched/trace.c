@@ -154,11 +154,12 @@ void stats_print(int fd)
     rt_print(fd,
              "goshim stats: preempt_requests=%lu preemptions=%lu preempt_refused=%lu "
              "preempt_handoffs=%lu slices_cut=%lu spinners_demoted=%lu slice_us=%ld%s walk=%s "
-             "walks=%lu walk_ns_avg=%lu\n",
+             "walks=%lu walk_ns_avg=%lu ticks=%lu tick_cuts=%lu timer_fails=%lu\n",
              (unsigned long)ps.requests, (unsigned long)ps.done, (unsigned long)ps.refused,
              (unsigned long)ps.handoffs, (unsigned long)ps.cut, (unsigned long)ps.demoted,
              (long)(preempt_slice() / 1000), preempt_when_waiting() ? "(kernel)" : "", ps.walker,
-             (unsigned long)ps.walks, (unsigned long)(ps.walks ? ps.walk_ns / ps.walks : 0));
+             (unsigned long)ps.walks, (unsigned long)(ps.walks ? ps.walk_ns / ps.walks : 0),
+             (unsigned long)ps.ticks, (unsigned long)ps.tickcuts, (unsigned long)ps.timerfail);
 }
 
 /* A private copy of stderr, taken at start-up: programs that close fd 2

@@ -49,6 +49,7 @@ static long stat_value(const char *out, const char *name)
 /* The preemption counters of one preloaded run. */
 struct pp_stats {
     long requests, done, refused, handoffs, cut, demoted;
+    long ticks, tickcuts; /* the Ms' slice-timer signals, and the preemptions they began */
 };
 
 /*
@@ -75,13 +76,15 @@ static struct pp_stats pp_preloaded(const char *prog, const char *args, const ch
     s.handoffs = stat_value(out, "preempt_handoffs");
     s.cut = stat_value(out, "slices_cut");
     s.demoted = stat_value(out, "spinners_demoted");
+    s.ticks = stat_value(out, "ticks");
+    s.tickcuts = stat_value(out, "tick_cuts");
     cr_assert_eq(WEXITSTATUS(st), 0, "%s %s fails under goshim (%s):\n%s", prog, args ? args : "",
                  penv, out);
     cr_assert(s.requests >= 0 && s.done >= 0 && s.refused >= 0 && s.handoffs >= 0 && s.cut >= 0 &&
-                  s.demoted >= 0,
+                  s.demoted >= 0 && s.ticks >= 0 && s.tickcuts >= 0,
               "%s: no \"goshim stats: preempt_requests=... preemptions=... preempt_refused=... "
-              "preempt_handoffs=... slices_cut=... spinners_demoted=...\" line under goshim "
-              "(%s):\n%s",
+              "preempt_handoffs=... slices_cut=... spinners_demoted=... ticks=... "
+              "tick_cuts=...\" line under goshim (%s):\n%s",
               prog, penv, out);
     strip_stats(out);
     cr_assert_str_eq(out, want, "%s %s under goshim (%s)", prog, args ? args : "", penv);
@@ -113,8 +116,9 @@ Test(preload_preempt, spin_advances_one_p, .timeout = 60)
     struct pp_stats s = pp_preloaded("prog_preempt_spin", NULL, "GOSHIM_PROCS=1", SPIN_ADVANCED);
 
     cr_assert_geq(s.done, 1, "the spinner advanced without a preemption?");
-    cr_assert_geq(s.requests, s.done, "more preemptions (%ld) than requests (%ld)", s.done,
-                  s.requests);
+    cr_assert_geq(s.requests + s.tickcuts, s.done,
+                  "more preemptions (%ld) than sysmon's requests (%ld) and slice-timer cuts (%ld)",
+                  s.done, s.requests, s.tickcuts);
 }
 
 Test(preload_preempt, spin_advances_one_p_fractional_slice, .timeout = 60)
@@ -353,6 +357,8 @@ Test(preload_preempt, lone_thread_never_preempted, .timeout = 60)
         cr_assert_eq(s.requests, 0, "%s: %ld preemption requests with nobody waiting", envs[i],
                      s.requests);
         cr_assert_eq(s.cut, 0, "%s: %ld slices cut with nobody waiting", envs[i], s.cut);
+        cr_assert_eq(s.tickcuts, 0, "%s: %ld slice-timer preemptions with nobody waiting", envs[i],
+                     s.tickcuts);
     }
 }
 
@@ -363,6 +369,57 @@ Test(preload_preempt, fixed_slice_preempts_a_lone_thread, .timeout = 60)
         pp_preloaded("prog_spinners", "0", "GOSHIM_PROCS=1 GOSHIM_PREEMPT=1", SPINNERS_OK(0));
     cr_assert_geq(s.requests, 1, "no preemption request at a fixed 1 ms slice");
     cr_assert_eq(s.cut, 0, "a fixed slice counted %ld slices cut for waiters", s.cut);
+    cr_assert_eq(s.ticks, 0, "a fixed slice is sysmon's: yet %ld slice-timer signals", s.ticks);
+}
+
+/* ---- threads that only compute take turns at the tick, by their Ms' own timers -------- */
+
+static const char *rotate_expected(void)
+{
+    static char want[256];
+    if (!want[0]) {
+        char out[256];
+        int st = run_native("prog_preempt_rotate", NULL, NULL, out, sizeof out);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "prog_preempt_rotate fails natively:\n%s",
+                  out);
+        cr_assert(strstr(out, "took turns"), "natively the three threads did not overlap:\n%s",
+                  out);
+        snprintf(want, sizeof want, "%s", out);
+    }
+    return want;
+}
+
+/*
+ * More computing threads than Ps: they take turns (all three overlap in
+ * time), and the preemptions come from the Ms' CPU-time slice timers, at
+ * the kernel's tick, not from sysmon's signals (each of which costs a
+ * wake-up and a cross-CPU interrupt). sysmon may ask while the threads
+ * are new (woken waiters get the base slice) or on a loaded machine; the
+ * timers must have done most.
+ */
+static void rotate(const char *args, const char *env)
+{
+    struct pp_stats s = pp_preloaded("prog_preempt_rotate", args, env, rotate_expected());
+    cr_assert_geq(s.tickcuts, 1, "%s: no preemption by a slice timer (%ld signals)", env, s.ticks);
+    cr_assert_geq(2 * s.tickcuts, s.done,
+                  "%s: slice timers began %ld of %ld preemptions; sysmon asked %ld times", env,
+                  s.tickcuts, s.done, s.requests);
+}
+
+Test(preload_preempt, computing_threads_rotate_by_slice_timers_one_p, .timeout = 60)
+{
+    rotate(NULL, "GOSHIM_PROCS=1");
+}
+
+Test(preload_preempt, computing_threads_rotate_by_slice_timers_two_p, .timeout = 60)
+{
+    rotate(NULL, "GOSHIM_PROCS=2");
+}
+
+/* Timers are not inherited by fork: the child's M makes its own. */
+Test(preload_preempt, computing_threads_rotate_in_a_fork_child, .timeout = 60)
+{
+    rotate("fork", "GOSHIM_PROCS=1");
 }
 
 /* ---- code no unwinder can walk -------------------------------------------------------- */
