@@ -40,7 +40,9 @@
  *
  * Where a preempted G goes. One that entered goshim since its last
  * preemption (sched_ncalls moved: a mutex, a read, any wrapper) yields to
- * the tail of its P's run queue (Go sends it to the global queue; then
+ * the tail of its P's run queue, or of the global queue when its P's
+ * queue is empty and the global one is not (else it would run again at
+ * once, before the Gs it was preempted for) (Go sends it to the global queue; then
  * every 61st schedule, which checks the global queue first, runs the
  * preempted G again before a G that a timer just readied into runnext: a
  * p99 of 2-3 slices for a sleeper beside a spinner). One that did not is
@@ -50,6 +52,25 @@
  * under the kernel's policy: with a fixed (Go) slice the global queue's
  * 61st-tick check ran a demoted spinner before a sleeper just readied into
  * runnext, a whole extra 10 ms slice (p99 25 ms for a 1 ms sleep).
+ *
+ * Slice timers (the kernel's policy only). Each M makes, on its own
+ * thread, a POSIX timer on its CPU-time clock (timer_create with
+ * CLOCK_THREAD_CPUTIME_ID and SIGEV_THREAD_ID to itself) with the slice
+ * as period. The kernel checks CPU timers at its tick, so it fires at the
+ * first tick after each slice of CPU the M used (every 4 ms at
+ * CONFIG_HZ=250) and never while the M sleeps or waits for a CPU; with
+ * CONFIG_POSIX_CPU_TIMERS_TASK_WORK (x86 has it; this kernel does) the signal is queued
+ * on the way back to user mode, so it never interrupts a blocking call.
+ * Its si_code is SI_TIMER and its value a second cookie. The handler
+ * (on_tick) preempts if the P's schedtick is the one the previous signal
+ * saw - the same G ran a whole period - and some G waits (its P's queue
+ * or the global one); else it notes the schedtick. Measured here, native
+ * threads with such a timer: 800 signals in 3.2 s of CPU, no measurable
+ * CPU; the same number of CLOCK_MONOTONIC timer signals (hrtimers, each an
+ * interrupt of its own) cost 33 us each. An M whose timer cannot be made
+ * (RLIMIT_SIGPENDING) says so once; sysmon then serves every waiter.
+ * Moving to another signal (below) re-creates an M's timer at its next
+ * signal.
  *
  * Code no unwinder can walk (a JIT's, in an anonymous executable mapping;
  * hand-written assembly without CFI). The walk cannot pass it, so such a
