@@ -280,7 +280,8 @@ static int retake(int64_t now)
     bool woken = !policy || !preempt_timers_ok() || due || sched_chaos;
     if (!woken) {
         for (int32_t i = 0; i < sched.gomaxprocs; i++)
-            queued += (int32_t)runqlen(sched.allp[i]) + (sched.allp[i]->runnext != NULL);
+            queued += (int32_t)runqlen(sched.allp[i]) +
+                      (__atomic_load_n(&sched.allp[i]->runnext, __ATOMIC_RELAXED) != NULL);
         woken = queued > __atomic_load_n(&sched.npreemptq, __ATOMIC_RELAXED);
     }
     int64_t rotate = 2 * tick_ns() + slice; /* a timer should have rotated it by then */
