@@ -183,6 +183,7 @@ struct p {
     uint32_t status;      /* enum pstatus */
     struct p *link;       /* sched.pidle; sched.lock */
     uint32_t schedtick;   /* incremented on every schedule that does not inherit time */
+    int64_t schedwhen;    /* nanotime of that schedule: when its G began its slice; atomic */
     uint32_t syscalltick; /* incremented at every system call entry and exit; atomic */
     struct m *m;          /* owner M, when Prunning */
 

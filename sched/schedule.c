@@ -279,8 +279,10 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
     preemptq_leave(gp);
     __atomic_store_n(&gp->m, mp, __ATOMIC_RELEASE); /* pthread_kill reads it */
     mp->curg = gp;
-    if (!inherit)
-        __atomic_store_n(&pp->schedtick, pp->schedtick + 1, __ATOMIC_RELAXED); /* sysmon reads it */
+    if (!inherit) { /* sysmon reads them */
+        __atomic_store_n(&pp->schedwhen, nanotime(), __ATOMIC_RELAXED);
+        __atomic_store_n(&pp->schedtick, pp->schedtick + 1, __ATOMIC_RELEASE);
+    }
     pp->nschedule++;
     gp->nswitch++;
     if (!(gp->flags & G_STARTED))
@@ -319,7 +321,8 @@ GOSHIM_NO_TSAN void schedule(void)
     if (self_resume) {
         preemptq_leave(gp);
         mp->curg = gp;
-        __atomic_store_n(&mp->p->schedtick, mp->p->schedtick + 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&mp->p->schedwhen, nanotime(), __ATOMIC_RELAXED);
+        __atomic_store_n(&mp->p->schedtick, mp->p->schedtick + 1, __ATOMIC_RELEASE);
         if (!sched.tls_full)
             tls_g = gp;
         if (gp->sigmask != mp->sigmask)

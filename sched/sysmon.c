@@ -194,15 +194,18 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
         }
         return;
     }
-    if (pt->armed == 0) { /* decide with a round of its CPU time */
+    bool fresh = pt->armed == 0;
+    if (fresh) {
         pt->armed = now;
         pt->cpu0 = cpu;
-        return;
     }
     if (!full)
         return;
-    bool hog = 2 * (cpu - pt->cpu0) >= now - pt->armed;
-    bool asleep = !hog && m_sleeping(mp);
+    /* Seen past the slice at the first look (sysmon slept, or the wait
+     * began late in a long run): ask at once unless its M sleeps in the
+     * kernel; else by its CPU use since. */
+    bool hog = fresh ? !m_sleeping(mp) : 2 * (cpu - pt->cpu0) >= now - pt->armed;
+    bool asleep = !hog && (fresh || m_sleeping(mp));
     pt->blocked = asleep ? pt->blocked + 1 : 0;
     if (hog)
         pt->refused += refused_again(mp, pt);
@@ -294,22 +297,21 @@ static int retake(int64_t now)
         if (status == Prunning && sched_chaos && sched.gomaxprocs > 1 && chaos_rand() % 8 == 0)
             preempt_request(pp, false); /* chaos: an extra preemption at its next safe point */
         if (status == Prunning && slice > 0) {
-            uint32_t t = __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED);
+            uint32_t t = __atomic_load_n(&pp->schedtick, __ATOMIC_ACQUIRE);
             if (pt->schedtick != t) {
+                /* When its G began: the P's own stamp (sysmon may have slept
+                 * long), unless it is older than the tick seen (a newer
+                 * schedule raced) or in the future. */
+                int64_t began = __atomic_load_n(&pp->schedwhen, __ATOMIC_RELAXED);
                 pt->schedtick = t;
-                pt->schedwhen = now;
+                pt->schedwhen = began > 0 && began <= now ? began : now;
                 pt->armed = 0;
                 pt->blocked = 0;
                 pt->refused = 0;
                 pt->refm = NULL;
                 pt->cut = false;
-                if (policy && others_wait(pp, global)) {
-                    if (woken)
-                        sm.waiters = true;
-                    else
-                        sm.rotating = true; /* look again before its timer's second tick */
-                }
-            } else if (policy && !others_wait(pp, global)) {
+            }
+            if (policy && !others_wait(pp, global)) {
                 pt->armed = 0; /* nobody waits for this P: its G runs on */
             } else if (!woken) {
                 sm.rotating = true; /* its slice timer rotates it */
