@@ -11,9 +11,10 @@
 # Cases:
 #   (a) overhead   pbench_preempt_cpu: four CPU-bound threads doing fixed work
 #                  on GOSHIM_PROCS=2; wall time with the default slice policy
-#                  (GOSHIM_PREEMPT=kernel: the kernel's base slice while another
-#                  thread waits; here two always do, so they take turns every
-#                  1.4 ms) and with GOSHIM_PREEMPT=0 (two run to completion,
+#                  (GOSHIM_PREEMPT=kernel: threads that wait only because they
+#                  were preempted computing take turns at the kernel's tick,
+#                  by each OS thread's CPU-time slice timer, as EEVDF rotates
+#                  them; here two always wait) and with GOSHIM_PREEMPT=0 (two run to completion,
 #                  then the other two); overhead = median(kernel) / median(0) - 1,
 #                  target <= 2%. It can come out negative: without turns, a P
 #                  that starts late finishes late, and nothing rebalances the
