@@ -183,7 +183,7 @@ struct p {
     uint32_t status;      /* enum pstatus */
     struct p *link;       /* sched.pidle; sched.lock */
     uint32_t schedtick;   /* incremented on every schedule that does not inherit time */
-    int64_t schedwhen;    /* nanotime of that schedule: when its G began its slice; atomic */
+    int64_t schedwhen;    /* when its G began its slice, stamped while sysmon sleeps long; atomic */
     uint32_t syscalltick; /* incremented at every system call entry and exit; atomic */
     struct m *m;          /* owner M, when Prunning */
 
@@ -231,7 +231,8 @@ struct schedt {
     int32_t runqsize;   /* sched.lock; read racily as a hint */
     int32_t npreemptq;  /* atomic: runnable Gs that wait because they were preempted */
     /* sysmon sleeps without looking for a while (until sysmon_wake_at):
-     * a G that starts to wait while every P runs wakes it (sysmon_kick). */
+     * a G that starts to wait while every P runs wakes it (sysmon_kick);
+     * 2: past a slice, so the Ps stamp when their Gs begin (schedwhen). */
     int32_t sysmon_longsleep;   /* atomic */
     int64_t sysmon_wake_at;     /* atomic */
     struct runtime_lock gflock; /* global free G list */

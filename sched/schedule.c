@@ -271,6 +271,19 @@ static inline void m_leave_g0(struct m *mp)
     __atomic_store_n(&mp->ong0, 0, __ATOMIC_SEQ_CST);
 }
 
+/*
+ * pp's next G begins a slice of its own (not runnext's inherited one):
+ * the schedtick sysmon watches moves. While sysmon sleeps past a slice
+ * (nobody it serves waits) it cannot see when, so the slice's start is
+ * stamped then (a vDSO clock read, ~30 ns here: not on every switch).
+ */
+static inline void new_slice(struct p *pp)
+{
+    if (__builtin_expect(__atomic_load_n(&sched.sysmon_longsleep, __ATOMIC_RELAXED) == 2, 0))
+        __atomic_store_n(&pp->schedwhen, nanotime(), __ATOMIC_RELAXED);
+    __atomic_store_n(&pp->schedtick, pp->schedtick + 1, __ATOMIC_RELEASE);
+}
+
 GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp, bool inherit)
 {
     struct p *pp = mp->p;
@@ -279,10 +292,8 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
     preemptq_leave(gp);
     __atomic_store_n(&gp->m, mp, __ATOMIC_RELEASE); /* pthread_kill reads it */
     mp->curg = gp;
-    if (!inherit) { /* sysmon reads them */
-        __atomic_store_n(&pp->schedwhen, nanotime(), __ATOMIC_RELAXED);
-        __atomic_store_n(&pp->schedtick, pp->schedtick + 1, __ATOMIC_RELEASE);
-    }
+    if (!inherit) /* sysmon reads it */
+        new_slice(pp);
     pp->nschedule++;
     gp->nswitch++;
     if (!(gp->flags & G_STARTED))
@@ -321,8 +332,7 @@ GOSHIM_NO_TSAN void schedule(void)
     if (self_resume) {
         preemptq_leave(gp);
         mp->curg = gp;
-        __atomic_store_n(&mp->p->schedwhen, nanotime(), __ATOMIC_RELAXED);
-        __atomic_store_n(&mp->p->schedtick, mp->p->schedtick + 1, __ATOMIC_RELEASE);
+        new_slice(mp->p);
         if (!sched.tls_full)
             tls_g = gp;
         if (gp->sigmask != mp->sigmask)

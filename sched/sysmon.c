@@ -86,10 +86,16 @@ static struct {
     bool running;
     uint64_t nretake; /* Ps retaken from system calls; atomic */
     uint64_t nrounds;
-    bool waiters;  /* at the last round, a G waited for a running P, sysmon's to serve */
-    bool rotating; /* ... or only Gs that the Ms' slice timers rotate */
-    int fast;      /* rounds left to look often after a kick (a wait began) */
+    int64_t nextlook;  /* the last round's: when a P next needs a look (INT64_MAX: none) */
+    int64_t lastround; /* when the previous round looked at the Ps */
 } sm;
+
+/* A P needs sysmon's look at when (retake). */
+static void look_at(int64_t when)
+{
+    if (when < sm.nextlook)
+        sm.nextlook = when;
+}
 
 /* The kernel's tick (CLOCK_MONOTONIC_COARSE's resolution: 4 ms at
  * Debian's CONFIG_HZ=250), where it rotates tasks that all compute, and
@@ -288,8 +294,7 @@ static int retake(int64_t now)
         woken = queued > __atomic_load_n(&sched.npreemptq, __ATOMIC_RELAXED);
     }
     int64_t rotate = 2 * tick_ns() + slice; /* a timer should have rotated it by then */
-    sm.waiters = false;
-    sm.rotating = false;
+    sm.nextlook = INT64_MAX;
     for (int32_t i = 0; i < sched.gomaxprocs; i++) {
         struct p *pp = sched.allp[i];
         struct ptick *pt = &pticks[i];
@@ -299,12 +304,11 @@ static int retake(int64_t now)
         if (status == Prunning && slice > 0) {
             uint32_t t = __atomic_load_n(&pp->schedtick, __ATOMIC_ACQUIRE);
             if (pt->schedtick != t) {
-                /* When its G began: the P's own stamp (sysmon may have slept
-                 * long), unless it is older than the tick seen (a newer
-                 * schedule raced) or in the future. */
+                /* When its G began: the P's own stamp if it was taken since
+                 * the last round (while sysmon slept long), else now. */
                 int64_t began = __atomic_load_n(&pp->schedwhen, __ATOMIC_RELAXED);
                 pt->schedtick = t;
-                pt->schedwhen = began > 0 && began <= now ? began : now;
+                pt->schedwhen = began > sm.lastround && began <= now ? began : now;
                 pt->armed = 0;
                 pt->blocked = 0;
                 pt->refused = 0;
@@ -312,28 +316,30 @@ static int retake(int64_t now)
                 pt->cut = false;
             }
             if (policy && !others_wait(pp, global)) {
-                pt->armed = 0; /* nobody waits for this P: its G runs on */
-            } else if (!woken) {
-                sm.rotating = true; /* its slice timer rotates it */
-                if (now - pt->schedwhen >= rotate)
+                pt->armed = 0;   /* nobody waits for this P: its G runs on */
+            } else if (!woken) { /* its slice timer rotates it */
+                if (now - pt->schedwhen >= rotate) {
                     rotation_stuck(pp, pt);
-            } else if (now - pt->schedwhen >= slice / 2) {
-                sm.waiters = true;
-                bool full = now - pt->schedwhen >= slice;
-                if (full && policy && !pt->cut) {
+                    look_at(now + tick_ns());
+                } else {
+                    look_at(pt->schedwhen + rotate);
+                }
+            } else if (now - pt->schedwhen >= slice) {
+                if (policy && !pt->cut) {
                     pt->cut = true;
                     preempt_count_cut();
                 }
-                over_slice(pp, pt, now, full);
+                over_slice(pp, pt, now, true);
+                look_at(now + slice / 4); /* again until it yields */
             } else {
-                sm.waiters = true;
+                look_at(pt->schedwhen + slice);
             }
             continue;
         }
         if (status != Psyscall)
             continue;
         if (others_wait(pp, global))
-            sm.waiters = true; /* look again soon: it may be retaken for them */
+            look_at(now + slice / 4); /* it may be retaken for them */
         uint32_t t = __atomic_load_n(&pp->syscalltick, __ATOMIC_ACQUIRE);
         if (pt->syscalltick != t) { /* a new call since last round: give it a round */
             pt->syscalltick = t;
@@ -375,22 +381,21 @@ static void *sysmon(void *arg)
             delay *= 2;
         if (delay > SYSMON_MAX_NS)
             delay = SYSMON_MAX_NS;
-        /* While Gs run: look four times per slice while a G waits that
-         * sysmon serves; while Gs wait only to be rotated by the Ms' slice
-         * timers, often enough to see a rotation fail (once per timer
-         * tick); else, as when every P is idle, back off, but wake at the
-         * next timer, after a slice with network waiters nobody polls,
-         * and when a G begins to wait (sysmon_kick). */
+        /* While Gs run: look when a P next needs it (retake: a G that
+         * sysmon serves waits and the running one reaches its slice then;
+         * a G past it, again every quarter slice; Gs that the Ms' slice
+         * timers rotate, when a rotation would be late); else back off as
+         * when every P is idle, but wake at the next timer, after a slice
+         * with network waiters nobody polls, and when a G begins to wait
+         * (sysmon_kick). */
         int64_t slice = preempt_slice();
         bool policy = preempt_when_waiting();
         bool running = __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) < sched.gomaxprocs;
         int64_t now = nanotime();
         if (slice > 0 && running) {
             int64_t look = SYSMON_MAX_NS;
-            if (!policy || sm.waiters || sm.fast > 0)
-                look = slice / 4;
-            else if (sm.rotating)
-                look = tick_ns();
+            if (sm.nextlook - now < look)
+                look = sm.nextlook - now;
             if (policy) {
                 int64_t tnext = timers_next();
                 if (tnext > now && tnext - now < look)
@@ -401,21 +406,20 @@ static void *sysmon(void *arg)
             if (delay > look)
                 delay = look > SYSMON_MIN_NS ? look : SYSMON_MIN_NS;
         }
-        if (sm.fast > 0)
-            sm.fast--;
         /* The deadline of the trace line bounds the sleep. */
         int64_t sleep = delay;
         if (sm.trace_ns > 0 && sm.lasttrace + sm.trace_ns - now < sleep)
             sleep = sm.lasttrace + sm.trace_ns - now;
-        bool longsleep = policy && slice > 0 && sleep > slice / 2;
+        bool longsleep = policy && slice > 0 && sleep > slice / 4;
         if (longsleep) {
             __atomic_store_n(&sched.sysmon_wake_at, now + sleep, __ATOMIC_RELAXED);
-            __atomic_store_n(&sched.sysmon_longsleep, 1, __ATOMIC_SEQ_CST);
+            /* Past a slice it cannot tell when a G began: the Ps stamp it. */
+            __atomic_store_n(&sched.sysmon_longsleep, sleep > slice ? 2 : 1, __ATOMIC_SEQ_CST);
         }
         if (sleep > 0)
             notetsleep(&sm.note, sleep);
-        if (longsleep && !__atomic_exchange_n(&sched.sysmon_longsleep, 0, __ATOMIC_SEQ_CST))
-            sm.fast = 4; /* kicked: a wait began; look often for a slice */
+        if (longsleep) /* (a kick cleared it already) */
+            __atomic_store_n(&sched.sysmon_longsleep, 0, __ATOMIC_SEQ_CST);
         noteclear(&sm.note);
         now = nanotime();
         sm.nrounds++;
@@ -431,6 +435,7 @@ static void *sysmon(void *arg)
             busy = true;
         if (retake(now) > 0)
             busy = true;
+        sm.lastround = now;
         idle = busy ? 0 : idle + 1;
 
         if (sm.trace_ns > 0 && now - sm.lasttrace >= sm.trace_ns) {
