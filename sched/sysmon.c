@@ -35,24 +35,26 @@
  * does it (preempt.c), without sysmon. Every other waiter - a G woken from
  * a sleep, by I/O or a lock's release, a new thread, a G that made calls
  * before it was preempted (redis's io threads, which busy-wait in
- * between) - gets the P after the base slice, and that is sysmon's work:
- * it looks four times per slice while such a G waits. Why not sysmon for
- * both: on this VM each of its wake-ups and each cross-CPU signal costs
- * some 40 us of CPU (timer interrupts and IPIs exit to the hypervisor),
- * about 150 us per preemption with its four looks per slice; four
- * computing threads on two Ps ran 11% more CPU time than unpreempted. A
- * CPU-time timer fires inside the tick the kernel takes anyway and
- * signals the thread it interrupted, on its own CPU.
+ * between) - gets the P after the base slice, and that is sysmon's work.
+ * Why not sysmon for both: on this VM each of its wake-ups and each
+ * cross-CPU signal costs some 40 us of CPU (timer interrupts and IPIs exit
+ * to the hypervisor), about 150 us per preemption when it looked four
+ * times per slice; four computing threads on two Ps ran 11% more CPU time
+ * than unpreempted. A CPU-time timer fires inside the tick the kernel
+ * takes anyway and signals the thread it interrupted, on its own CPU.
  *
- * While Gs wait only for the timers, sysmon looks once per tick, to see a
- * rotation fail (an M asleep in a call goshim does not wrap, a G that
- * refuses); with nobody waiting it sleeps up to 10 ms, bounded by the next
- * timer and, with network waiters, by a slice (it polls when nobody has).
- * A G that begins to wait while every P runs (created, woken, back from a
- * system call without a P, a new earliest timer) kicks it out of such a
- * sleep (sysmon_kick: one load when it is not in one). A fixed
- * GOSHIM_PREEMPT keeps the old rule: preempt after the slice whether or
- * not anyone waits, sysmon looking four times per slice.
+ * So sysmon looks when a P next needs it, no more: when the running G
+ * reaches its slice while a G sysmon serves waits (each P stamps when its
+ * G began, while sysmon sleeps past a slice and cannot see it), every
+ * quarter slice once it is past it and has been asked, and, while Gs wait
+ * only for the timers, when a rotation would be late (an M asleep in a
+ * call goshim does not wrap, a G that refuses). Otherwise it sleeps up to
+ * 10 ms, bounded by the next timer and, with network waiters, by a slice
+ * (it polls when nobody has). A G that begins to wait while every P runs
+ * (created, woken, back from a system call without a P, a new earliest
+ * timer) kicks it out of such a sleep (sysmon_kick: one load when it is
+ * not in one). A fixed GOSHIM_PREEMPT keeps the old rule: preempt after
+ * the slice whether or not anyone waits.
  *
  * It runs outside any G, so what it readies goes to the global run queue
  * and wakes an idle P (goready from a non-G).
