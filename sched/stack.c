@@ -126,7 +126,7 @@
 #endif
 
 enum {
-    STACK_NODE_SPACE = 64,         /* bytes at the top of a free stack holding its node */
+    STACK_NODE_SPACE = 128,        /* bytes below the kept ones of a free stack holding its node */
     ARENA_SLOTS_MAX = 64,          /* default-size slots per arena chunk */
     ALTSTACK_SIZE = 64 * 1024,     /* per-M alternate signal stack */
     ARCH_STACK_DEFAULT = 2 << 20,  /* glibc x86-64 ARCH_STACK_DEFAULT_SIZE */
@@ -140,7 +140,7 @@ struct stacknode {
     struct stacknode *next;
     struct gstack st;
 };
-_Static_assert(sizeof(struct stacknode) <= STACK_NODE_SPACE, "stacknode must fit the top 64 bytes");
+_Static_assert(sizeof(struct stacknode) <= STACK_NODE_SPACE, "stacknode must fit STACK_NODE_SPACE");
 
 enum { SPAN_SLOTS_MAX = 4096 };
 #define SPAN_TARGET ((size_t)1 << 30) /* address space a span aims for */
@@ -148,6 +148,8 @@ enum { SPAN_SLOTS_MAX = 4096 };
 /* A size class of span slots. size 0: unused entry. */
 struct spanclass {
     size_t size, guard;     /* of every slot; set once, under lock */
+    struct stacknode *warm; /* freed slots keeping their kept bytes (TCB); lock */
+    unsigned nwarm;         /* at least the length of warm (see global_put); lock */
     struct stacknode *free; /* freed slots, memory released below the top page; lock */
     char *next, *end;       /* uncarved part of the current span; lock */
 };
@@ -185,6 +187,7 @@ static struct {
 #define STAT_SUB(f, v) __atomic_fetch_sub(&stats.f, (v), __ATOMIC_RELAXED)
 
 static stack_lookup_fn overflow_lookup;
+static void (*keep_release)(struct gstack *st); /* set once (stack_set_keep_release) */
 static struct sigaction old_segv, old_bus;
 
 static size_t round_page(size_t n)
@@ -316,6 +319,9 @@ static int map_stack(size_t size, size_t guard, struct gstack *out, unsigned *ex
     out->lo = map + guard;
     out->hi = map + len;
     out->kind = STACK_MMAP;
+    out->fresh = 1;
+    out->keep = 0;
+    out->tcb = NULL;
     vg_register(out);
     return 0;
 }
@@ -327,6 +333,7 @@ static int arena_get(struct gstack *out)
     if (nd) {
         stk.arena_free = nd->next;
         *out = nd->st;
+        out->fresh = 0;
         return 0;
     }
     if (stk.arena_next == stk.arena_end) {
@@ -353,6 +360,9 @@ static int arena_get(struct gstack *out)
     out->hi = slot + arena_slot_size;
     out->kind = STACK_ARENA;
     out->vmas = 0;
+    out->fresh = 1;
+    out->keep = 0;
+    out->tcb = NULL;
     vg_register(out);
     return 0;
 }
@@ -381,10 +391,16 @@ static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh)
     if (i == STACK_SPAN_CLASSES)
         return -ENOSPC;
     *fresh = 0;
-    if (c->free) {
-        struct stacknode *nd = c->free;
-        c->free = nd->next;
+    struct stacknode *nd = c->warm ? c->warm : c->free;
+    if (nd) {
+        if (nd == c->warm) {
+            c->warm = nd->next;
+            c->nwarm--;
+        } else {
+            c->free = nd->next;
+        }
         *out = nd->st;
+        out->fresh = 0;
         STAT_ADD(cache_hits, 1);
         return 0;
     }
@@ -414,6 +430,9 @@ static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh)
     out->kind = STACK_SPAN;
     out->vmas = 0;
     out->cls = i;
+    out->fresh = 1;
+    out->keep = 0;
+    out->tcb = NULL;
     return 0;
 }
 
@@ -434,66 +453,144 @@ static void span_put(struct stacknode *nd)
     c->free = nd;
 }
 
+/* node_of: where a free stack keeps its node, just below its kept bytes. */
 static struct stacknode *node_of(const struct gstack *st)
 {
-    return (struct stacknode *)(st->hi - STACK_NODE_SPACE);
+    return (struct stacknode *)(((uintptr_t)stack_sp_top(st) - STACK_NODE_SPACE) & ~(uintptr_t)15);
+}
+
+/* end_kept ends the owner's object in a free stack's kept bytes. stk.lock not held. */
+static void end_kept(struct gstack *st)
+{
+    if (st->keep && keep_release)
+        keep_release(st);
+    st->keep = 0;
+    st->tcb = NULL;
 }
 
 /* unmap_stack gives an STACK_MMAP stack back to the kernel. stk.lock not held. */
 static void unmap_stack(struct gstack *st)
 {
+    end_kept(st);
     vg_deregister(st);
     rt_syscall(SYS_munmap, st->map, st->maplen, 0);
     STAT_ADD(munmaps, 1);
     vmas_add(-(long)st->vmas);
 }
 
-/* release_memory returns a free stack's pages below its top page to the kernel. */
+/* release_memory returns a free stack's pages below its node's page to the kernel
+ * (the node and the kept bytes above it stay). */
 static void release_memory(const struct gstack *st)
 {
-    char *top = st->hi - pagesize; /* keeps the page holding the stacknode */
+    char *top = (char *)((uintptr_t)node_of(st) & ~(uintptr_t)(pagesize - 1));
     if (top > st->lo)
         rt_syscall(SYS_madvise, st->lo, top - st->lo, MADV_DONTNEED);
 }
 
+/* is_dflt: a stack of the default size and guard, or an arena slot (always default). */
+static int is_dflt(const struct gstack *st)
+{
+    return st->kind == STACK_ARENA ||
+           ((size_t)(st->hi - st->lo) == default_size && st->guard == default_guard);
+}
+
 /*
- * global_put moves the list first..(n nodes) into the global cache. Stacks
- * beyond STACK_GCACHE_MAX are unmapped (STACK_MMAP) or go to the arena free
- * list (STACK_ARENA). stk.lock not held; takes it.
+ * warm_count is the counter of the warm global list a free stack may join
+ * (its memory released below its node, its kept bytes and their object
+ * kept): the default-size cache, or its span class's warm list; NULL when
+ * it has none (a mapping of its own of another size). stk.lock held.
+ */
+static unsigned *warm_count(const struct gstack *st)
+{
+    if (is_dflt(st))
+        return &stk.n;
+    if (st->kind == STACK_SPAN)
+        return &stk.cls[st->cls].nwarm;
+    return NULL;
+}
+
+/*
+ * global_put moves the list first..(n nodes) to the global lists. Up to
+ * STACK_GCACHE_MAX stacks of each kind stay warm: released below their
+ * node, their kept bytes (a TCB) kept, for the next stack_alloc of their
+ * size. The others go cold: their kept object ended (keep_release), their
+ * memory released below the top page, onto their class's or the arena's
+ * free list, or unmapped (own mappings). Which is decided in one lock hold
+ * (the warm counters are raised then, before the stacks are on their lists:
+ * a counter is at least its list's length), the system calls are made
+ * without the lock, the lists filled in a second hold. stk.lock not held.
  */
 static void global_put(struct stacknode *first, unsigned n)
 {
-    struct stacknode *nd, *unmap = NULL;
-    for (nd = first; nd; nd = nd->next)
-        release_memory(&nd->st);
+    struct stacknode *nd, *next, *warm = NULL, *cold = NULL, *unmap = NULL;
     runtime_lock(&stk.lock);
-    while (first) {
-        nd = first;
-        first = nd->next;
-        int dflt = nd->st.kind == STACK_ARENA || ((size_t)(nd->st.hi - nd->st.lo) == default_size &&
-                                                  nd->st.guard == default_guard);
-        if (dflt && stk.n < STACK_GCACHE_MAX) {
-            nd->next = stk.head;
-            stk.head = nd;
-            stk.n++;
-        } else if (nd->st.kind == STACK_SPAN) {
-            span_put(nd);
-        } else if (nd->st.kind == STACK_ARENA) {
-            nd->next = stk.arena_free;
-            stk.arena_free = nd;
+    for (nd = first; nd; nd = next) {
+        next = nd->next;
+        unsigned *cnt = warm_count(&nd->st);
+        if (cnt && *cnt < STACK_GCACHE_MAX) {
+            ++*cnt;
+            nd->next = warm;
+            warm = nd;
         } else {
-            nd->next = unmap;
-            unmap = nd;
+            nd->next = cold;
+            cold = nd;
         }
         n--;
     }
     runtime_unlock(&stk.lock);
     GOSHIM_ASSERT(n == 0);
+    for (nd = warm; nd; nd = nd->next)
+        release_memory(&nd->st);
+    struct stacknode *cold2 = NULL;
+    for (nd = cold; nd; nd = next) {
+        next = nd->next;
+        struct gstack st = nd->st; /* copy out: the node moves, or munmap frees it */
+        if (st.kind == STACK_MMAP) {
+            nd->next = unmap;
+            unmap = nd;
+            continue;
+        }
+        end_kept(&st); /* now the node goes at the top: nothing is kept below it */
+        struct stacknode *top = node_of(&st);
+        top->st = st;
+        release_memory(&st);
+        top->next = cold2;
+        cold2 = top;
+    }
+    runtime_lock(&stk.lock);
+    while (warm) {
+        nd = warm;
+        warm = nd->next;
+        if (is_dflt(&nd->st)) {
+            nd->next = stk.head;
+            stk.head = nd;
+        } else {
+            struct spanclass *c = &stk.cls[nd->st.cls];
+            nd->next = c->warm;
+            c->warm = nd;
+        }
+    }
+    while (cold2) {
+        nd = cold2;
+        cold2 = nd->next;
+        if (nd->st.kind == STACK_SPAN) {
+            span_put(nd);
+        } else {
+            nd->next = stk.arena_free;
+            stk.arena_free = nd;
+        }
+    }
+    runtime_unlock(&stk.lock);
     while (unmap) {
         struct gstack st = unmap->st; /* copy out: munmap frees the node */
         unmap = unmap->next;
         unmap_stack(&st);
     }
+}
+
+void stack_set_keep_release(void (*fn)(struct gstack *st))
+{
+    keep_release = fn;
 }
 
 size_t stack_default_size(void)
@@ -526,9 +623,26 @@ int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack 
         pc->head = nd->next;
         pc->n--;
         *out = nd->st;
+        out->fresh = 0;
         STAT_ADD(cache_hits, 1);
         STAT_ADD(live, 1);
         return 0;
+    }
+    if (!dflt && pc && pc->ohead) {
+        /* Other sizes: the first few entries are searched (a program uses few sizes). */
+        struct stacknode **pp = &pc->ohead;
+        for (int i = 0; *pp && i < 8; i++, pp = &(*pp)->next) {
+            struct stacknode *nd = *pp;
+            if ((size_t)(nd->st.hi - nd->st.lo) != size || nd->st.guard != guard)
+                continue;
+            *pp = nd->next;
+            pc->on--;
+            *out = nd->st;
+            out->fresh = 0;
+            STAT_ADD(cache_hits, 1);
+            STAT_ADD(live, 1);
+            return 0;
+        }
     }
 
     runtime_lock(&stk.lock);
@@ -537,6 +651,7 @@ int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack 
         stk.head = nd->next;
         stk.n--;
         *out = nd->st;
+        out->fresh = 0;
         /* Refill the P cache with up to half its capacity, as stackcacherefill. */
         while (pc && stk.head && pc->n < STACK_PCACHE_MAX / 2) {
             nd = stk.head;
@@ -625,6 +740,9 @@ void stack_user(void *base, size_t size, struct gstack *out)
     out->hi = (char *)(((uintptr_t)base + size) & ~(uintptr_t)15); /* ABI: SP 16-aligned */
     out->kind = STACK_USER;
     out->vmas = 0;
+    out->fresh = 0;
+    out->keep = 0;
+    out->tcb = NULL;
     vg_register(out);
 }
 
@@ -641,9 +759,8 @@ void stack_free(struct stackcache *pc, struct gstack *st)
     }
     GOSHIM_ASSERT(st->kind == STACK_MMAP || st->kind == STACK_ARENA || st->kind == STACK_SPAN);
     STAT_SUB(live, 1);
-    int cacheable = st->kind == STACK_ARENA ||
-                    ((size_t)(st->hi - st->lo) == default_size && st->guard == default_guard);
-    if (!cacheable && st->kind != STACK_SPAN) {
+    int dflt = is_dflt(st);
+    if (!dflt && st->kind != STACK_SPAN) {
         unmap_stack(st);
         memset(st, 0, sizeof *st);
         return;
@@ -651,33 +768,37 @@ void stack_free(struct stackcache *pc, struct gstack *st)
     struct stacknode *nd = node_of(st);
     nd->st = *st;
     memset(st, 0, sizeof *st);
-    if (!pc || !cacheable) { /* other span sizes: straight to their class */
+    if (!pc) {
         nd->next = NULL;
         global_put(nd, 1);
         return;
     }
-    if (pc->n >= STACK_PCACHE_MAX) {
-        /* Spill half to the global cache in one lock hold. */
-        struct stacknode *first = pc->head, *last = first;
+    struct stacknode **head = dflt ? &pc->head : &pc->ohead;
+    unsigned *n = dflt ? &pc->n : &pc->on;
+    if (*n >= STACK_PCACHE_MAX) {
+        /* Spill half to the global lists in one lock hold. */
+        struct stacknode *first = *head, *last = first;
         unsigned k = STACK_PCACHE_MAX / 2;
         for (unsigned i = 1; i < k; i++)
             last = last->next;
-        pc->head = last->next;
-        pc->n -= k;
+        *head = last->next;
+        *n -= k;
         last->next = NULL;
         global_put(first, k);
     }
-    nd->next = pc->head;
-    pc->head = nd;
-    pc->n++;
+    nd->next = *head;
+    *head = nd;
+    ++*n;
 }
 
 void stack_cache_drain(struct stackcache *pc)
 {
     if (pc->head)
         global_put(pc->head, pc->n);
-    pc->head = NULL;
-    pc->n = 0;
+    if (pc->ohead)
+        global_put(pc->ohead, pc->on);
+    pc->head = pc->ohead = NULL;
+    pc->n = pc->on = 0;
 }
 
 void stack_get_stats(struct stack_stats *out)

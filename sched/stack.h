@@ -29,6 +29,10 @@ struct gstack {
     unsigned vgid; /* valgrind stack id (0 when not under valgrind) */
     unsigned vmas; /* VMAs this stack is charged for (0 for ARENA, SPAN and USER) */
     unsigned cls;  /* STACK_SPAN: index of its size class */
+    unsigned fresh; /* set by stack_alloc: the stack's memory is zero pages never written */
+    size_t keep;    /* bytes below hi its owner keeps across caches (a TCB); stack.c never
+                       writes or releases them while the stack is cached */
+    void *tcb;      /* the owner's object in the kept bytes (NULL: none); opaque here */
 };
 
 struct stacknode;
@@ -38,8 +42,10 @@ struct stacknode;
  * Zero-initialised is empty.
  */
 struct stackcache {
-    struct stacknode *head;
+    struct stacknode *head; /* default size and guard */
     unsigned n;
+    struct stacknode *ohead; /* span slots of other sizes, any class (searched) */
+    unsigned on;
 };
 
 #define STACK_PCACHE_MAX 32 /* per-P cache bound; a full cache spills half */
@@ -88,6 +94,21 @@ void stack_free(struct stackcache *pc, struct gstack *st);
 
 /* stack_cache_drain moves every stack of pc to the global cache (P destroyed). */
 void stack_cache_drain(struct stackcache *pc);
+
+/*
+ * stack_set_keep_release installs fn, called with a free stack whose kept
+ * bytes (st->keep > 0) are about to be released or unmapped: it must end
+ * the object there (st->tcb) and return; stack.c then clears keep and tcb.
+ * Called outside stk.lock, from whatever context frees stacks. Set once,
+ * before any stack with kept bytes is freed.
+ */
+void stack_set_keep_release(void (*fn)(struct gstack *st));
+
+/* stack_sp_top is the initial stack pointer region's end: hi less the kept bytes. */
+static inline char *stack_sp_top(const struct gstack *st)
+{
+    return st->hi - st->keep;
+}
 
 /*
  * Overflow reporting. lookup returns 1 (and fills *id and *size) when

@@ -378,7 +378,10 @@ Test(stack, every_size_is_a_span_slot_reused_by_its_class, .timeout = 20)
     char *lo = a.lo;
     memset(a.lo, 1, 200 * 1024);
     stack_free(&pc, &a);
-    cr_assert_eq(pc.n, 0, "only default-size stacks use the P cache");
+    cr_assert_eq(pc.n, 0, "the default-size list holds only default-size stacks");
+    cr_assert_eq(pc.on, 1, "other sizes have their own P list");
+    stack_cache_drain(&pc); /* to the class's warm list, memory released */
+    cr_assert_eq(pc.on, 0);
     cr_assert_eq(stack_alloc(&pc, 0, 4 * page(), &c), 0); /* another class */
     cr_assert_eq(c.guard, 4 * page());
     cr_assert_eq(stack_alloc(&pc, 200 * 1024, page(), &b), 0);
