@@ -76,8 +76,8 @@ static int tls_bind_eager(struct p *pp, struct g *gp);
 
 /* ---- TCBs in the stack block (see the top comment) ---- */
 
-#define TCBHDR_MAGIC 0x676f7368696d7462ull /* "goshimtb" */
-#define TCB_MIN_STACK (16 * 1024)         /* stack left below the TCB, at least */
+#define TCBHDR_MAGIC  0x676f7368696d7462ull /* "goshimtb" */
+#define TCB_MIN_STACK (16 * 1024)           /* stack left below the TCB, at least */
 
 /* The top of a block that holds a TCB: its gstack, to free it from the TCB. */
 struct tcbhdr {
@@ -117,7 +117,6 @@ void sched_tcb_layout_init(size_t record_size)
     if (tcbl.on)
         stack_set_keep_release(tcb_keep_release);
 }
-
 
 /* In a block's TCB: its header (set at every bind; a TCB made elsewhere reads NULL). */
 static __thread struct tcbhdr *tls_block __attribute__((tls_model("initial-exec")));
@@ -171,8 +170,8 @@ static int tcb_bind_block(struct p *pp, struct g *gp)
         tls_tcb_destroy(gp->tcb);
         gp->tcb = NULL;
     }
-    if (!st->lo && stack_alloc(pp ? &pp->stackcache : NULL, gp->want_stacksize, gp->want_guard,
-                               st) != 0)
+    if (!st->lo &&
+        stack_alloc(pp ? &pp->stackcache : NULL, gp->want_stacksize, gp->want_guard, st) != 0)
         return EAGAIN;
     if (st->tcb) {
         tls_tcb_reset(st->tcb);

@@ -25,10 +25,10 @@ struct gstack {
     size_t guard; /* guard bytes directly below lo (0 = none) */
     char *map;    /* start of our mapping (NULL for user-provided stacks) */
     size_t maplen;
-    unsigned kind; /* STACK_MMAP, STACK_ARENA, STACK_USER */
-    unsigned vgid; /* valgrind stack id (0 when not under valgrind) */
-    unsigned vmas; /* VMAs this stack is charged for (0 for ARENA, SPAN and USER) */
-    unsigned cls;  /* STACK_SPAN: index of its size class */
+    unsigned kind;  /* STACK_MMAP, STACK_ARENA, STACK_USER */
+    unsigned vgid;  /* valgrind stack id (0 when not under valgrind) */
+    unsigned vmas;  /* VMAs this stack is charged for (0 for ARENA, SPAN and USER) */
+    unsigned cls;   /* STACK_SPAN: index of its size class */
     unsigned fresh; /* set by stack_alloc: the stack's memory is zero pages never written */
     size_t keep;    /* bytes below hi its owner keeps across caches (a TCB); stack.c never
                        writes or releases them while the stack is cached */

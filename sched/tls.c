@@ -759,8 +759,7 @@ void *tls_tcb_new_at(void *top, size_t extra, bool zeroed)
 {
     GOSHIM_ASSERT(tls_fs_method != TLS_FS_LDT);
     size_t align = ti.static_align ? ti.static_align : 64;
-    char *tcb =
-        (char *)(((uintptr_t)top - extra - ti.sizeof_pthread) & ~(uintptr_t)(align - 1));
+    char *tcb = (char *)(((uintptr_t)top - extra - ti.sizeof_pthread) & ~(uintptr_t)(align - 1));
     if (!zeroed) /* _dl_allocate_tls(mem) clears nothing of struct pthread */
         memset(tcb, 0, ti.sizeof_pthread);
     if (ti.allocate_tls(tcb) == NULL)
