@@ -647,3 +647,65 @@ Test(stack, thread_init_installs_guarded_altstack, .timeout = 10)
     int status = run_child(touch_fault_addr, out, sizeof out);
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "no guard below the altstack");
 }
+
+/* Kept bytes (a TCB at the top, sched/proc.c) through the caches. */
+static int kept_ended;
+static void note_kept_end(struct gstack *st)
+{
+    cr_assert_not_null(st->tcb);
+    cr_assert_eq(*(unsigned char *)st->tcb, 0xab, "kept bytes ended after they were lost");
+    kept_ended++;
+}
+
+static void kept_bytes(int mprotect_mode)
+{
+    enum { EXTRA = 10, N = STACK_GCACHE_MAX + EXTRA };
+    static struct gstack st[N];
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    stack_test_force_mprotect(mprotect_mode);
+    stack_set_keep_release(note_kept_end);
+    size_t keep = 2 * page() - 256;
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
+        cr_assert_eq(st[i].fresh, 1, "a new stack is zero pages");
+        st[i].keep = keep;
+        st[i].tcb = st[i].hi - 512;
+        memset(st[i].hi - keep, 0xab, keep);
+        memset(st[i].lo, 0x5a, 4 * page());
+    }
+    struct stackcache pc = {0};
+    stack_free(&pc, &st[0]); /* a P cache keeps everything */
+    cr_assert_eq(stack_alloc(&pc, 0, page(), &st[0]), 0);
+    cr_assert_eq(st[0].keep, keep);
+    cr_assert_eq(st[0].fresh, 0);
+    cr_assert_eq(st[0].lo[0], 0x5a);
+    for (int i = 0; i < N; i++)
+        stack_free(NULL, &st[i]);
+    cr_assert_eq(kept_ended, EXTRA, "only the stacks beyond the warm bound end their kept bytes");
+    int warm = 0;
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
+        if (st[i].tcb) {
+            warm++;
+            cr_assert_eq(st[i].fresh, 0);
+            cr_assert_eq(st[i].keep, keep);
+            cr_assert_eq(st[i].hi[-1], (char)0xab, "kept bytes changed while cached");
+            cr_assert_eq(*(unsigned char *)(st[i].hi - keep), 0xab);
+            cr_assert_eq(st[i].lo[0], 0, "a warm stack kept its memory below the kept bytes");
+        } else { /* a cold slot reused (its node page written), or a new mapping */
+            cr_assert_eq(st[i].keep, 0);
+            cr_assert_eq(st[i].lo[0], 0);
+        }
+    }
+    cr_assert_eq(warm, STACK_GCACHE_MAX);
+}
+
+Test(stack, kept_bytes_stay_warm_and_end_when_cold, .timeout = 20)
+{
+    kept_bytes(0);
+}
+
+Test(stack, kept_bytes_stay_warm_and_end_when_cold_mprotect, .timeout = 20)
+{
+    kept_bytes(1);
+}
