@@ -150,8 +150,16 @@ struct spanclass {
     size_t size, guard;     /* of every slot; set once, under lock */
     struct stacknode *warm; /* freed slots keeping their kept bytes (TCB); lock */
     unsigned nwarm;         /* at least the length of warm (see global_put); lock */
-    struct stacknode *free; /* freed slots, memory released below the top page; lock */
+    char **freev;           /* cold slots, all their memory released (zero pages); lock */
+    size_t nfree, capfree;  /* entries in freev, its capacity; lock */
     char *next, *end;       /* uncarved part of the current span; lock */
+};
+
+/* Cold slots wait in a batch for their memory's release (flush_cold). */
+enum { COLD_BATCH = 256 };
+struct coldslot {
+    char *map;
+    unsigned cls;
 };
 
 static struct {
@@ -160,6 +168,9 @@ static struct {
     struct stacknode *head;                   /* global cache; lock */
     unsigned n;                               /* its length; lock */
     struct stacknode *arena_free;             /* arena slots beyond STACK_GCACHE_MAX; lock */
+    struct coldslot cold[COLD_BATCH];         /* span slots going cold, memory not yet released;
+                                                 lock */
+    unsigned ncold;                           /* lock */
     char *arena_next, *arena_end;             /* uncarved part of the current arena chunk; lock */
     unsigned long vmas;                       /* upper bound of VMAs charged to us; lock */
     unsigned long vmas_scanned;               /* vmas right after the last /proc scan; lock */
@@ -391,20 +402,22 @@ static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh)
     if (i == STACK_SPAN_CLASSES)
         return -ENOSPC;
     *fresh = 0;
-    struct stacknode *nd = c->warm ? c->warm : c->free;
+    struct stacknode *nd = c->warm;
     if (nd) {
-        if (nd == c->warm) {
-            c->warm = nd->next;
-            c->nwarm--;
-        } else {
-            c->free = nd->next;
-        }
+        c->warm = nd->next;
+        c->nwarm--;
         *out = nd->st;
         out->fresh = 0;
         STAT_ADD(cache_hits, 1);
         return 0;
     }
     size_t slot = size + guard;
+    char *map;
+    if (c->nfree) { /* a cold slot: guard in place, every page a zero page again */
+        map = c->freev[--c->nfree];
+        STAT_ADD(cache_hits, 1);
+        goto slot;
+    }
     if (c->next == c->end) {
         size_t n = SPAN_TARGET / slot;
         if (n < 1)
@@ -419,9 +432,11 @@ static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh)
         c->next = span;
         c->end = span + n * slot;
     }
-    char *map = c->next;
+    map = c->next;
     c->next += slot;
     *fresh = 1;
+slot:
+    out->vgid = 0;
     out->map = map;
     out->maplen = slot;
     out->guard = guard;
@@ -436,6 +451,15 @@ static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh)
     return 0;
 }
 
+/* span_has_free: the (size, guard) class has a warm or cold slot to give. stk.lock held. */
+static int span_has_free(size_t size, size_t guard)
+{
+    for (unsigned i = 0; i < STACK_SPAN_CLASSES && stk.cls[i].size; i++)
+        if (stk.cls[i].size == size && stk.cls[i].guard == guard)
+            return stk.cls[i].warm || stk.cls[i].nfree;
+    return 0;
+}
+
 /* span_guard installs a fresh slot's guard marker. Returns 0 or -errno. stk.lock not held. */
 static int span_guard(const struct gstack *st)
 {
@@ -445,12 +469,83 @@ static int span_guard(const struct gstack *st)
     return r < 0 ? (int)r : 0;
 }
 
-/* span_put puts a free slot, memory released, on its class's list. stk.lock held. */
-static void span_put(struct stacknode *nd)
+/* freev_push puts a cold slot, memory released, on its class's array. stk.lock held. */
+static void freev_push(struct spanclass *c, char *map)
 {
-    struct spanclass *c = &stk.cls[nd->st.cls];
-    nd->next = c->free;
-    c->free = nd;
+    if (c->nfree == c->capfree) {
+        size_t cap = c->capfree ? 2 * c->capfree : 1024;
+        char **v = (char **)sys_mmap(cap * sizeof *v, PROT_READ | PROT_WRITE);
+        if (!v)
+            goshim_throw("stack_free: no memory for the list of free stack slots");
+        if (c->nfree)
+            memcpy(v, c->freev, c->nfree * sizeof *v);
+        if (c->freev)
+            rt_syscall(SYS_munmap, c->freev, c->capfree * sizeof *v, 0);
+        c->freev = v;
+        c->capfree = cap;
+    }
+    c->freev[c->nfree++] = map;
+}
+
+static size_t slot_len(unsigned cls)
+{
+    return stk.cls[cls].size + stk.cls[cls].guard;
+}
+
+/*
+ * flush_cold releases the memory of a batch of cold slots and puts them on
+ * their classes' arrays. Sorted by address, adjacent slots (threads that
+ * ended in the order they were made) are released by one madvise over
+ * their guards and stacks together: guard markers survive MADV_DONTNEED.
+ * One call per run instead of one per stack, and one TLB shoot-down.
+ * stk.lock not held; takes it.
+ */
+static void flush_cold(struct coldslot *v, unsigned n)
+{
+    for (unsigned gap = n / 2; gap > 0; gap /= 2) /* shell sort: n <= COLD_BATCH */
+        for (unsigned i = gap; i < n; i++)
+            for (unsigned j = i; j >= gap && v[j - gap].map > v[j].map; j -= gap) {
+                struct coldslot t = v[j];
+                v[j] = v[j - gap];
+                v[j - gap] = t;
+            }
+    for (unsigned i = 0; i < n;) {
+        unsigned j = i + 1;
+        char *end = v[i].map + slot_len(v[i].cls);
+        while (j < n && v[j].map == end && v[j].cls == v[i].cls)
+            end += slot_len(v[j++].cls);
+        rt_syscall(SYS_madvise, v[i].map, end - v[i].map, MADV_DONTNEED);
+        i = j;
+    }
+    runtime_lock(&stk.lock);
+    for (unsigned i = 0; i < n; i++)
+        freev_push(&stk.cls[v[i].cls], v[i].map);
+    runtime_unlock(&stk.lock);
+}
+
+/*
+ * The batch being flushed, off every stack (a G's may be small): whoever
+ * holds flush_lock owns it. Lock order: flush_lock, then stk.lock.
+ */
+static struct runtime_lock flush_lock;
+static struct coldslot flushing[COLD_BATCH];
+
+/*
+ * flush_pending flushes the pending cold batch when it is full (all: any
+ * length, for a stack_alloc that would otherwise carve a new slot).
+ * stk.lock not held.
+ */
+static void flush_pending(int all)
+{
+    runtime_lock(&flush_lock);
+    runtime_lock(&stk.lock);
+    unsigned n = stk.ncold >= (all ? 1u : (unsigned)COLD_BATCH) ? stk.ncold : 0;
+    memcpy(flushing, stk.cold, n * sizeof *flushing);
+    stk.ncold -= n;
+    runtime_unlock(&stk.lock);
+    if (n)
+        flush_cold(flushing, n);
+    runtime_unlock(&flush_lock);
 }
 
 /* node_of: where a free stack keeps its node, just below its kept bytes. */
@@ -550,7 +645,24 @@ static void global_put(struct stacknode *first, unsigned n)
             unmap = nd;
             continue;
         }
-        end_kept(&st); /* now the node goes at the top: nothing is kept below it */
+        end_kept(&st);
+        if (st.kind == STACK_SPAN) { /* no node: its memory goes in a batch, all of it */
+            vg_deregister(&st);
+            for (;;) {
+                runtime_lock(&stk.lock);
+                int room = stk.ncold < COLD_BATCH;
+                if (room)
+                    stk.cold[stk.ncold++] = (struct coldslot){st.map, st.cls};
+                int full = stk.ncold == COLD_BATCH;
+                runtime_unlock(&stk.lock);
+                if (full)
+                    flush_pending(0);
+                if (room)
+                    break;
+            }
+            continue;
+        }
+        /* An arena slot: the node goes at the top, nothing is kept below it. */
         struct stacknode *top = node_of(&st);
         top->st = st;
         release_memory(&st);
@@ -573,12 +685,8 @@ static void global_put(struct stacknode *first, unsigned n)
     while (cold2) {
         nd = cold2;
         cold2 = nd->next;
-        if (nd->st.kind == STACK_SPAN) {
-            span_put(nd);
-        } else {
-            nd->next = stk.arena_free;
-            stk.arena_free = nd;
-        }
+        nd->next = stk.arena_free;
+        stk.arena_free = nd;
     }
     runtime_unlock(&stk.lock);
     while (unmap) {
@@ -669,6 +777,11 @@ int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack 
 
     if (use_guard_install()) {
         int fresh;
+        if (stk.ncold && !span_has_free(size, guard)) { /* reuse cold slots before carving */
+            runtime_unlock(&stk.lock);
+            flush_pending(1);
+            runtime_lock(&stk.lock);
+        }
         int r = span_get(size, guard, out, &fresh);
         runtime_unlock(&stk.lock);
         if (r == 0) {
@@ -679,7 +792,7 @@ int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack 
                     goshim_throw("stack_alloc: cannot install a guard page");
                 vmas_add(2);
             }
-            if (fresh)
+            if (out->vgid == 0) /* fresh, or a cold slot (deregistered) */
                 vg_register(out);
             STAT_ADD(live, 1);
             return 0;
@@ -1018,4 +1131,5 @@ int stack_test_guard_install(void)
 void stack_fork_child(void)
 {
     stk.lock.key = 0;
+    flush_lock.key = 0;
 }
