@@ -50,27 +50,43 @@
  * The same fallback is taken when the kernel refuses a guarded mapping with
  * ENOMEM (the real limit was hit before our estimate said so).
  *
- * Caches. Only default-size, default-guard stacks (and arena slots, which are
- * always default size) are cached. While free, a stack holds its own list
- * link and descriptor in its top 64 bytes (struct stacknode at hi - 64), so
- * the caches need no malloc. Each P owns a cache of up to STACK_PCACHE_MAX
- * stacks, used without a lock; a full P cache spills half to the global
- * cache (stk.lock), which holds up to STACK_GCACHE_MAX; beyond that stacks
- * are unmapped, except arena slots, which cannot be unmapped without
- * splitting their arena and go to an unbounded arena free list instead.
- * A miss on the P cache refills it with up to half its capacity from the
- * global cache in one lock hold, as Go's stackcacherefill.
+ * Caches. A free stack holds its own list link and descriptor (struct
+ * stacknode, STACK_NODE_SPACE bytes) just below its kept bytes, so the
+ * caches need no malloc. Kept bytes (gstack.keep) are the top of the block
+ * its owner keeps across uses: a thread's TCB, static TLS and record
+ * (sched/proc.c), ended through the owner's keep_release hook only when the
+ * stack goes cold. Each P owns two lists used without a lock: default-size
+ * stacks and span slots of other sizes (searched, first few entries), up to
+ * STACK_PCACHE_MAX each; a full list spills half to the global lists in one
+ * lock hold. Globally, up to STACK_GCACHE_MAX stacks of each kind stay warm
+ * (default size: stk.head; other span sizes: their class's warm list):
+ * released below their node, kept bytes and their TCB intact, so a thread
+ * made on one pays a TCB reset, not a TCB. Beyond that a stack goes cold:
+ * its kept object is ended, span slots wait in a batch of COLD_BATCH and
+ * then have all their memory released, sorted by address so that adjacent
+ * slots (threads that ended in the order they were made) go in one madvise
+ * and one TLB shoot-down (one per stack made the join phase of a million
+ * threads dominated by IPIs), onto their class's array of free slots (no
+ * node: a cold slot is all zero pages, and a stack_alloc that finds no
+ * warm or cold slot flushes the batch before carving a new one); arena
+ * slots go to the arena free list (node at the top); own mappings are
+ * unmapped. A miss on the P cache refills it with up to half its capacity
+ * from the global cache in one lock hold, as Go's stackcacherefill.
  *
- * Memory. A stack entering the global cache or the arena free list is
- * MADV_DONTNEED'ed below its top page (glibc does the same on thread exit),
- * so idle stacks hold no memory. Stacks in a P cache keep theirs: the madvise
- * costs ~1.6 us even on an untouched 8 MiB range (measured here), more than
- * the rest of a cache hit, and the P cache is bounded.
+ * Memory. A stack entering a warm global list or the arena free list is
+ * MADV_DONTNEED'ed below its node (glibc does the same on thread exit), so
+ * idle stacks hold no memory but their kept bytes (two pages for a TCB).
+ * Stacks in a P cache keep theirs: the madvise costs ~1.6 us even on an
+ * untouched 8 MiB range (measured here), more than the rest of a cache hit,
+ * and the P cache is bounded.
  *
  * Invariants.
- *  - A cached stack is STACK_MMAP with the default size and guard, or
- *    STACK_ARENA; its stacknode at hi - 64 is valid; nothing runs on it.
- *  - stk.n == length of stk.head; pc->n == length of pc->head.
+ *  - A cached stack is not in use; its stacknode at node_of(st) is valid
+ *    (cold span slots have none: they are only addresses in freev).
+ *  - stk.n >= length of stk.head, c->nwarm >= length of c->warm (a counter
+ *    is raised before its list gets the stack, global_put);
+ *    pc->n == length of pc->head, pc->on == length of pc->ohead.
+ *  - Kept bytes are never written or released while their stack is cached.
  *  - STACK_USER memory is never written, cached or unmapped by us.
  *  - Scheduler-context functions use rt_syscall6 only: no errno, no TLS, no
  *    stdio, no malloc (the FS base may belong to a G).
@@ -92,6 +108,8 @@
  *  - Small default stacks: programs size their frames for glibc's default.
  *  - MADV_DONTNEED on every free: ~1.6 us per call, doubling the cost of a
  *    G create/exit; done in batches when stacks leave a P cache instead.
+ *  - A node in each cold slot: its page stays, and splits the contiguous
+ *    range a batch of adjacent slots is released with.
  *  - Checking /proc/self/maps on every allocation: ~1 us per line, and the
  *    file has tens of thousands of lines near the limit.
  */

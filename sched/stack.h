@@ -70,7 +70,7 @@ size_t stack_default_guard(void); /* the page size, as glibc */
  * rounded up to pages) and guard bytes below it (rounded up to pages).
  * Requests of exactly the default size and guard come from pc (may be NULL),
  * then the global cache, then a new mapping; a cached stack's contents are
- * unspecified. With MADV_GUARD_INSTALL every size is a STACK_SPAN slot, freed
+ * unspecified but for its kept bytes (keep, tcb: as they were freed). With MADV_GUARD_INSTALL every size is a STACK_SPAN slot, freed
  * slots of any size are reused, and no stack costs a mapping of its own;
  * without it, other sizes get a fresh mapping. Near vm.max_map_count, a
  * default-size request may return a guard-less STACK_ARENA stack (out->guard
@@ -84,10 +84,11 @@ void stack_user(void *base, size_t size, struct gstack *out);
 
 /*
  * stack_free returns a stack no G runs on any more. Stacks of the default
- * size and guard, and arena stacks, go to pc (bounded by STACK_PCACHE_MAX; a
- * full cache spills half to the global cache, bounded by STACK_GCACHE_MAX);
- * other span slots go to their class's list (memory released below the top
- * page); others are unmapped. STACK_USER memory is never written nor unmapped.
+ * size and guard, arena stacks and span slots of other sizes go to pc
+ * (two lists, each bounded by STACK_PCACHE_MAX; a full one spills half to
+ * the global lists, where STACK_GCACHE_MAX of each kind stay warm, kept
+ * bytes intact, and the rest go cold: kept object ended, memory released);
+ * others are unmapped. STACK_USER memory is never written nor unmapped.
  * *st is cleared.
  */
 void stack_free(struct stackcache *pc, struct gstack *st);
