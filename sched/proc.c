@@ -116,6 +116,8 @@ void sched_tcb_layout_init(size_t record_size)
     tcbl.keep = tcbl.on ? tls_tcb_space(tcbl.extra) : 0;
     if (tcbl.on)
         stack_set_keep_release(tcb_keep_release);
+    /* A new thread touches its TCB and its first frames at once: populated in batches. */
+    stack_set_populate(tcbl.on ? tcbl.keep + 1024 : 4096);
 }
 
 /* In a block's TCB: its header (set at every bind; a TCB made elsewhere reads NULL). */

@@ -127,6 +127,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #if defined(__has_include)
@@ -142,6 +143,10 @@
 #ifndef MADV_GUARD_REMOVE
 #define MADV_GUARD_REMOVE 103
 #endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+#define PIDFD_SELF_THREAD_GROUP (-10001) /* Linux 6.15: process_madvise on the caller itself */
 
 enum {
     STACK_NODE_SPACE = 128,        /* bytes below the kept ones of a free stack holding its node */
@@ -171,6 +176,8 @@ struct spanclass {
     char **freev;           /* cold slots, all their memory released (zero pages); lock */
     size_t nfree, capfree;  /* entries in freev, its capacity; lock */
     char *next, *end;       /* uncarved part of the current span; lock */
+    char *prepared;         /* slots of the span below it are prepared (prepare_slots); lock */
+    size_t ncarved;         /* slots carved so far, all spans; lock */
 };
 
 /* Cold slots wait in a batch for their memory's release (flush_cold). */
@@ -207,6 +214,18 @@ static unsigned long vma_budget = MAX_MAP_COUNT_DEFAULT / 4 * 3;
 static unsigned long rescan_step = MAX_MAP_COUNT_DEFAULT / 32;
 
 static int warned; /* the max_map_count warning was printed; atomic */
+
+/* Preparing fresh span slots in batches (prepare_slots). */
+enum { PREP_MIN = 4, PREP_MAX = 32 };
+static struct iovec prep_iov[PREP_MAX]; /* stk.lock */
+
+/* The pages of a batch of fresh slots to populate, after stk.lock is let go. */
+struct populate {
+    struct iovec v[PREP_MAX];
+    size_t n;
+};
+static int prep_ok;           /* process_madvise works here; stk.lock */
+static size_t populate_bytes; /* top bytes of a fresh slot to populate; set once */
 
 static struct {
     unsigned long mmaps, munmaps, cache_hits, arena_stacks, live;
@@ -397,13 +416,58 @@ static int arena_get(struct gstack *out)
 }
 
 /*
+ * prepare_slots readies the fresh slots from map on, a batch at a time
+ * (a quarter of the slots carved so far, PREP_MIN to PREP_MAX): their
+ * guard markers in one process_madvise on the calling process, and the
+ * top populate_bytes of each (the pages a new thread touches at once: its
+ * TCB and first frames) listed in *pop, for the caller to populate in a
+ * second once it let the lock go (populating a page already in use is
+ * harmless), instead of a system call and two page faults per thread. At
+ * most a quarter more slots than in use are populated ahead. Where
+ * process_madvise cannot do it (before Linux 6.15, or valgrind), prep_ok
+ * goes 0 and each slot gets its guard when it is carved, as before.
+ * stk.lock held.
+ */
+static void prepare_slots(struct spanclass *c, char *map, size_t slot, struct populate *pop)
+{
+    size_t k = c->ncarved / 4;
+    k = k < PREP_MIN ? PREP_MIN : k > PREP_MAX ? PREP_MAX : k;
+    if (k > (size_t)(c->end - map) / slot)
+        k = (size_t)(c->end - map) / slot;
+    if (c->guard) {
+        for (size_t j = 0; j < k; j++)
+            prep_iov[j] = (struct iovec){map + j * slot, c->guard};
+        long r = rt_syscall6(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, (long)prep_iov, (long)k,
+                             MADV_GUARD_INSTALL, 0, 0);
+        if (r != (long)(k * c->guard)) {
+            prep_ok = 0;
+            return;
+        }
+    }
+    size_t top = populate_bytes < c->size ? populate_bytes : c->size;
+    for (size_t j = 0; top && j < k; j++)
+        pop->v[pop->n++] = (struct iovec){map + (j + 1) * slot - top, top};
+    c->prepared = map + k * slot;
+}
+
+/* populate_now populates what prepare_slots listed. stk.lock not held. */
+static void populate_now(struct populate *pop)
+{
+    /* Failing (no memory now) costs nothing: the pages fault in later. */
+    if (pop->n)
+        rt_syscall6(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, (long)pop->v, (long)pop->n,
+                    MADV_POPULATE_WRITE, 0, 0);
+    pop->n = 0;
+}
+
+/*
  * span_get gives a slot of the (size, guard) class: a freed one, else one
  * carved from the class's span (mapping a new span when it is used up).
  * *fresh says the slot was just carved: its guard marker is still to be
  * installed (span_guard, without the lock). Returns 0, -ENOSPC when every
  * class entry is taken by other sizes, or -ENOMEM. stk.lock held.
  */
-static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh)
+static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh, struct populate *pop)
 {
     struct spanclass *c = NULL;
     unsigned i;
@@ -449,10 +513,14 @@ static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh)
         stk.vmas += 1;
         c->next = span;
         c->end = span + n * slot;
+        c->prepared = span;
     }
     map = c->next;
     c->next += slot;
-    *fresh = 1;
+    c->ncarved++;
+    if (prep_ok && map >= c->prepared)
+        prepare_slots(c, map, slot, pop);
+    *fresh = map >= c->prepared; /* its guard is still to be installed */
 slot:
     out->vgid = 0;
     out->map = map;
@@ -719,6 +787,11 @@ void stack_set_keep_release(void (*fn)(struct gstack *st))
     keep_release = fn;
 }
 
+void stack_set_populate(size_t bytes)
+{
+    populate_bytes = round_page(bytes);
+}
+
 size_t stack_default_size(void)
 {
     return default_size;
@@ -800,8 +873,11 @@ int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack 
             flush_pending(1);
             runtime_lock(&stk.lock);
         }
-        int r = span_get(size, guard, out, &fresh);
+        struct populate pop;
+        pop.n = 0;
+        int r = span_get(size, guard, out, &fresh, &pop);
         runtime_unlock(&stk.lock);
+        populate_now(&pop);
         if (r == 0) {
             if (fresh && span_guard(out) != 0) {
                 /* No marker after all (the probe said yes): PROT_NONE, which
@@ -1001,6 +1077,11 @@ int stack_init(size_t dflt)
     default_size = round_page(dflt);
     arena_slot_size = default_size;
     guard_install = probe_guard_install();
+#ifdef GOSHIM_HAVE_VALGRIND
+    prep_ok = guard_install && !RUNNING_ON_VALGRIND; /* it does not know process_madvise */
+#else
+    prep_ok = guard_install;
+#endif
     unsigned long mmc = read_max_map_count();
     set_max_map_count(mmc ? mmc : MAX_MAP_COUNT_DEFAULT);
     return 0;

@@ -105,6 +105,14 @@ void stack_cache_drain(struct stackcache *pc);
  */
 void stack_set_keep_release(void (*fn)(struct gstack *st));
 
+/*
+ * stack_set_populate says how many top bytes of a new stack its first user
+ * touches at once (a TCB and the first frames): fresh span slots get them
+ * populated in batches (stack.c, prepare_slots). 0, the default: none.
+ * Set once, before stacks are made.
+ */
+void stack_set_populate(size_t bytes);
+
 /* stack_sp_top is the initial stack pointer region's end: hi less the kept bytes. */
 static inline char *stack_sp_top(const struct gstack *st)
 {
