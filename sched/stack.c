@@ -1226,6 +1226,11 @@ int stack_test_guard_install(void)
     return guard_install;
 }
 
+int stack_test_batch_prepare(void)
+{
+    return prep_ok;
+}
+
 /* Fork child: another thread may have held the cache's lock at the fork. */
 void stack_fork_child(void)
 {

@@ -160,6 +160,7 @@ void stack_get_stats(struct stack_stats *out);
 void stack_test_set_max_map_count(unsigned long n);
 void stack_test_force_mprotect(int on);
 int stack_test_guard_install(void);
+int stack_test_batch_prepare(void); /* fresh slots are prepared in batches (process_madvise) */
 
 /* Fork child: release the cache's lock, which another thread may have held at the fork. */
 void stack_fork_child(void);

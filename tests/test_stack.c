@@ -709,3 +709,29 @@ Test(stack, kept_bytes_stay_warm_and_end_when_cold_mprotect, .timeout = 20)
 {
     kept_bytes(1);
 }
+
+/* Fresh span slots come in batches: guard markers installed, top pages populated. */
+Test(stack, fresh_slots_come_guarded_and_populated, .timeout = 20)
+{
+    enum { N = 40 };
+    static struct gstack st[N];
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    if (!stack_test_guard_install() || !stack_test_batch_prepare())
+        cr_skip_test("no MADV_GUARD_INSTALL, or no process_madvise on the caller itself");
+    stack_set_populate(2 * page());
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(stack_alloc(NULL, 200 * 1024, page(), &st[i]), 0);
+        cr_assert_eq(st[i].fresh, 1);
+        unsigned char vec[3];
+        cr_assert_eq(mincore(st[i].hi - 3 * page(), 3 * page(), vec), 0);
+        cr_assert(vec[1] & 1 && vec[2] & 1, "stack %d: its top pages were not populated", i);
+        cr_assert_eq(vec[0] & 1, 0, "stack %d: a page below them was populated", i);
+    }
+    char out[256];
+    for (int i = 0; i < N; i += 13) {
+        fault_addr = st[i].lo - 1;
+        int status = run_child(touch_fault_addr, out, sizeof out);
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
+                  "stack %d: its guard did not fault: %s", i, out);
+    }
+}
