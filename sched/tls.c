@@ -719,15 +719,18 @@ static void tcb_fill(char *tcb)
 static void free_thread_buffers(char *tcb)
 {
     for (int i = 0; i < 2; i++) {
-        if (ti.tls_state_off[i] == 0) /* the malloc probe runs before this offset is known */
-            continue;
+        if (ti.tls_state_off[i] == 0 || !WORD(tcb, ti.tls_state_off[i]))
+            continue; /* not known yet (the malloc probe), or never allocated */
         free((void *)WORD(tcb, ti.tls_state_off[i]));
         WORD(tcb, ti.tls_state_off[i]) = 0;
     }
     /* specific[0] is specific_1stblock inside struct pthread; the rest are malloc'ed. */
     for (size_t i = 1; i < ti.specific_n; i++) {
-        free((void *)WORD(tcb, ti.specific_off + 8 * i));
-        WORD(tcb, ti.specific_off + 8 * i) = 0;
+        void *blk = (void *)WORD(tcb, ti.specific_off + 8 * i);
+        if (blk) { /* keys >= 32 only: most threads have none */
+            free(blk);
+            WORD(tcb, ti.specific_off + 8 * i) = 0;
+        }
     }
 }
 

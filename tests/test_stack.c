@@ -297,6 +297,14 @@ Test(stack, pcache_spills_half_and_refills, .timeout = 10)
     cr_assert_eq(s2.mmaps, s1.mmaps, "drained stacks are reused from the global cache");
 }
 
+/* used_down writes st as a thread uses a stack: every byte from its bottom up to the page
+ * of its free node (a warm stack releases its memory when the page below that is in). */
+static void used_down(struct gstack *st)
+{
+    char *node_page = (char *)((uintptr_t)(stack_sp_top(st) - 128) & ~(uintptr_t)(page() - 1));
+    memset(st->lo, 0x5a, (size_t)(node_page - st->lo));
+}
+
 static void global_cache_bound(int mprotect_mode)
 {
     enum { N = STACK_GCACHE_MAX + 76 };
@@ -307,7 +315,7 @@ static void global_cache_bound(int mprotect_mode)
     int span = !mprotect_mode && stack_test_guard_install();
     for (int i = 0; i < N; i++) {
         cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
-        memset(st[i].lo, 0x5a, 4 * page());
+        used_down(&st[i]);
     }
     for (int i = 0; i < N; i++)
         stack_free(NULL, &st[i]);
@@ -671,7 +679,7 @@ static void kept_bytes(int mprotect_mode)
         st[i].keep = keep;
         st[i].tcb = st[i].hi - 512;
         memset(st[i].hi - keep, 0xab, keep);
-        memset(st[i].lo, 0x5a, 4 * page());
+        used_down(&st[i]);
     }
     struct stackcache pc = {0};
     stack_free(&pc, &st[0]); /* a P cache keeps everything */
