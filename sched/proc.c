@@ -117,7 +117,8 @@ void sched_tcb_layout_init(size_t record_size)
     if (tcbl.on)
         stack_set_keep_release(tcb_keep_release);
     /* A new thread touches its TCB and its first frames at once: populated in batches. */
-    stack_set_populate(tcbl.on ? tcbl.keep + 1024 : 4096);
+    size_t pop = tcbl.on ? tcbl.keep + 1024 : 4096;
+    stack_set_populate(pop < 16384 ? pop : 16384); /* a program with a large static TLS */
 }
 
 /* In a block's TCB: its header (set at every bind; a TCB made elsewhere reads NULL). */
