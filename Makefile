@@ -95,6 +95,7 @@ TEST_OBJ  := $(TEST_C:%.c=$(BUILD)/%.o)
 PROG_CXX  := $(wildcard tests/progs/*.cc)
 PROGS     := $(PROG_C:tests/progs/%.c=$(BUILD)/tests/progs/%)
 PROGS_CXX := $(PROG_CXX:tests/progs/%.cc=$(BUILD)/tests/progs/%)
+PROG_LIBS := $(patsubst tests/progs/lib/%.c,$(BUILD)/tests/progs/libgoshim_%.so,$(wildcard tests/progs/lib/*.c))
 BENCHES   := $(BENCH_C:tests/bench/%.c=$(BUILD)/bench/%)
 GO        ?= $(shell command -v go 2>/dev/null)
 GOBENCH   := $(if $(GO),$(BUILD)/bench/gobench)
@@ -129,7 +130,7 @@ endif
         format-check deps
 .DEFAULT_GOAL := all
 
-all: $(LIBSCHED) $(LIBGOSHIM) $(PROGS) $(PROGS_CXX) $(UNIT) $(BENCHES) $(GOBENCH) $(TOOLS)
+all: $(LIBSCHED) $(LIBGOSHIM) $(PROGS) $(PROGS_CXX) $(PROG_LIBS) $(UNIT) $(BENCHES) $(GOBENCH) $(TOOLS)
 	@:
 
 # The Go twins of the scale benchmarks (tests/bench/go/), when a Go toolchain is
@@ -185,6 +186,12 @@ $(PROGS): $(BUILD)/tests/progs/%: tests/progs/%.c $(STAMP)
 	@mkdir -p $(@D)
 	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -MMD -MP -MF $@.d $(TESTWARN) $(CFLAGS) $(LDFLAGS) -pthread \
 	    -o $@ $<
+
+# Libraries the test programs dlopen (tests/progs/lib/NAME.c -> libgoshim_NAME.so).
+$(PROG_LIBS): $(BUILD)/tests/progs/libgoshim_%.so: tests/progs/lib/%.c $(STAMP)
+	$(call msg,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) -std=gnu11 -shared -fPIC -MMD -MP -MF $@.d $(TESTWARN) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
 $(PROGS_CXX): $(BUILD)/tests/progs/%: tests/progs/%.cc $(STAMP)
 	$(call msg,CXX,$<)

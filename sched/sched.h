@@ -77,9 +77,19 @@ struct spawn_attr {
  * any other thread: to the global queue. Returns NULL with *err set
  * (EAGAIN: no memory for a stack or TCB). */
 struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err);
+/* Throw away a G spawned suspended that never ran (its creation failed later). */
+void sched_spawn_abandon(struct g *gp);
 /* Hand over the TCB of a joined thread (installed nowhere): cached on the
  * caller's P for the next spawn there, or destroyed. Full TLS mode. */
 void sched_tcb_free(void *tcb);
+/* Fix the layout of a thread's block (proc.c's top comment): record_size
+ * bytes for the shim's thread record. Once, after sched_init, before any
+ * spawn. */
+void sched_tcb_layout_init(size_t record_size);
+/* The record space in gp's block (gp spawned with eager_tls, suspended),
+ * or NULL when its TCB is not in its stack block. *zeroed: the bytes are
+ * zero (else the caller clears them). Valid until the TCB is freed. */
+void *sched_g_record(struct g *gp, bool *zeroed);
 
 /* The current G, or NULL when not called from a G. */
 struct g *sched_self(void);

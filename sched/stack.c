@@ -50,27 +50,45 @@
  * The same fallback is taken when the kernel refuses a guarded mapping with
  * ENOMEM (the real limit was hit before our estimate said so).
  *
- * Caches. Only default-size, default-guard stacks (and arena slots, which are
- * always default size) are cached. While free, a stack holds its own list
- * link and descriptor in its top 64 bytes (struct stacknode at hi - 64), so
- * the caches need no malloc. Each P owns a cache of up to STACK_PCACHE_MAX
- * stacks, used without a lock; a full P cache spills half to the global
- * cache (stk.lock), which holds up to STACK_GCACHE_MAX; beyond that stacks
- * are unmapped, except arena slots, which cannot be unmapped without
- * splitting their arena and go to an unbounded arena free list instead.
- * A miss on the P cache refills it with up to half its capacity from the
- * global cache in one lock hold, as Go's stackcacherefill.
+ * Caches. A free stack holds its own list link and descriptor (struct
+ * stacknode, STACK_NODE_SPACE bytes) just below its kept bytes, so the
+ * caches need no malloc. Kept bytes (gstack.keep) are the top of the block
+ * its owner keeps across uses: a thread's TCB, static TLS and record
+ * (sched/proc.c), ended through the owner's keep_release hook only when the
+ * stack goes cold. Each P owns two lists used without a lock: default-size
+ * stacks and span slots of other sizes (searched, first few entries), up to
+ * STACK_PCACHE_MAX each; a full list spills half to the global lists in one
+ * lock hold. Globally, up to STACK_GCACHE_MAX stacks of each kind stay warm
+ * (default size: stk.head; other span sizes: their class's warm list):
+ * released below their node, kept bytes and their TCB intact, so a thread
+ * made on one pays a TCB reset, not a TCB. Beyond that a stack goes cold:
+ * its kept object is ended, span slots wait in a batch of COLD_BATCH and
+ * then have all their memory released, sorted by address so that adjacent
+ * slots (threads that ended in the order they were made) go in one madvise
+ * and one TLB shoot-down (one per stack made the join phase of a million
+ * threads dominated by IPIs), onto their class's array of free slots (no
+ * node: a cold slot is all zero pages, and a stack_alloc that finds no
+ * warm or cold slot flushes the batch before carving a new one); arena
+ * slots go to the arena free list (node at the top); own mappings are
+ * unmapped. A miss on the P cache refills it with up to half its capacity
+ * from the global cache in one lock hold, as Go's stackcacherefill.
  *
- * Memory. A stack entering the global cache or the arena free list is
- * MADV_DONTNEED'ed below its top page (glibc does the same on thread exit),
- * so idle stacks hold no memory. Stacks in a P cache keep theirs: the madvise
- * costs ~1.6 us even on an untouched 8 MiB range (measured here), more than
- * the rest of a cache hit, and the P cache is bounded.
+ * Memory. A stack entering a warm global list or the arena free list is
+ * MADV_DONTNEED'ed below its node (glibc does the same on thread exit), so
+ * idle stacks hold no memory but their kept bytes (two pages for a TCB) —
+ * when its thread went below the node's page at all (mincore of the page
+ * below: a stack is used from the top down; see release_warm).
+ * Stacks in a P cache keep theirs: the madvise costs ~1.6 us even on an
+ * untouched 8 MiB range (measured here), more than the rest of a cache hit,
+ * and the P cache is bounded.
  *
  * Invariants.
- *  - A cached stack is STACK_MMAP with the default size and guard, or
- *    STACK_ARENA; its stacknode at hi - 64 is valid; nothing runs on it.
- *  - stk.n == length of stk.head; pc->n == length of pc->head.
+ *  - A cached stack is not in use; its stacknode at node_of(st) is valid
+ *    (cold span slots have none: they are only addresses in freev).
+ *  - stk.n >= length of stk.head, c->nwarm >= length of c->warm (a counter
+ *    is raised before its list gets the stack, global_put);
+ *    pc->n == length of pc->head, pc->on == length of pc->ohead.
+ *  - Kept bytes are never written or released while their stack is cached.
  *  - STACK_USER memory is never written, cached or unmapped by us.
  *  - Scheduler-context functions use rt_syscall6 only: no errno, no TLS, no
  *    stdio, no malloc (the FS base may belong to a G).
@@ -92,6 +110,8 @@
  *  - Small default stacks: programs size their frames for glibc's default.
  *  - MADV_DONTNEED on every free: ~1.6 us per call, doubling the cost of a
  *    G create/exit; done in batches when stacks leave a P cache instead.
+ *  - A node in each cold slot: its page stays, and splits the contiguous
+ *    range a batch of adjacent slots is released with.
  *  - Checking /proc/self/maps on every allocation: ~1 us per line, and the
  *    file has tens of thousands of lines near the limit.
  */
@@ -109,6 +129,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #if defined(__has_include)
@@ -124,9 +145,13 @@
 #ifndef MADV_GUARD_REMOVE
 #define MADV_GUARD_REMOVE 103
 #endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+#define PIDFD_SELF_THREAD_GROUP (-10001) /* Linux 6.15: process_madvise on the caller itself */
 
 enum {
-    STACK_NODE_SPACE = 64,         /* bytes at the top of a free stack holding its node */
+    STACK_NODE_SPACE = 128,        /* bytes below the kept ones of a free stack holding its node */
     ARENA_SLOTS_MAX = 64,          /* default-size slots per arena chunk */
     ALTSTACK_SIZE = 64 * 1024,     /* per-M alternate signal stack */
     ARCH_STACK_DEFAULT = 2 << 20,  /* glibc x86-64 ARCH_STACK_DEFAULT_SIZE */
@@ -140,7 +165,7 @@ struct stacknode {
     struct stacknode *next;
     struct gstack st;
 };
-_Static_assert(sizeof(struct stacknode) <= STACK_NODE_SPACE, "stacknode must fit the top 64 bytes");
+_Static_assert(sizeof(struct stacknode) <= STACK_NODE_SPACE, "stacknode must fit STACK_NODE_SPACE");
 
 enum { SPAN_SLOTS_MAX = 4096 };
 #define SPAN_TARGET ((size_t)1 << 30) /* address space a span aims for */
@@ -148,8 +173,20 @@ enum { SPAN_SLOTS_MAX = 4096 };
 /* A size class of span slots. size 0: unused entry. */
 struct spanclass {
     size_t size, guard;     /* of every slot; set once, under lock */
-    struct stacknode *free; /* freed slots, memory released below the top page; lock */
+    struct stacknode *warm; /* freed slots keeping their kept bytes (TCB); lock */
+    unsigned nwarm;         /* at least the length of warm (see global_put); lock */
+    char **freev;           /* cold slots, all their memory released (zero pages); lock */
+    size_t nfree, capfree;  /* entries in freev, its capacity; lock */
     char *next, *end;       /* uncarved part of the current span; lock */
+    char *prepared;         /* slots of the span below it are prepared (prepare_slots); lock */
+    size_t ncarved;         /* slots carved so far, all spans; lock */
+};
+
+/* Cold slots wait in a batch for their memory's release (flush_cold). */
+enum { COLD_BATCH = 256 };
+struct coldslot {
+    char *map;
+    unsigned cls;
 };
 
 static struct {
@@ -158,6 +195,9 @@ static struct {
     struct stacknode *head;                   /* global cache; lock */
     unsigned n;                               /* its length; lock */
     struct stacknode *arena_free;             /* arena slots beyond STACK_GCACHE_MAX; lock */
+    struct coldslot cold[COLD_BATCH];         /* span slots going cold, memory not yet released;
+                                                 lock */
+    unsigned ncold;                           /* lock */
     char *arena_next, *arena_end;             /* uncarved part of the current arena chunk; lock */
     unsigned long vmas;                       /* upper bound of VMAs charged to us; lock */
     unsigned long vmas_scanned;               /* vmas right after the last /proc scan; lock */
@@ -177,6 +217,18 @@ static unsigned long rescan_step = MAX_MAP_COUNT_DEFAULT / 32;
 
 static int warned; /* the max_map_count warning was printed; atomic */
 
+/* Preparing fresh span slots in batches (prepare_slots). */
+enum { PREP_MIN = 4, PREP_MAX = 32 };
+static struct iovec prep_iov[PREP_MAX]; /* stk.lock */
+
+/* The pages of a batch of fresh slots to populate, after stk.lock is let go. */
+struct populate {
+    struct iovec v[PREP_MAX];
+    size_t n;
+};
+static int prep_ok;           /* process_madvise works here; stk.lock */
+static size_t populate_bytes; /* top bytes of a fresh slot to populate; set once */
+
 static struct {
     unsigned long mmaps, munmaps, cache_hits, arena_stacks, live;
 } stats; /* relaxed atomics: counters only, they order nothing */
@@ -185,6 +237,7 @@ static struct {
 #define STAT_SUB(f, v) __atomic_fetch_sub(&stats.f, (v), __ATOMIC_RELAXED)
 
 static stack_lookup_fn overflow_lookup;
+static void (*keep_release)(struct gstack *st); /* set once (stack_set_keep_release) */
 static struct sigaction old_segv, old_bus;
 
 static size_t round_page(size_t n)
@@ -316,6 +369,9 @@ static int map_stack(size_t size, size_t guard, struct gstack *out, unsigned *ex
     out->lo = map + guard;
     out->hi = map + len;
     out->kind = STACK_MMAP;
+    out->fresh = 1;
+    out->keep = 0;
+    out->tcb = NULL;
     vg_register(out);
     return 0;
 }
@@ -327,6 +383,7 @@ static int arena_get(struct gstack *out)
     if (nd) {
         stk.arena_free = nd->next;
         *out = nd->st;
+        out->fresh = 0;
         return 0;
     }
     if (stk.arena_next == stk.arena_end) {
@@ -353,8 +410,56 @@ static int arena_get(struct gstack *out)
     out->hi = slot + arena_slot_size;
     out->kind = STACK_ARENA;
     out->vmas = 0;
+    out->fresh = 1;
+    out->keep = 0;
+    out->tcb = NULL;
     vg_register(out);
     return 0;
+}
+
+/*
+ * prepare_slots readies the fresh slots from map on, a batch at a time
+ * (a quarter of the slots carved so far, PREP_MIN to PREP_MAX): their
+ * guard markers in one process_madvise on the calling process, and the
+ * top populate_bytes of each (the pages a new thread touches at once: its
+ * TCB and first frames) listed in *pop, for the caller to populate in a
+ * second once it let the lock go (populating a page already in use is
+ * harmless), instead of a system call and two page faults per thread. At
+ * most a quarter more slots than in use are populated ahead. Where
+ * process_madvise cannot do it (before Linux 6.15, or valgrind), prep_ok
+ * goes 0 and each slot gets its guard when it is carved, as before.
+ * stk.lock held.
+ */
+static void prepare_slots(struct spanclass *c, char *map, size_t slot, struct populate *pop)
+{
+    size_t k = c->ncarved / 4;
+    k = k < PREP_MIN ? PREP_MIN : k > PREP_MAX ? PREP_MAX : k;
+    if (k > (size_t)(c->end - map) / slot)
+        k = (size_t)(c->end - map) / slot;
+    if (c->guard) {
+        for (size_t j = 0; j < k; j++)
+            prep_iov[j] = (struct iovec){map + j * slot, c->guard};
+        long r = rt_syscall6(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, (long)prep_iov, (long)k,
+                             MADV_GUARD_INSTALL, 0, 0);
+        if (r != (long)(k * c->guard)) {
+            prep_ok = 0;
+            return;
+        }
+    }
+    size_t top = populate_bytes < c->size ? populate_bytes : c->size;
+    for (size_t j = 0; top && j < k; j++)
+        pop->v[pop->n++] = (struct iovec){map + (j + 1) * slot - top, top};
+    c->prepared = map + k * slot;
+}
+
+/* populate_now populates what prepare_slots listed. stk.lock not held. */
+static void populate_now(struct populate *pop)
+{
+    /* Failing (no memory now) costs nothing: the pages fault in later. */
+    if (pop->n)
+        rt_syscall6(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, (long)pop->v, (long)pop->n,
+                    MADV_POPULATE_WRITE, 0, 0);
+    pop->n = 0;
 }
 
 /*
@@ -364,7 +469,7 @@ static int arena_get(struct gstack *out)
  * installed (span_guard, without the lock). Returns 0, -ENOSPC when every
  * class entry is taken by other sizes, or -ENOMEM. stk.lock held.
  */
-static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh)
+static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh, struct populate *pop)
 {
     struct spanclass *c = NULL;
     unsigned i;
@@ -381,14 +486,22 @@ static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh)
     if (i == STACK_SPAN_CLASSES)
         return -ENOSPC;
     *fresh = 0;
-    if (c->free) {
-        struct stacknode *nd = c->free;
-        c->free = nd->next;
+    struct stacknode *nd = c->warm;
+    if (nd) {
+        c->warm = nd->next;
+        c->nwarm--;
         *out = nd->st;
+        out->fresh = 0;
         STAT_ADD(cache_hits, 1);
         return 0;
     }
     size_t slot = size + guard;
+    char *map;
+    if (c->nfree) { /* a cold slot: guard in place, every page a zero page again */
+        map = c->freev[--c->nfree];
+        STAT_ADD(cache_hits, 1);
+        goto slot;
+    }
     if (c->next == c->end) {
         size_t n = SPAN_TARGET / slot;
         if (n < 1)
@@ -402,10 +515,16 @@ static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh)
         stk.vmas += 1;
         c->next = span;
         c->end = span + n * slot;
+        c->prepared = span;
     }
-    char *map = c->next;
+    map = c->next;
     c->next += slot;
-    *fresh = 1;
+    c->ncarved++;
+    if (prep_ok && map >= c->prepared)
+        prepare_slots(c, map, slot, pop);
+    *fresh = map >= c->prepared; /* its guard is still to be installed */
+slot:
+    out->vgid = 0;
     out->map = map;
     out->maplen = slot;
     out->guard = guard;
@@ -414,6 +533,18 @@ static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh)
     out->kind = STACK_SPAN;
     out->vmas = 0;
     out->cls = i;
+    out->fresh = 1;
+    out->keep = 0;
+    out->tcb = NULL;
+    return 0;
+}
+
+/* span_has_free: the (size, guard) class has a warm or cold slot to give. stk.lock held. */
+static int span_has_free(size_t size, size_t guard)
+{
+    for (unsigned i = 0; i < STACK_SPAN_CLASSES && stk.cls[i].size; i++)
+        if (stk.cls[i].size == size && stk.cls[i].guard == guard)
+            return stk.cls[i].warm || stk.cls[i].nfree;
     return 0;
 }
 
@@ -426,74 +557,287 @@ static int span_guard(const struct gstack *st)
     return r < 0 ? (int)r : 0;
 }
 
-/* span_put puts a free slot, memory released, on its class's list. stk.lock held. */
-static void span_put(struct stacknode *nd)
+/* freev_push puts a cold slot, memory released, on its class's array. stk.lock held. */
+static void freev_push(struct spanclass *c, char *map)
 {
-    struct spanclass *c = &stk.cls[nd->st.cls];
-    nd->next = c->free;
-    c->free = nd;
+    if (c->nfree == c->capfree) {
+        size_t cap = c->capfree ? 2 * c->capfree : 1024;
+        char **v = (char **)sys_mmap(cap * sizeof *v, PROT_READ | PROT_WRITE);
+        if (!v)
+            goshim_throw("stack_free: no memory for the list of free stack slots");
+        if (c->nfree)
+            memcpy(v, c->freev, c->nfree * sizeof *v);
+        if (c->freev)
+            rt_syscall(SYS_munmap, c->freev, c->capfree * sizeof *v, 0);
+        c->freev = v;
+        c->capfree = cap;
+    }
+    c->freev[c->nfree++] = map;
 }
 
+static size_t slot_len(unsigned cls)
+{
+    return stk.cls[cls].size + stk.cls[cls].guard;
+}
+
+/*
+ * flush_cold releases the memory of a batch of cold slots and puts them on
+ * their classes' arrays. Sorted by address, adjacent slots (threads that
+ * ended in the order they were made) are released by one madvise over
+ * their guards and stacks together: guard markers survive MADV_DONTNEED.
+ * One call per run instead of one per stack, and one TLB shoot-down.
+ * stk.lock not held; takes it.
+ */
+static void flush_cold(struct coldslot *v, unsigned n)
+{
+    for (unsigned gap = n / 2; gap > 0; gap /= 2) /* shell sort: n <= COLD_BATCH */
+        for (unsigned i = gap; i < n; i++)
+            for (unsigned j = i; j >= gap && v[j - gap].map > v[j].map; j -= gap) {
+                struct coldslot t = v[j];
+                v[j] = v[j - gap];
+                v[j - gap] = t;
+            }
+    for (unsigned i = 0; i < n;) {
+        unsigned j = i + 1;
+        char *end = v[i].map + slot_len(v[i].cls);
+        while (j < n && v[j].map == end && v[j].cls == v[i].cls)
+            end += slot_len(v[j++].cls);
+        rt_syscall(SYS_madvise, v[i].map, end - v[i].map, MADV_DONTNEED);
+        i = j;
+    }
+    runtime_lock(&stk.lock);
+    for (unsigned i = 0; i < n; i++)
+        freev_push(&stk.cls[v[i].cls], v[i].map);
+    runtime_unlock(&stk.lock);
+}
+
+/*
+ * The batch being flushed, off every stack (a G's may be small): whoever
+ * holds flush_lock owns it. Lock order: flush_lock, then stk.lock.
+ */
+static struct runtime_lock flush_lock;
+static struct coldslot flushing[COLD_BATCH];
+
+/*
+ * flush_pending flushes the pending cold batch when it is full (all: any
+ * length, for a stack_alloc that would otherwise carve a new slot).
+ * stk.lock not held.
+ */
+static void flush_pending(int all)
+{
+    runtime_lock(&flush_lock);
+    runtime_lock(&stk.lock);
+    unsigned n = stk.ncold >= (all ? 1u : (unsigned)COLD_BATCH) ? stk.ncold : 0;
+    memcpy(flushing, stk.cold, n * sizeof *flushing);
+    stk.ncold -= n;
+    runtime_unlock(&stk.lock);
+    if (n)
+        flush_cold(flushing, n);
+    runtime_unlock(&flush_lock);
+}
+
+/* node_of: where a free stack keeps its node, just below its kept bytes. */
 static struct stacknode *node_of(const struct gstack *st)
 {
-    return (struct stacknode *)(st->hi - STACK_NODE_SPACE);
+    return (struct stacknode *)(((uintptr_t)stack_sp_top(st) - STACK_NODE_SPACE) & ~(uintptr_t)15);
+}
+
+/* end_kept ends the owner's object in a free stack's kept bytes. stk.lock not held. */
+static void end_kept(struct gstack *st)
+{
+    if (st->keep && keep_release)
+        keep_release(st);
+    st->keep = 0;
+    st->tcb = NULL;
 }
 
 /* unmap_stack gives an STACK_MMAP stack back to the kernel. stk.lock not held. */
 static void unmap_stack(struct gstack *st)
 {
+    end_kept(st);
     vg_deregister(st);
     rt_syscall(SYS_munmap, st->map, st->maplen, 0);
     STAT_ADD(munmaps, 1);
     vmas_add(-(long)st->vmas);
 }
 
-/* release_memory returns a free stack's pages below its top page to the kernel. */
+/* release_memory returns a free stack's pages below its node's page to the kernel
+ * (the node and the kept bytes above it stay). */
 static void release_memory(const struct gstack *st)
 {
-    char *top = st->hi - pagesize; /* keeps the page holding the stacknode */
+    char *top = (char *)((uintptr_t)node_of(st) & ~(uintptr_t)(pagesize - 1));
     if (top > st->lo)
         rt_syscall(SYS_madvise, st->lo, top - st->lo, MADV_DONTNEED);
 }
 
+/* flush_releases MADV_DONTNEEDs n ranges, in one call where process_madvise works. */
+static void flush_releases(struct iovec *v, size_t n)
+{
+    if (n == 0)
+        return;
+    long r = rt_syscall6(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, (long)v, (long)n,
+                         MADV_DONTNEED, 0, 0);
+    if (r < 0) /* not for this advice here: one call each */
+        for (size_t i = 0; i < n; i++)
+            rt_syscall(SYS_madvise, v[i].iov_base, v[i].iov_len, MADV_DONTNEED);
+}
+
 /*
- * global_put moves the list first..(n nodes) into the global cache. Stacks
- * beyond STACK_GCACHE_MAX are unmapped (STACK_MMAP) or go to the arena free
- * list (STACK_ARENA). stk.lock not held; takes it.
+ * release_warm releases the memory of a list of stacks going warm, below
+ * their nodes, where their thread went deeper than the node's page: the
+ * page just below it is resident (mincore), else nothing is released. A
+ * stack is used downwards from its top, so most threads touched nothing
+ * below it, and the release cost a page-table walk each (an 8 MiB range:
+ * 35% of a batch of 1000 create+joins, in unmap_page_range) for nothing.
+ * A thread that skipped pages (a large frame left partly untouched) may
+ * leave pages lower down while its stack is warm; they go when it goes
+ * cold. Several releases go in one process_madvise where it works.
+ */
+static void release_warm(struct stacknode *list)
+{
+    struct iovec v[STACK_PCACHE_MAX / 2];
+    size_t n = 0;
+    for (struct stacknode *nd = list; nd; nd = nd->next) {
+        char *top = (char *)((uintptr_t)nd & ~(uintptr_t)(pagesize - 1));
+        unsigned char in = 1;
+        if (top > nd->st.lo && rt_syscall(SYS_mincore, top - pagesize, pagesize, (long)&in) == 0 &&
+            !(in & 1))
+            continue; /* never went below the node's page */
+        if (!prep_ok) {
+            release_memory(&nd->st);
+            continue;
+        }
+        if (top > nd->st.lo)
+            v[n++] = (struct iovec){nd->st.lo, (size_t)(top - nd->st.lo)};
+        if (n == sizeof v / sizeof v[0]) {
+            flush_releases(v, n);
+            n = 0;
+        }
+    }
+    flush_releases(v, n);
+}
+
+/* is_dflt: a stack of the default size and guard, or an arena slot (always default). */
+static int is_dflt(const struct gstack *st)
+{
+    return st->kind == STACK_ARENA ||
+           ((size_t)(st->hi - st->lo) == default_size && st->guard == default_guard);
+}
+
+/*
+ * warm_count is the counter of the warm global list a free stack may join
+ * (its memory released below its node, its kept bytes and their object
+ * kept): the default-size cache, or its span class's warm list; NULL when
+ * it has none (a mapping of its own of another size). stk.lock held.
+ */
+static unsigned *warm_count(const struct gstack *st)
+{
+    if (is_dflt(st))
+        return &stk.n;
+    if (st->kind == STACK_SPAN)
+        return &stk.cls[st->cls].nwarm;
+    return NULL;
+}
+
+/*
+ * global_put moves the list first..(n nodes) to the global lists. Up to
+ * STACK_GCACHE_MAX stacks of each kind stay warm: released below their
+ * node, their kept bytes (a TCB) kept, for the next stack_alloc of their
+ * size. The others go cold: their kept object ended (keep_release), their
+ * memory released below the top page, onto their class's or the arena's
+ * free list, or unmapped (own mappings). Which is decided in one lock hold
+ * (the warm counters are raised then, before the stacks are on their lists:
+ * a counter is at least its list's length), the system calls are made
+ * without the lock, the lists filled in a second hold. stk.lock not held.
  */
 static void global_put(struct stacknode *first, unsigned n)
 {
-    struct stacknode *nd, *unmap = NULL;
-    for (nd = first; nd; nd = nd->next)
-        release_memory(&nd->st);
+    struct stacknode *nd, *next, *warm = NULL, *cold = NULL, *unmap = NULL;
     runtime_lock(&stk.lock);
-    while (first) {
-        nd = first;
-        first = nd->next;
-        int dflt = nd->st.kind == STACK_ARENA || ((size_t)(nd->st.hi - nd->st.lo) == default_size &&
-                                                  nd->st.guard == default_guard);
-        if (dflt && stk.n < STACK_GCACHE_MAX) {
-            nd->next = stk.head;
-            stk.head = nd;
-            stk.n++;
-        } else if (nd->st.kind == STACK_SPAN) {
-            span_put(nd);
-        } else if (nd->st.kind == STACK_ARENA) {
-            nd->next = stk.arena_free;
-            stk.arena_free = nd;
+    for (nd = first; nd; nd = next) {
+        next = nd->next;
+        unsigned *cnt = warm_count(&nd->st);
+        if (cnt && *cnt < STACK_GCACHE_MAX) {
+            ++*cnt;
+            nd->next = warm;
+            warm = nd;
         } else {
-            nd->next = unmap;
-            unmap = nd;
+            nd->next = cold;
+            cold = nd;
         }
         n--;
     }
     runtime_unlock(&stk.lock);
     GOSHIM_ASSERT(n == 0);
+    release_warm(warm);
+    struct stacknode *cold2 = NULL;
+    for (nd = cold; nd; nd = next) {
+        next = nd->next;
+        struct gstack st = nd->st; /* copy out: the node moves, or munmap frees it */
+        if (st.kind == STACK_MMAP) {
+            nd->next = unmap;
+            unmap = nd;
+            continue;
+        }
+        end_kept(&st);
+        if (st.kind == STACK_SPAN) { /* no node: its memory goes in a batch, all of it */
+            vg_deregister(&st);
+            for (;;) {
+                runtime_lock(&stk.lock);
+                int room = stk.ncold < COLD_BATCH;
+                if (room)
+                    stk.cold[stk.ncold++] = (struct coldslot){st.map, st.cls};
+                int full = stk.ncold == COLD_BATCH;
+                runtime_unlock(&stk.lock);
+                if (full)
+                    flush_pending(0);
+                if (room)
+                    break;
+            }
+            continue;
+        }
+        /* An arena slot: the node goes at the top, nothing is kept below it. */
+        struct stacknode *top = node_of(&st);
+        top->st = st;
+        release_memory(&st);
+        top->next = cold2;
+        cold2 = top;
+    }
+    runtime_lock(&stk.lock);
+    while (warm) {
+        nd = warm;
+        warm = nd->next;
+        if (is_dflt(&nd->st)) {
+            nd->next = stk.head;
+            stk.head = nd;
+        } else {
+            struct spanclass *c = &stk.cls[nd->st.cls];
+            nd->next = c->warm;
+            c->warm = nd;
+        }
+    }
+    while (cold2) {
+        nd = cold2;
+        cold2 = nd->next;
+        nd->next = stk.arena_free;
+        stk.arena_free = nd;
+    }
+    runtime_unlock(&stk.lock);
     while (unmap) {
         struct gstack st = unmap->st; /* copy out: munmap frees the node */
         unmap = unmap->next;
         unmap_stack(&st);
     }
+}
+
+void stack_set_keep_release(void (*fn)(struct gstack *st))
+{
+    keep_release = fn;
+}
+
+void stack_set_populate(size_t bytes)
+{
+    populate_bytes = round_page(bytes);
 }
 
 size_t stack_default_size(void)
@@ -526,9 +870,26 @@ int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack 
         pc->head = nd->next;
         pc->n--;
         *out = nd->st;
+        out->fresh = 0;
         STAT_ADD(cache_hits, 1);
         STAT_ADD(live, 1);
         return 0;
+    }
+    if (!dflt && pc && pc->ohead) {
+        /* Other sizes: the first few entries are searched (a program uses few sizes). */
+        struct stacknode **pp = &pc->ohead;
+        for (int i = 0; *pp && i < 8; i++, pp = &(*pp)->next) {
+            struct stacknode *nd = *pp;
+            if ((size_t)(nd->st.hi - nd->st.lo) != size || nd->st.guard != guard)
+                continue;
+            *pp = nd->next;
+            pc->on--;
+            *out = nd->st;
+            out->fresh = 0;
+            STAT_ADD(cache_hits, 1);
+            STAT_ADD(live, 1);
+            return 0;
+        }
     }
 
     runtime_lock(&stk.lock);
@@ -537,6 +898,7 @@ int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack 
         stk.head = nd->next;
         stk.n--;
         *out = nd->st;
+        out->fresh = 0;
         /* Refill the P cache with up to half its capacity, as stackcacherefill. */
         while (pc && stk.head && pc->n < STACK_PCACHE_MAX / 2) {
             nd = stk.head;
@@ -554,8 +916,16 @@ int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack 
 
     if (use_guard_install()) {
         int fresh;
-        int r = span_get(size, guard, out, &fresh);
+        if (stk.ncold && !span_has_free(size, guard)) { /* reuse cold slots before carving */
+            runtime_unlock(&stk.lock);
+            flush_pending(1);
+            runtime_lock(&stk.lock);
+        }
+        struct populate pop;
+        pop.n = 0;
+        int r = span_get(size, guard, out, &fresh, &pop);
         runtime_unlock(&stk.lock);
+        populate_now(&pop);
         if (r == 0) {
             if (fresh && span_guard(out) != 0) {
                 /* No marker after all (the probe said yes): PROT_NONE, which
@@ -564,7 +934,7 @@ int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack 
                     goshim_throw("stack_alloc: cannot install a guard page");
                 vmas_add(2);
             }
-            if (fresh)
+            if (out->vgid == 0) /* fresh, or a cold slot (deregistered) */
                 vg_register(out);
             STAT_ADD(live, 1);
             return 0;
@@ -625,6 +995,9 @@ void stack_user(void *base, size_t size, struct gstack *out)
     out->hi = (char *)(((uintptr_t)base + size) & ~(uintptr_t)15); /* ABI: SP 16-aligned */
     out->kind = STACK_USER;
     out->vmas = 0;
+    out->fresh = 0;
+    out->keep = 0;
+    out->tcb = NULL;
     vg_register(out);
 }
 
@@ -641,9 +1014,8 @@ void stack_free(struct stackcache *pc, struct gstack *st)
     }
     GOSHIM_ASSERT(st->kind == STACK_MMAP || st->kind == STACK_ARENA || st->kind == STACK_SPAN);
     STAT_SUB(live, 1);
-    int cacheable = st->kind == STACK_ARENA ||
-                    ((size_t)(st->hi - st->lo) == default_size && st->guard == default_guard);
-    if (!cacheable && st->kind != STACK_SPAN) {
+    int dflt = is_dflt(st);
+    if (!dflt && st->kind != STACK_SPAN) {
         unmap_stack(st);
         memset(st, 0, sizeof *st);
         return;
@@ -651,33 +1023,37 @@ void stack_free(struct stackcache *pc, struct gstack *st)
     struct stacknode *nd = node_of(st);
     nd->st = *st;
     memset(st, 0, sizeof *st);
-    if (!pc || !cacheable) { /* other span sizes: straight to their class */
+    if (!pc) {
         nd->next = NULL;
         global_put(nd, 1);
         return;
     }
-    if (pc->n >= STACK_PCACHE_MAX) {
-        /* Spill half to the global cache in one lock hold. */
-        struct stacknode *first = pc->head, *last = first;
+    struct stacknode **head = dflt ? &pc->head : &pc->ohead;
+    unsigned *n = dflt ? &pc->n : &pc->on;
+    if (*n >= STACK_PCACHE_MAX) {
+        /* Spill half to the global lists in one lock hold. */
+        struct stacknode *first = *head, *last = first;
         unsigned k = STACK_PCACHE_MAX / 2;
         for (unsigned i = 1; i < k; i++)
             last = last->next;
-        pc->head = last->next;
-        pc->n -= k;
+        *head = last->next;
+        *n -= k;
         last->next = NULL;
         global_put(first, k);
     }
-    nd->next = pc->head;
-    pc->head = nd;
-    pc->n++;
+    nd->next = *head;
+    *head = nd;
+    ++*n;
 }
 
 void stack_cache_drain(struct stackcache *pc)
 {
     if (pc->head)
         global_put(pc->head, pc->n);
-    pc->head = NULL;
-    pc->n = 0;
+    if (pc->ohead)
+        global_put(pc->ohead, pc->on);
+    pc->head = pc->ohead = NULL;
+    pc->n = pc->on = 0;
 }
 
 void stack_get_stats(struct stack_stats *out)
@@ -749,6 +1125,11 @@ int stack_init(size_t dflt)
     default_size = round_page(dflt);
     arena_slot_size = default_size;
     guard_install = probe_guard_install();
+#ifdef GOSHIM_HAVE_VALGRIND
+    prep_ok = guard_install && !RUNNING_ON_VALGRIND; /* it does not know process_madvise */
+#else
+    prep_ok = guard_install;
+#endif
     unsigned long mmc = read_max_map_count();
     set_max_map_count(mmc ? mmc : MAX_MAP_COUNT_DEFAULT);
     return 0;
@@ -893,8 +1274,14 @@ int stack_test_guard_install(void)
     return guard_install;
 }
 
+int stack_test_batch_prepare(void)
+{
+    return prep_ok;
+}
+
 /* Fork child: another thread may have held the cache's lock at the fork. */
 void stack_fork_child(void)
 {
     stk.lock.key = 0;
+    flush_lock.key = 0;
 }

@@ -25,10 +25,14 @@ struct gstack {
     size_t guard; /* guard bytes directly below lo (0 = none) */
     char *map;    /* start of our mapping (NULL for user-provided stacks) */
     size_t maplen;
-    unsigned kind; /* STACK_MMAP, STACK_ARENA, STACK_USER */
-    unsigned vgid; /* valgrind stack id (0 when not under valgrind) */
-    unsigned vmas; /* VMAs this stack is charged for (0 for ARENA, SPAN and USER) */
-    unsigned cls;  /* STACK_SPAN: index of its size class */
+    unsigned kind;  /* STACK_MMAP, STACK_ARENA, STACK_USER */
+    unsigned vgid;  /* valgrind stack id (0 when not under valgrind) */
+    unsigned vmas;  /* VMAs this stack is charged for (0 for ARENA, SPAN and USER) */
+    unsigned cls;   /* STACK_SPAN: index of its size class */
+    unsigned fresh; /* set by stack_alloc: the stack's memory is zero pages never written */
+    size_t keep;    /* bytes below hi its owner keeps across caches (a TCB); stack.c never
+                       writes or releases them while the stack is cached */
+    void *tcb;      /* the owner's object in the kept bytes (NULL: none); opaque here */
 };
 
 struct stacknode;
@@ -38,8 +42,10 @@ struct stacknode;
  * Zero-initialised is empty.
  */
 struct stackcache {
-    struct stacknode *head;
+    struct stacknode *head; /* default size and guard */
     unsigned n;
+    struct stacknode *ohead; /* span slots of other sizes, any class (searched) */
+    unsigned on;
 };
 
 #define STACK_PCACHE_MAX 32 /* per-P cache bound; a full cache spills half */
@@ -64,7 +70,7 @@ size_t stack_default_guard(void); /* the page size, as glibc */
  * rounded up to pages) and guard bytes below it (rounded up to pages).
  * Requests of exactly the default size and guard come from pc (may be NULL),
  * then the global cache, then a new mapping; a cached stack's contents are
- * unspecified. With MADV_GUARD_INSTALL every size is a STACK_SPAN slot, freed
+ * unspecified but for its kept bytes (keep, tcb: as they were freed). With MADV_GUARD_INSTALL every size is a STACK_SPAN slot, freed
  * slots of any size are reused, and no stack costs a mapping of its own;
  * without it, other sizes get a fresh mapping. Near vm.max_map_count, a
  * default-size request may return a guard-less STACK_ARENA stack (out->guard
@@ -78,16 +84,40 @@ void stack_user(void *base, size_t size, struct gstack *out);
 
 /*
  * stack_free returns a stack no G runs on any more. Stacks of the default
- * size and guard, and arena stacks, go to pc (bounded by STACK_PCACHE_MAX; a
- * full cache spills half to the global cache, bounded by STACK_GCACHE_MAX);
- * other span slots go to their class's list (memory released below the top
- * page); others are unmapped. STACK_USER memory is never written nor unmapped.
+ * size and guard, arena stacks and span slots of other sizes go to pc
+ * (two lists, each bounded by STACK_PCACHE_MAX; a full one spills half to
+ * the global lists, where STACK_GCACHE_MAX of each kind stay warm, kept
+ * bytes intact, and the rest go cold: kept object ended, memory released);
+ * others are unmapped. STACK_USER memory is never written nor unmapped.
  * *st is cleared.
  */
 void stack_free(struct stackcache *pc, struct gstack *st);
 
 /* stack_cache_drain moves every stack of pc to the global cache (P destroyed). */
 void stack_cache_drain(struct stackcache *pc);
+
+/*
+ * stack_set_keep_release installs fn, called with a free stack whose kept
+ * bytes (st->keep > 0) are about to be released or unmapped: it must end
+ * the object there (st->tcb) and return; stack.c then clears keep and tcb.
+ * Called outside stk.lock, from whatever context frees stacks. Set once,
+ * before any stack with kept bytes is freed.
+ */
+void stack_set_keep_release(void (*fn)(struct gstack *st));
+
+/*
+ * stack_set_populate says how many top bytes of a new stack its first user
+ * touches at once (a TCB and the first frames): fresh span slots get them
+ * populated in batches (stack.c, prepare_slots). 0, the default: none.
+ * Set once, before stacks are made.
+ */
+void stack_set_populate(size_t bytes);
+
+/* stack_sp_top is the initial stack pointer region's end: hi less the kept bytes. */
+static inline char *stack_sp_top(const struct gstack *st)
+{
+    return st->hi - st->keep;
+}
 
 /*
  * Overflow reporting. lookup returns 1 (and fills *id and *size) when
@@ -130,6 +160,7 @@ void stack_get_stats(struct stack_stats *out);
 void stack_test_set_max_map_count(unsigned long n);
 void stack_test_force_mprotect(int on);
 int stack_test_guard_install(void);
+int stack_test_batch_prepare(void); /* fresh slots are prepared in batches (process_madvise) */
 
 /* Fork child: release the cache's lock, which another thread may have held at the fork. */
 void stack_fork_child(void);

@@ -719,15 +719,18 @@ static void tcb_fill(char *tcb)
 static void free_thread_buffers(char *tcb)
 {
     for (int i = 0; i < 2; i++) {
-        if (ti.tls_state_off[i] == 0) /* the malloc probe runs before this offset is known */
-            continue;
+        if (ti.tls_state_off[i] == 0 || !WORD(tcb, ti.tls_state_off[i]))
+            continue; /* not known yet (the malloc probe), or never allocated */
         free((void *)WORD(tcb, ti.tls_state_off[i]));
         WORD(tcb, ti.tls_state_off[i]) = 0;
     }
     /* specific[0] is specific_1stblock inside struct pthread; the rest are malloc'ed. */
     for (size_t i = 1; i < ti.specific_n; i++) {
-        free((void *)WORD(tcb, ti.specific_off + 8 * i));
-        WORD(tcb, ti.specific_off + 8 * i) = 0;
+        void *blk = (void *)WORD(tcb, ti.specific_off + 8 * i);
+        if (blk) { /* keys >= 32 only: most threads have none */
+            free(blk);
+            WORD(tcb, ti.specific_off + 8 * i) = 0;
+        }
     }
 }
 
@@ -746,6 +749,35 @@ void *tls_tcb_new(void)
     tcb_fill(tcb);
     __atomic_add_fetch(&stats.created, 1, __ATOMIC_RELAXED);
     return tcb;
+}
+
+size_t tls_tcb_space(size_t extra)
+{
+    size_t align = ti.static_align ? ti.static_align : 64;
+    /* struct pthread is aligned down from top - extra: at most align - 1 more. */
+    return (ti.static_size + extra + align - 1 + 15) & ~(size_t)15;
+}
+
+void *tls_tcb_new_at(void *top, size_t extra, bool zeroed)
+{
+    GOSHIM_ASSERT(tls_fs_method != TLS_FS_LDT);
+    size_t align = ti.static_align ? ti.static_align : 64;
+    char *tcb = (char *)(((uintptr_t)top - extra - ti.sizeof_pthread) & ~(uintptr_t)(align - 1));
+    if (!zeroed) /* _dl_allocate_tls(mem) clears nothing of struct pthread */
+        memset(tcb, 0, ti.sizeof_pthread);
+    if (ti.allocate_tls(tcb) == NULL)
+        return NULL;
+    tcb_fill(tcb);
+    __atomic_add_fetch(&stats.created, 1, __ATOMIC_RELAXED);
+    return tcb;
+}
+
+void tls_tcb_end(void *tcb)
+{
+    GOSHIM_ASSERT(tcb != tls_self());
+    free_thread_buffers(tcb);
+    ti.deallocate_tls(tcb, false); /* the DTV and dynamic TLS; the memory is the stack's */
+    __atomic_add_fetch(&stats.destroyed, 1, __ATOMIC_RELAXED);
 }
 
 void tls_tcb_reset(void *tcbv)

@@ -27,6 +27,11 @@
  * pthread_exit cannot be used: it ends with a longjmp to a buffer that only
  * its start_thread sets up.
  *
+ * The record lives in the thread's stack block, beside its TCB, when the
+ * scheduler carved the TCB there (sched_g_record; proc.c's top comment):
+ * it then ends with the block (at join, or at exit for a detached thread)
+ * and costs no malloc. Else it is calloc'ed.
+ *
  * Rejected: keeping the thread record in struct g (Gs are recycled at
  * exit, a pthread_t must stay valid until join).
  */
@@ -56,6 +61,7 @@ enum { JS_JOINABLE, JS_DETACHED, JS_JOINING };
 struct sthread {
     uint32_t magic;
     uint32_t exited; /* futex word: 1 once the exit hook ran */
+    bool inblock;    /* lives in its thread's stack block (sched_g_record), not malloc'ed */
     struct runtime_lock lock;
     int joinstate; /* JS_*; lock */
     bool is_main;
@@ -249,8 +255,8 @@ static void free_thread(struct sthread *st)
     if (st->is_main)
         return; /* glibc's own TCB, a static record */
     __atomic_store_n(gone_slot(thread_id(st)), (uintptr_t)thread_id(st), __ATOMIC_RELEASE);
-    if (st->tcb && sched.tls_full)
-        sched_tcb_free(st->tcb); /* to this P's cache for the next pthread_create */
+    void *tcb = sched.tls_full ? st->tcb : NULL;
+    bool inblock = st->inblock;
     if (st->keyblk)
         for (int i = 0; i < 32; i++)
             free(st->keyblk[i]);
@@ -260,7 +266,11 @@ static void free_thread(struct sthread *st)
     st->magic = 0;
     runtime_unlock(&thr_lock);
     free(st->fwd_info);
-    free(st);
+    if (!inblock)
+        free(st);
+    /* Last: an in-block record ends with its block. */
+    if (tcb)
+        sched_tcb_free(tcb); /* to this P's cache for the next pthread_create */
 }
 
 /* The thread's last acts on its own stack: destructors, then its record
@@ -407,9 +417,20 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, 
         if ((uintptr_t)base + ssize != 0)
             sa.stackaddr = base;
     }
-    struct sthread *st = calloc(1, sizeof *st);
-    if (!st)
+    int err = 0;
+    struct g *gp = sched_spawn(thread_main, NULL, &sa, &err);
+    if (!gp)
+        return err ? err : EAGAIN;
+    bool zeroed = false;
+    struct sthread *st = sched_g_record(gp, &zeroed);
+    if (st && !zeroed)
+        memset(st, 0, sizeof *st);
+    else if (!st && !(st = calloc(1, sizeof *st))) {
+        sched_spawn_abandon(gp);
         return EAGAIN;
+    }
+    st->inblock = sched_g_record(gp, &zeroed) == st;
+    gp->arg = st;
     st->magic = STHREAD_MAGIC;
     st->fn = fn;
     st->arg = arg;
@@ -428,12 +449,6 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, 
     }
     struct sthread *creator = self_thread();
     st->hidden_mask = creator ? creator->hidden_mask : 0; /* its mask is its creator's */
-    int err = 0;
-    struct g *gp = sched_spawn(thread_main, st, &sa, &err);
-    if (!gp) {
-        free(st);
-        return err ? err : EAGAIN;
-    }
     gp->thr = st;
     st->gp = gp;
     st->tcb = gp->tcb;
@@ -851,6 +866,7 @@ int shim_thread_init(void)
 {
     tls_thr_off = (size_t)((char *)&tls_thr - (char *)tls_self());
     sched_exit_hook = exit_hook;
+    sched_tcb_layout_init(sizeof(struct sthread));
     sched_resume_hook = deliver_after_preemption;
     sched_describe_hook = describe;
     sched_join_target_hook = join_target;

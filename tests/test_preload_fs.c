@@ -15,6 +15,7 @@
 #include "tests/preload_helpers.h"
 
 #include <stdint.h>
+#include <sys/auxv.h>
 
 static const char *const methods[] = {"ldt", "arch_prctl"};
 
@@ -87,6 +88,66 @@ Test(preload_fs, thread_programs_in_every_method, .timeout = 60)
         for (int i = 0; i < 2; i++)
             in_method(methods[i], progs[p].prog, NULL, NULL, nat, progs[p].min_gs);
     }
+}
+
+/*
+ * The TCB at the top of the stack block (issue 14, sched/proc.c): in each
+ * method (wrfsbase where this host has it) the TLS a thread reaches
+ * through its TCB (errno, __thread, the canary, a dlopen'd module's
+ * dynamic TLS through the DTV) is its own, C++ thread_local destructors
+ * run (prog_thread_cxx, above), and a joinable thread's TCB and stack stay
+ * its own until it is joined.
+ */
+static int n_block_methods(const char **m)
+{
+    int n = 0;
+    if (getauxval(AT_HWCAP2) & 2) /* HWCAP2_FSGSBASE: forcing wrfsbase works here */
+        m[n++] = "wrfsbase";
+    m[n++] = "ldt";
+    m[n++] = "arch_prctl";
+    return n;
+}
+
+Test(preload_fs, tcb_in_stack_block_keeps_tls_in_every_method, .timeout = 120)
+{
+    static char nat[1 << 14];
+    const char *m[3];
+    int n = n_block_methods(m);
+    for (int k = 0; k < 2; k++) {
+        const char *args = k ? "joinable" : "tls";
+        native_out("prog_tcb_block", args, nat, sizeof nat);
+        for (int i = 0; i < n; i++) {
+            in_method(m[i], "prog_tcb_block", args, NULL, nat, k ? 202 : 17);
+            in_method(m[i], "prog_tcb_block", args, "GOSHIM_PROCS=1", nat, k ? 202 : 17);
+        }
+    }
+}
+
+/* Where the TCB is: in the stack block as glibc puts it, but in the ldt method (below 4 GiB). */
+Test(preload_fs, tcb_lies_in_the_stack_block_but_in_ldt_mode, .timeout = 60)
+{
+    static char nat[256];
+    const char *m[3];
+    int n = n_block_methods(m);
+    native_out("prog_tcb_block", "layout", nat, sizeof nat);
+    cr_assert_str_eq(nat, "layout: tcb in stack block: 8 of 8\n", "natively (glibc)");
+    for (int i = 0; i < n; i++)
+        in_method(m[i], "prog_tcb_block", "layout", NULL,
+                  strcmp(m[i], "ldt") == 0 ? "layout: tcb in stack block: 0 of 8\n" : nat, 9);
+}
+
+/* Detached threads give their block back: 20,000 of them, 64 at a time, reuse a few. */
+Test(preload_fs, detached_threads_reuse_their_blocks, .timeout = 60)
+{
+    static char out[1 << 14];
+    char penv[256];
+    run_preloaded_ok("prog_tcb_block", "detached 20000", "GOSHIM_STATS=1", penv, sizeof penv, out,
+                     sizeof out);
+    cr_assert(strstr(out, "detached: 20000 done\n"), "%s", out);
+    long made = stat_of(out, "tcbs_created"), maps = stat_of(out, "stacks_mmapped");
+    cr_assert(made > 0 && made <= 1000, "%ld TCBs made for 20000 detached threads:\n%s", made, out);
+    cr_assert(maps > 0 && maps <= 16, "%ld stack mappings for 20000 detached threads:\n%s", maps,
+              out);
 }
 
 /* fork from threads (the LDT is inherited), exec (the kernel drops it), vfork, daemon. */

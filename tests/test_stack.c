@@ -297,6 +297,14 @@ Test(stack, pcache_spills_half_and_refills, .timeout = 10)
     cr_assert_eq(s2.mmaps, s1.mmaps, "drained stacks are reused from the global cache");
 }
 
+/* used_down writes st as a thread uses a stack: every byte from its bottom up to the page
+ * of its free node (a warm stack releases its memory when the page below that is in). */
+static void used_down(struct gstack *st)
+{
+    char *node_page = (char *)((uintptr_t)(stack_sp_top(st) - 128) & ~(uintptr_t)(page() - 1));
+    memset(st->lo, 0x5a, (size_t)(node_page - st->lo));
+}
+
 static void global_cache_bound(int mprotect_mode)
 {
     enum { N = STACK_GCACHE_MAX + 76 };
@@ -307,7 +315,7 @@ static void global_cache_bound(int mprotect_mode)
     int span = !mprotect_mode && stack_test_guard_install();
     for (int i = 0; i < N; i++) {
         cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
-        memset(st[i].lo, 0x5a, 4 * page());
+        used_down(&st[i]);
     }
     for (int i = 0; i < N; i++)
         stack_free(NULL, &st[i]);
@@ -378,7 +386,10 @@ Test(stack, every_size_is_a_span_slot_reused_by_its_class, .timeout = 20)
     char *lo = a.lo;
     memset(a.lo, 1, 200 * 1024);
     stack_free(&pc, &a);
-    cr_assert_eq(pc.n, 0, "only default-size stacks use the P cache");
+    cr_assert_eq(pc.n, 0, "the default-size list holds only default-size stacks");
+    cr_assert_eq(pc.on, 1, "other sizes have their own P list");
+    stack_cache_drain(&pc); /* to the class's warm list, memory released */
+    cr_assert_eq(pc.on, 0);
     cr_assert_eq(stack_alloc(&pc, 0, 4 * page(), &c), 0); /* another class */
     cr_assert_eq(c.guard, 4 * page());
     cr_assert_eq(stack_alloc(&pc, 200 * 1024, page(), &b), 0);
@@ -643,4 +654,92 @@ Test(stack, thread_init_installs_guarded_altstack, .timeout = 10)
     fault_addr = (char *)ss.ss_sp - 1;
     int status = run_child(touch_fault_addr, out, sizeof out);
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "no guard below the altstack");
+}
+
+/* Kept bytes (a TCB at the top, sched/proc.c) through the caches. */
+static int kept_ended;
+static void note_kept_end(struct gstack *st)
+{
+    cr_assert_not_null(st->tcb);
+    cr_assert_eq(*(unsigned char *)st->tcb, 0xab, "kept bytes ended after they were lost");
+    kept_ended++;
+}
+
+static void kept_bytes(int mprotect_mode)
+{
+    enum { EXTRA = 10, N = STACK_GCACHE_MAX + EXTRA };
+    static struct gstack st[N];
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    stack_test_force_mprotect(mprotect_mode);
+    stack_set_keep_release(note_kept_end);
+    size_t keep = 2 * page() - 256;
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
+        cr_assert_eq(st[i].fresh, 1, "a new stack is zero pages");
+        st[i].keep = keep;
+        st[i].tcb = st[i].hi - 512;
+        memset(st[i].hi - keep, 0xab, keep);
+        used_down(&st[i]);
+    }
+    struct stackcache pc = {0};
+    stack_free(&pc, &st[0]); /* a P cache keeps everything */
+    cr_assert_eq(stack_alloc(&pc, 0, page(), &st[0]), 0);
+    cr_assert_eq(st[0].keep, keep);
+    cr_assert_eq(st[0].fresh, 0);
+    cr_assert_eq(st[0].lo[0], 0x5a);
+    for (int i = 0; i < N; i++)
+        stack_free(NULL, &st[i]);
+    cr_assert_eq(kept_ended, EXTRA, "only the stacks beyond the warm bound end their kept bytes");
+    int warm = 0;
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
+        if (st[i].tcb) {
+            warm++;
+            cr_assert_eq(st[i].fresh, 0);
+            cr_assert_eq(st[i].keep, keep);
+            cr_assert_eq(st[i].hi[-1], (char)0xab, "kept bytes changed while cached");
+            cr_assert_eq(*(unsigned char *)(st[i].hi - keep), 0xab);
+            cr_assert_eq(st[i].lo[0], 0, "a warm stack kept its memory below the kept bytes");
+        } else { /* a cold slot reused (its node page written), or a new mapping */
+            cr_assert_eq(st[i].keep, 0);
+            cr_assert_eq(st[i].lo[0], 0);
+        }
+    }
+    cr_assert_eq(warm, STACK_GCACHE_MAX);
+}
+
+Test(stack, kept_bytes_stay_warm_and_end_when_cold, .timeout = 20)
+{
+    kept_bytes(0);
+}
+
+Test(stack, kept_bytes_stay_warm_and_end_when_cold_mprotect, .timeout = 20)
+{
+    kept_bytes(1);
+}
+
+/* Fresh span slots come in batches: guard markers installed, top pages populated. */
+Test(stack, fresh_slots_come_guarded_and_populated, .timeout = 20)
+{
+    enum { N = 40 };
+    static struct gstack st[N];
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    if (!stack_test_guard_install() || !stack_test_batch_prepare())
+        cr_skip_test("no MADV_GUARD_INSTALL, or no process_madvise on the caller itself");
+    stack_set_populate(2 * page());
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(stack_alloc(NULL, 200 * 1024, page(), &st[i]), 0);
+        cr_assert_eq(st[i].fresh, 1);
+        unsigned char vec[3];
+        cr_assert_eq(mincore(st[i].hi - 3 * page(), 3 * page(), vec), 0);
+        cr_assert(vec[1] & 1 && vec[2] & 1, "stack %d: its top pages were not populated", i);
+        cr_assert_eq(vec[0] & 1, 0, "stack %d: a page below them was populated", i);
+    }
+    char out[256];
+    for (int i = 0; i < N; i += 13) {
+        fault_addr = st[i].lo - 1;
+        int status = run_child(touch_fault_addr, out, sizeof out);
+        cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
+                  "stack %d: its guard did not fault: %s", i, out);
+    }
 }

@@ -48,9 +48,11 @@
 # rest of a mapping at the first read that fails. goshim's stacks carry their guard
 # page as a marker inside the mapping (MADV_GUARD_INSTALL, sched/stack.c), and
 # adjacent stacks merge into one mapping, so a plain gcore keeps the runtime's
-# structures (info goshim works) but writes zeros for the G stacks: `goshim bt` then
-# says so. `goshim gcore FILE` runs gcore, then writes into FILE the part of each G
-# stack that is in use (from its saved or current stack pointer to the top), read
+# structures (info goshim works, without thread names: a thread's record and TCB sit
+# at the top of its stack block, sched/proc.c) but writes zeros for the G stacks:
+# `goshim bt` then says so. `goshim gcore FILE` runs gcore, then writes into FILE the
+# part of each G stack that is in use (from its saved or current stack pointer to
+# the top, TCB and record included), read
 # from the process with ordinary reads. A core the kernel dumps (a crash, with
 # `ulimit -c`) skips only the guard pages themselves and needs no such help.
 

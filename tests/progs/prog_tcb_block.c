@@ -1,0 +1,313 @@
+/*
+ * prog_tcb_block: what a thread's control block (TCB, static TLS) must do
+ * wherever it lives; under goshim it lives at the top of the thread's stack
+ * block, as glibc puts it (sched/proc.c). Plain pthreads, the same output
+ * natively.
+ *
+ *   usage: prog_tcb_block tls | layout | joinable | detached N
+ *
+ * tls: threads of 64 KiB and of default stacks, made before and after a
+ *   dlopen of libgoshim_tlsmod.so (dynamic TLS through each thread's DTV),
+ *   check across many yields: errno, __thread initial values and their own
+ *   copies, the stack protector canary (%fs:0x28 equals main's, and a
+ *   stack_protect function with a live buffer returns across yields), the
+ *   module's TLS (its initial value, a per-thread address, their values).
+ *   Prints "tls: T threads, 0 failures".
+ * layout: each thread says whether pthread_self() lies inside the stack
+ *   block pthread_getattr_np reports, above its own frames (as glibc
+ *   places it). Prints "layout: tcb in stack block: K of T".
+ * joinable: a joinable thread exits; 200 threads made and joined one by
+ *   one after it never get its pthread_t or stack; its attributes still
+ *   read its own stack and its join returns its value. Prints
+ *   "joinable: ok" or what went wrong.
+ * detached: N detached threads, at most 64 alive at a time, each exits
+ *   alone; then "detached: N done" (under GOSHIM_STATS the test checks that
+ *   their blocks were reused, not made N times).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static __thread long tvar = 77;
+static __thread char tbuf[128] = "init";
+static uintptr_t main_canary;
+static int failures; /* atomic */
+
+static long (*mod_get)(void);
+static void (*mod_set)(long);
+static void *(*mod_addr)(void);
+static int (*mod_buf_ok)(long);
+static int mod_loaded; /* atomic: set once the module is loaded */
+
+static void fail(const char *what, long id)
+{
+    fprintf(stderr, "thread %ld: %s\n", id, what);
+    __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);
+}
+
+static uintptr_t canary(void)
+{
+    uintptr_t v;
+    __asm__ volatile("mov %%fs:0x28, %0" : "=r"(v));
+    return v;
+}
+
+/* A protected frame with a live buffer across yields: a changed canary aborts. */
+__attribute__((stack_protect, noinline)) static int guarded(long id)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "guarded %ld", id);
+    for (int i = 0; i < 20; i++)
+        sched_yield();
+    char want[64];
+    snprintf(want, sizeof want, "guarded %ld", id);
+    return strcmp(buf, want) == 0;
+}
+
+static pthread_barrier_t loaded;
+
+static void *tls_worker(void *arg)
+{
+    long id = (long)arg;
+    if (errno != 0 || tvar != 77 || strcmp(tbuf, "init") != 0)
+        fail("initial TLS values", id);
+    if (canary() != main_canary)
+        fail("stack protector canary differs from main's", id);
+    if (id % 2 == 0) /* half of them were made before the dlopen */
+        pthread_barrier_wait(&loaded);
+    if (!__atomic_load_n(&mod_loaded, __ATOMIC_ACQUIRE)) {
+        fail("module not loaded", id);
+        return NULL;
+    }
+    if (mod_get() != 4242)
+        fail("module TLS initial value", id);
+    void *addr = mod_addr();
+    mod_set(id);
+    tvar = id;
+    for (int i = 0; i < 2000; i++) {
+        errno = (int)id;
+        snprintf(tbuf, sizeof tbuf, "t%ld", id);
+        sched_yield();
+        if (errno != (int)id || tvar != id || tbuf[0] != 't' || atol(tbuf + 1) != id)
+            fail("errno or __thread changed across a yield", id);
+        if (mod_get() != id || !mod_buf_ok(id) || mod_addr() != addr)
+            fail("module TLS changed across a yield", id);
+        if (i % 500 == 0 && !guarded(id))
+            fail("protected buffer changed", id);
+    }
+    return NULL;
+}
+
+static int load_module(const char *argv0)
+{
+    char path[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 64);
+    (void)argv0;
+    if (n <= 0)
+        return -1;
+    path[n] = '\0';
+    char *slash = strrchr(path, '/');
+    strcpy(slash ? slash + 1 : path, "libgoshim_tlsmod.so");
+    void *h = dlopen(path, RTLD_NOW);
+    if (!h) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        return -1;
+    }
+    mod_get = (long (*)(void))dlsym(h, "tlsmod_get");
+    mod_set = (void (*)(long))dlsym(h, "tlsmod_set");
+    mod_addr = (void *(*)(void))dlsym(h, "tlsmod_addr");
+    mod_buf_ok = (int (*)(long))dlsym(h, "tlsmod_buf_ok");
+    if (!mod_get || !mod_set || !mod_addr || !mod_buf_ok)
+        return -1;
+    __atomic_store_n(&mod_loaded, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+static int run_tls(const char *argv0)
+{
+    enum { T = 16 };
+    pthread_t t[T];
+    pthread_attr_t small;
+    pthread_attr_init(&small);
+    pthread_attr_setstacksize(&small, 64 * 1024);
+    pthread_barrier_init(&loaded, NULL, T / 2 + 1);
+    for (long i = 0; i < T; i += 2) /* before the dlopen; they wait for it */
+        pthread_create(&t[i], (i / 2) % 2 ? &small : NULL, tls_worker, (void *)i);
+    if (load_module(argv0) != 0) {
+        fprintf(stderr, "cannot load libgoshim_tlsmod.so\n");
+        return 1;
+    }
+    pthread_barrier_wait(&loaded);
+    for (long i = 1; i < T; i += 2)
+        pthread_create(&t[i], (i / 2) % 2 ? &small : NULL, tls_worker, (void *)i);
+    for (int i = 0; i < T; i++)
+        pthread_join(t[i], NULL);
+    printf("tls: %d threads, %d failures\n", T, failures);
+    return failures != 0;
+}
+
+static int inside; /* atomic */
+
+static void *layout_worker(void *arg)
+{
+    (void)arg;
+    pthread_attr_t a;
+    void *base;
+    size_t size;
+    char here;
+    if (pthread_getattr_np(pthread_self(), &a) != 0)
+        return NULL;
+    pthread_attr_getstack(&a, &base, &size);
+    pthread_attr_destroy(&a);
+    char *self = (char *)pthread_self();
+    if (self >= (char *)base && self < (char *)base + size && &here < self)
+        __atomic_fetch_add(&inside, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static int run_layout(void)
+{
+    enum { T = 8 };
+    pthread_t t[T];
+    pthread_attr_t small;
+    pthread_attr_init(&small);
+    pthread_attr_setstacksize(&small, 64 * 1024);
+    for (int i = 0; i < T; i++)
+        pthread_create(&t[i], i % 2 ? &small : NULL, layout_worker, NULL);
+    for (int i = 0; i < T; i++)
+        pthread_join(t[i], NULL);
+    printf("layout: tcb in stack block: %d of %d\n", inside, T);
+    return 0;
+}
+
+static sem_t exiting;
+
+static void *first(void *arg)
+{
+    tvar = 5150;
+    sem_post(&exiting);
+    return arg;
+}
+
+struct seen {
+    pthread_t self;
+    void *base;
+    size_t size;
+};
+
+static void *later(void *arg)
+{
+    struct seen *s = arg;
+    pthread_attr_t a;
+    s->self = pthread_self();
+    pthread_getattr_np(s->self, &a);
+    pthread_attr_getstack(&a, &s->base, &s->size);
+    pthread_attr_destroy(&a);
+    return NULL;
+}
+
+static int run_joinable(void)
+{
+    pthread_attr_t small;
+    pthread_attr_init(&small);
+    pthread_attr_setstacksize(&small, 64 * 1024);
+    pthread_t a;
+    sem_init(&exiting, 0, 0);
+    pthread_create(&a, &small, first, (void *)0x5150);
+    sem_wait(&exiting);
+    pthread_attr_t aa;
+    void *abase;
+    size_t asize;
+    if (pthread_getattr_np(a, &aa) != 0) {
+        printf("joinable: pthread_getattr_np of the exited thread failed\n");
+        return 1;
+    }
+    pthread_attr_getstack(&aa, &abase, &asize);
+    pthread_attr_destroy(&aa);
+    for (int i = 0; i < 200; i++) {
+        struct seen s;
+        pthread_t b;
+        pthread_create(&b, &small, later, &s);
+        pthread_join(b, NULL);
+        if (pthread_equal(s.self, a) ||
+            ((char *)s.base < (char *)abase + asize && (char *)abase < (char *)s.base + s.size)) {
+            printf("joinable: thread %d got the unjoined thread's %s\n", i,
+                   pthread_equal(s.self, a) ? "pthread_t" : "stack");
+            return 1;
+        }
+    }
+    void *base2;
+    size_t size2;
+    if (pthread_getattr_np(a, &aa) != 0) {
+        printf("joinable: the unjoined thread's TCB went away\n");
+        return 1;
+    }
+    pthread_attr_getstack(&aa, &base2, &size2);
+    pthread_attr_destroy(&aa);
+    void *ret = NULL;
+    int e = pthread_join(a, &ret);
+    if (base2 != abase || size2 != asize || e != 0 || ret != (void *)0x5150) {
+        printf("joinable: the unjoined thread changed: stack %p/%zu then %p/%zu, join %d, %p\n",
+               abase, asize, base2, size2, e, ret);
+        return 1;
+    }
+    printf("joinable: ok\n");
+    return 0;
+}
+
+static sem_t slots;
+static long ndone; /* atomic */
+
+static void *detached_worker(void *arg)
+{
+    (void)arg;
+    tvar++;
+    __atomic_fetch_add(&ndone, 1, __ATOMIC_RELEASE);
+    sem_post(&slots);
+    return NULL;
+}
+
+static int run_detached(long n)
+{
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&a, 64 * 1024);
+    sem_init(&slots, 0, 64);
+    for (long i = 0; i < n; i++) {
+        pthread_t t;
+        sem_wait(&slots);
+        if (pthread_create(&t, &a, detached_worker, NULL) != 0) {
+            printf("detached: pthread_create failed after %ld\n", i);
+            return 1;
+        }
+    }
+    for (int i = 0; i < 64; i++)
+        sem_wait(&slots);
+    printf("detached: %ld done\n", __atomic_load_n(&ndone, __ATOMIC_ACQUIRE));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    main_canary = canary();
+    const char *mode = argc > 1 ? argv[1] : "tls";
+    if (strcmp(mode, "tls") == 0)
+        return run_tls(argv[0]);
+    if (strcmp(mode, "layout") == 0)
+        return run_layout();
+    if (strcmp(mode, "joinable") == 0)
+        return run_joinable();
+    if (strcmp(mode, "detached") == 0 && argc > 2)
+        return run_detached(atol(argv[2]));
+    fprintf(stderr, "usage: %s tls | layout | joinable | detached N\n", argv[0]);
+    return 2;
+}
