@@ -47,6 +47,24 @@ uint64_t shim_pending_signals(void);
  * lets through while it waits (sigwait, sigsuspend; 0 after).
  */
 bool shim_route_signal(int sig, const siginfo_t *info);
+/*
+ * The bell (thread.c): a signal sent to a thread that runs on an M is queued
+ * to that OS thread with this si_code, the G in si_value (si_errno 1: it was
+ * sent to the process). shim_bell_take, in the dispatcher: true if the bell
+ * is for cur, the G it interrupted; out then holds the siginfo to run the
+ * handler with (si_signo 0: delivered already, nothing to run). A bell that
+ * found another G goes to the router, whose shim_recheck_signal signals its
+ * thread again if the signal is still pending there.
+ */
+#define SHIM_SI_BELL (-0x4753)
+/* A signal the router left pending for the process (shim/signal.c). */
+#define SHIM_SI_PARKED (-0x4754)
+bool shim_bell_take(int sig, const siginfo_t *bell, struct g *cur, siginfo_t *out);
+void shim_recheck_signal(int sig, const siginfo_t *bell);
+/* Routed signals the calling thread has not taken and now blocks: back to the router. */
+void shim_give_back_blocked(uint64_t blocked);
+/* shim/signal.c: hand sig to the router as if it had just been sent to the process. */
+void shim_signal_repost(int sig, const siginfo_t *info);
 bool shim_main_takes(int sig, struct g *self);
 bool shim_forwarded_info(int sig, siginfo_t *out);
 void shim_sigwaiting(uint64_t set);
