@@ -268,15 +268,15 @@ static void dispatch(int sig, siginfo_t *info, void *uc)
         if (info->si_code != SHIM_SI_BELL)
             call_app(sig, info, uc); /* a thread of the program that goshim does not run */
     } else if (info->si_code == SHIM_SI_BELL && info->si_pid == self_pid) {
-        siginfo_t mine;
-        if (on_g && shim_bell_take(sig, info, gp, &mine)) {
-            if (mine.si_signo)
-                call_app(sig, &mine, uc);
-        } else if (on_g || gp != info->si_value.sival_ptr) {
-            post(sig, info); /* it missed its thread: the router looks again */
-        }
-        /* else its thread is switching on this M: it takes the signal when it resumes
-         * (every way back into a thread's code delivers what is pending). */
+        /* On a scheduler context whose G is the bell's, that G is switching: it takes the
+         * signal when it resumes (every way back into a thread's code delivers what is
+         * pending). Else a bell that missed its thread goes back to the router. */
+        siginfo_t mine = {.si_signo = 0};
+        bool here = on_g ? shim_bell_take(sig, info, gp, &mine) : gp == info->si_value.sival_ptr;
+        if (mine.si_signo)
+            call_app(sig, &mine, uc);
+        if (!here)
+            post(sig, info);
     } else if (thread_directed(sig, info)) {
         siginfo_t fwd;
         if (on_g && info->si_code == SI_TKILL && info->si_pid == self_pid &&
@@ -785,9 +785,9 @@ GOSHIM_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struc
         /* A bell: taken here like a handler would take it (the signal may have been
          * delivered already: wait again), or one for another thread (to the router). */
         siginfo_t taken;
-        if (!shim_bell_take(r, info, sched_self(), &taken)) {
+        if (!shim_bell_take(r, info, sched_self(), &taken))
             post(r, info);
-        } else if (taken.si_signo) {
+        if (taken.si_signo) {
             *info = taken;
             break;
         }

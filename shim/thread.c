@@ -78,6 +78,10 @@ struct sthread {
     uint64_t sigpending;
     uint64_t procpend;
     bool exiting;
+    /* Taken out of sigpending and rung on its own OS thread (shim_deliver_signals), not
+     * yet handled: the first bell of the signal that arrives there runs the handler (the
+     * kernel merges a bell into one of the same signal pending on that thread); atomic. */
+    uint64_t owed;
     /* Process-directed signals forwarded to it (shim/signal.c): the set whose siginfo waits
      * in fwd_info (allocated by the first forward, under thr_lock), atomic; the signals it
      * waits for in sigwait and friends, atomic; and the ones of never_blocked() that the
@@ -1133,14 +1137,16 @@ static void taken_info(int sig, siginfo_t *out)
 
 bool shim_bell_take(int sig, const siginfo_t *bell, struct g *cur, siginfo_t *out)
 {
+    out->si_signo = 0;
     struct sthread *st = cur ? cur->thr : NULL;
-    if (!st || bell->si_value.sival_ptr != cur || st->magic != STHREAD_MAGIC)
-        return false;
-    if (take_marks(st, sigbit(sig)))
+    if (!st || st->magic != STHREAD_MAGIC)
+        return bell->si_value.sival_ptr == cur;
+    /* Whoever it was for: the kernel merges a signal sent to an OS thread into one of the
+     * same number pending there, so this may also be cur's own bell or raise. */
+    if (take_marks(st, sigbit(sig)) ||
+        (__atomic_fetch_and(&st->owed, ~sigbit(sig), __ATOMIC_SEQ_CST) & sigbit(sig)))
         taken_info(sig, out);
-    else
-        out->si_signo = 0; /* delivered already, at a wrapper */
-    return true;
+    return bell->si_value.sival_ptr == cur;
 }
 
 /*
@@ -1229,6 +1235,7 @@ int shim_deliver_signals(void)
     if (!set)
         return 0; /* all blocked: they wait */
     set = take_marks(st, set);
+    __atomic_or_fetch(&st->owed, set, __ATOMIC_SEQ_CST);
     int res = 0;
     for (int sig = 1; sig <= 64; sig++) {
         if (!(set & sigbit(sig)))
@@ -1236,8 +1243,10 @@ int shim_deliver_signals(void)
         struct sigaction sa;
         if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN && sa.sa_handler != SIG_DFL)
             res = !(sa.sa_flags & SA_RESTART) ? 2 : res > 1 ? res : 1;
-        /* The kernel runs the handler before this returns, on this G. */
-        rt_syscall(SYS_tgkill, getpid(), sched_mtid(), sig);
+        /* The kernel runs the handler before this returns, on this G: a bell to itself
+         * (see shim_bell_take; a plain tgkill merged into a bell pending here, and the
+         * bell then found nothing to deliver). */
+        ring(sched_self(), sched_mtid(), sig, false);
     }
     return res;
 }

@@ -50,11 +50,10 @@ bool shim_route_signal(int sig, const siginfo_t *info);
 /*
  * The bell (thread.c): a signal sent to a thread that runs on an M is queued
  * to that OS thread with this si_code, the G in si_value (si_errno 1: it was
- * sent to the process). shim_bell_take, in the dispatcher: true if the bell
- * is for cur, the G it interrupted; out then holds the siginfo to run the
- * handler with (si_signo 0: delivered already, nothing to run). A bell that
- * found another G goes to the router, whose shim_recheck_signal signals its
- * thread again if the signal is still pending there.
+ * sent to the process). shim_bell_take, in the dispatcher or sigwaitinfo on cur, the G
+ * that took the bell: out gets the siginfo to run cur's handler with (si_signo 0: nothing
+ * for cur); false if the bell was for another G, which the router must look at again
+ * (shim_recheck_signal signals its thread again if the signal is still pending there).
  */
 #define SHIM_SI_BELL (-0x4753)
 /* A signal the router left pending for the process (shim/signal.c). */
