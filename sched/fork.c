@@ -94,6 +94,13 @@ static void reset_sched(struct m *mp)
         mp->cpuclock = CLOCK_THREAD_CPUTIME_ID;
     mp->thread = pthread_self();
     mp->preempt_req = mp->handoff_req = mp->preempt_pending = 0;
+    /* A new process's thread: its CPU-time clock starts at 0 (cputime.c). */
+    if (self) {
+        self->cpu_tsc = 0;
+        self->cpu_ns = 0;
+    }
+    mp->cpu_mark = 0;
+    cputime_m_ready(mp);
     mp->spinning = false;
     mp->nextp = NULL;
     mp->schedlink = NULL;

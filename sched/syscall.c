@@ -238,6 +238,7 @@ GOSHIM_NO_TSAN static void exitsyscall0(void *arg)
         execute(mp, gp, false);
     }
     stopm();
+    cputime_m_ready(mp);
     schedule();
 }
 
