@@ -693,8 +693,9 @@ void sched_gosched(void)
  * idle CPU: the switch through g0 and the steal attempts that would end in
  * resuming the same G cost ~0.5 us. Otherwise as sched_goyield. Not for
  * preemption's yields, which must give sysmon's waiting G the chance.
+ * False when it returned at once.
  */
-void sched_yield_explicit(void)
+bool sched_yield_explicit(void)
 {
     int64_t next;
     if (!any_runq_nonempty() && ((next = timers_next()) < 0 || next > nanotime())) {
@@ -702,9 +703,10 @@ void sched_yield_explicit(void)
         if (mp && mp->p)
             mp->p->ngosched++;
         releasem(mp);
-        return;
+        return false;
     }
     sched_goyield();
+    return true;
 }
 
 void sched_goyield(void)

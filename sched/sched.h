@@ -114,7 +114,7 @@ void sched_gosched(void);
 /* goyield: like Gosched, but to the tail of the local run queue. */
 void sched_goyield(void);
 /* sched_yield(2) for the program: returns at once when no G waits anywhere, else sched_goyield. */
-void sched_yield_explicit(void);
+bool sched_yield_explicit(void);
 
 /* Park the current G. unlockf(gp, lock) runs once the G is switched out
  * and its TCB is no longer installed anywhere; if it returns false the G
