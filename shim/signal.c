@@ -98,6 +98,7 @@ static __thread bool on_router __attribute__((tls_model("initial-exec")));
 
 static void dispatch(int sig, siginfo_t *info, void *uc);
 static const siginfo_t *unparked(const siginfo_t *info, siginfo_t *copy);
+static bool router_busy(void);
 
 static void router_kick(void)
 {
@@ -405,9 +406,13 @@ static int send_own(int sig, int code, union sigval value)
     si.si_pid = self_pid;
     si.si_uid = getuid();
     si.si_value = value;
-    struct m *mp = acquirem(); /* no hand-off of its P while it waits a moment */
-    wait_handed(post(sig, &si));
-    releasem(mp);
+    /* Nothing before it with the router: routed here at once if the locks are free (a
+     * handler may have interrupted their holder). Else the router's, waited for. */
+    if (router_busy() || shim_route_signal_now(sig, &si) != 1) {
+        struct m *mp = acquirem(); /* no hand-off of its P while it waits a moment */
+        wait_handed(post(sig, &si));
+        releasem(mp);
+    }
     shim_deliver_signals(); /* routed to the sender itself: handled before the call returns */
     return 0;
 }

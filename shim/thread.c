@@ -965,8 +965,9 @@ static int signal_thread_locked(struct sthread *st, int sig, bool proc)
     if (proc)
         __atomic_or_fetch(&st->procpend, bit, __ATOMIC_SEQ_CST);
     __atomic_or_fetch(&st->sigpending, bit, __ATOMIC_SEQ_CST); /* before the status is read */
-    if (!takes(st, gp, bit))
-        return 0; /* blocked: it waits for an unblock or a sigwait */
+    if (!takes(st, gp, bit) || gp == sched_self())
+        return 0; /* blocked: it waits for an unblock or a sigwait; or the caller's own,
+                     which it delivers once it has let go of the locks */
     uint32_t status = sched_gstatus(gp);
     int tid = sched_gtid(gp);
     if (tid > 0 && (status == Gsyscall || status == Grunning))
@@ -1079,19 +1080,22 @@ static struct sthread *record_of(struct g *gp)
     return NULL;
 }
 
-bool shim_route_signal(int sig, const siginfo_t *info)
+/* Route sig (thr_lock held). With try, every other lock is only tried: -1 if one was
+ * busy (nothing done); else whether a thread took it. */
+static int route_locked(int sig, const siginfo_t *info, bool try)
 {
     uint64_t bit = sigbit(sig);
-    bool done = false;
-    runtime_lock(&thr_lock);
     /* A thread picked may start its exit before it is signalled: then the next one. */
-    for (int round = 0; round < 4 && !done; round++) {
+    for (int round = 0; round < 4; round++) {
         struct sthread *target = NULL;
         struct g *mg = __atomic_load_n(&main_thread.gp, __ATOMIC_ACQUIRE);
         if (mg && takes_routed(&main_thread, mg, bit)) {
             target = &main_thread;
         } else {
-            runtime_lock(&sched.allglock);
+            if (try && !runtime_trylock(&sched.allglock))
+                return -1;
+            if (!try)
+                runtime_lock(&sched.allglock);
             for (struct g *gp = sched.allg; gp && !target; gp = gp->alllink) {
                 struct sthread *st = record_of(gp);
                 if (st && takes_routed(st, gp, bit))
@@ -1100,14 +1104,37 @@ bool shim_route_signal(int sig, const siginfo_t *info)
             runtime_unlock(&sched.allglock);
         }
         if (!target)
-            break;
+            return 0;
+        if (try && !target->fwd_info)
+            return -1; /* keep_info would allocate */
+        if (try && !runtime_trylock(&target->lock))
+            return -1;
         keep_info(target, sig, info);
-        runtime_lock(&target->lock);
-        done = signal_thread_locked(target, sig, true) == 0;
+        if (!try)
+            runtime_lock(&target->lock);
+        bool done = signal_thread_locked(target, sig, true) == 0;
         runtime_unlock(&target->lock);
+        if (done)
+            return 1;
     }
+    return 0;
+}
+
+bool shim_route_signal(int sig, const siginfo_t *info)
+{
+    runtime_lock(&thr_lock);
+    int r = route_locked(sig, info, false);
     runtime_unlock(&thr_lock);
-    return done;
+    return r == 1;
+}
+
+int shim_route_signal_now(int sig, const siginfo_t *info)
+{
+    if (m_in_runtime() || !runtime_trylock(&thr_lock))
+        return -1;
+    int r = route_locked(sig, info, true);
+    runtime_unlock(&thr_lock);
+    return r;
 }
 
 void shim_recheck_signal(int sig, const siginfo_t *bell)

@@ -47,6 +47,10 @@ uint64_t shim_pending_signals(void);
  * lets through while it waits (sigwait, sigsuspend; 0 after).
  */
 bool shim_route_signal(int sig, const siginfo_t *info);
+/* The same on the sending thread itself, where it may be a signal handler: 1 taken, 0 no
+ * thread takes it now, -1 a lock it needs was busy (or the first siginfo of the thread
+ * would be allocated): nothing done, the router must do it. */
+int shim_route_signal_now(int sig, const siginfo_t *info);
 /*
  * The bell (thread.c): a signal sent to a thread that runs on an M is queued
  * to that OS thread with this si_code, the G in si_value (si_errno 1: it was
