@@ -179,12 +179,12 @@ Test(preload_signal, sigchld_interrupts_nanosleep, .timeout = 60)
  * router, not being the main thread, got EPERM queueing a SI_USER signal back to the
  * process: pthread_kill/8-1 hung at one P); a kill() that only an ending thread would take
  * reached the router after that thread had ended (pthread_cond_timedwait/4-3 hung). */
-Test(regress, issue_13_parked_process_signal_was_lost, .timeout = 120)
+Test(preload_regress, issue_13_parked_process_signal_was_lost, .timeout = 120)
 {
     procsig_under_goshim("parked");
 }
 
-Test(regress, issue_13_signal_to_an_ending_thread_was_lost, .timeout = 120)
+Test(preload_regress, issue_13_signal_to_an_ending_thread_was_lost, .timeout = 120)
 {
     procsig_under_goshim("lastthread");
 }
