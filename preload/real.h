@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <sys/epoll.h>
 #include <sys/msg.h>
+#include <sys/resource.h>
 #include <sys/sem.h>
 #include <sys/select.h>
 #include <sys/socket.h>

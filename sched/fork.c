@@ -87,13 +87,23 @@ static void reset_sched(struct m *mp)
     mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
     /* The forking thread's fake tid is its parent's too: a process-shared errorcheck or
      * recursive mutex, owned by tid, would take the two for one thread (EDEADLK). The
-     * child's real tid is unique on the system and no G of the parent has it. */
-    if (sched.tls_full && self && self->tcb && !(self->flags & G_MAIN))
+     * child's real tid is unique on the system and no G of the parent has it. The main
+     * thread's TCB is glibc's, but glibc forked on the M's own (sched_fork_prepare), where
+     * the kernel wrote the new tid: unless the M is M0, the main thread kept its parent's
+     * tid, in every child (pthread_cond_broadcast/2-3: EDEADLK in the 20 children). */
+    if (sched.tls_full && self && self->tcb)
         tls_tcb_set_tid(self->tcb, (unsigned)mp->tid);
     if (pthread_getcpuclockid(pthread_self(), &mp->cpuclock) != 0)
         mp->cpuclock = CLOCK_THREAD_CPUTIME_ID;
     mp->thread = pthread_self();
     mp->preempt_req = mp->handoff_req = mp->preempt_pending = 0;
+    /* A new process's thread: its CPU-time clock starts at 0 (cputime.c). */
+    if (self) {
+        self->cpu_tsc = 0;
+        self->cpu_ns = 0;
+    }
+    mp->cpu_mark = 0;
+    cputime_m_ready(mp);
     mp->spinning = false;
     mp->nextp = NULL;
     mp->schedlink = NULL;

@@ -32,10 +32,13 @@ long futexwakeup(uint32_t *addr, int cnt)
     return rt_syscall6(SYS_futex, (long)addr, FUTEX_WAKE_PRIVATE, cnt, 0, 0, 0);
 }
 
+/* glibc's clock_gettime, set by the preload (clock_gettime is interposed: shim/clock.c). */
+int (*sched_clock_gettime)(clockid_t, struct timespec *) = clock_gettime;
+
 int64_t nanotime(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO; cannot fail for this clock */
+    sched_clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO; cannot fail for this clock */
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 

@@ -14,6 +14,7 @@
 #define GOSHIM_LOCK_H
 
 #include <stdint.h>
+#include <time.h>
 
 struct runtime_lock {
     uint32_t key; /* 0 unlocked, 1 locked, 2 locked with sleepers */
@@ -39,6 +40,7 @@ long futexwakeup(uint32_t *addr, int cnt);
 
 /* Monotonic time in nanoseconds (vDSO clock_gettime; never sets errno). */
 int64_t nanotime(void);
+extern int (*sched_clock_gettime)(clockid_t, struct timespec *);
 /* Sleep the OS thread for usec microseconds (raw nanosleep). */
 void osusleep(uint32_t usec);
 /* One pause instruction times cycles. */

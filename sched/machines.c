@@ -116,6 +116,7 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     struct p *pp = mp->nextp;
     mp->nextp = NULL;
     acquirep(pp);
+    cputime_m_ready(mp);
     schedule();
 }
 

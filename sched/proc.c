@@ -535,6 +535,7 @@ void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *))
         gp->errno_save = errno_get();
     __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&mp->locks, 0, __ATOMIC_SEQ_CST);
+    cputime_out(mp, gp); /* its CPU-time clock: the slice ends (cputime.c) */
     san_switch_begin(&gp->san_fake, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
     ctx_mcall(&gp->sched, fn, NULL, mp->g0_sp);
     san_switch_end(gp->san_fake);
@@ -574,6 +575,7 @@ GOSHIM_NO_TSAN void goexit(void)
         tls_thread_exit();
     struct m *mp = switch_enter(); /* its P may have been handed off: get one to exit on */
     mp->rel = (struct release){REL_EXIT, gp, NULL, NULL};
+    cputime_out(mp, gp);
     __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&mp->locks, 0, __ATOMIC_SEQ_CST);
     san_switch_begin(NULL, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
@@ -601,6 +603,8 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
     /* ... and its signal mask (from another thread: that thread's). */
     gp->sigmask = self ? __atomic_load_n(&self->sigmask, __ATOMIC_RELAXED) : thread_sigmask();
     gp->altstack = (stack_t){.ss_flags = SS_DISABLE}; /* a new thread has none */
+    gp->cpu_tsc = 0;                                  /* ... and a CPU-time clock at 0 */
+    gp->cpu_ns = 0;
     /* The stack is bound when the G first runs (bind_stack): a burst of
      * spawns that outruns the Ps then costs a struct g each, not a stack
      * each, and short tasks reuse the stack of the one that just ended. */
@@ -869,8 +873,9 @@ void sched_gosched(void)
  * idle CPU: the switch through g0 and the steal attempts that would end in
  * resuming the same G cost ~0.5 us. Otherwise as sched_goyield. Not for
  * preemption's yields, which must give sysmon's waiting G the chance.
+ * False when it returned at once.
  */
-void sched_yield_explicit(void)
+bool sched_yield_explicit(void)
 {
     int64_t next;
     if (!any_runq_nonempty() && ((next = timers_next()) < 0 || next > nanotime())) {
@@ -878,9 +883,10 @@ void sched_yield_explicit(void)
         if (mp && mp->p)
             mp->p->ngosched++;
         releasem(mp);
-        return;
+        return false;
     }
     sched_goyield();
+    return true;
 }
 
 void sched_goyield(void)

@@ -100,6 +100,13 @@ struct g {
     void *gfwaiter;
     uint32_t gfqueued;
     uint32_t interrupt;
+    /* Its CPU-time clock (cputime.c): TSC ticks of the slices it ran while no thread
+     * CPU clock was asked for; nanoseconds of the slices measured with its M's CPU clock
+     * since; cpu_seq is odd while its M updates them (readers on other threads retry).
+     * Written by its M. */
+    uint64_t cpu_tsc;
+    int64_t cpu_ns;
+    uint32_t cpu_seq;
 };
 
 /*
@@ -176,6 +183,11 @@ struct m {
     uint64_t sigmask;  /* the thread's blocked signals in the kernel; owner */
     void *altstack;    /* ss_sp of the thread's sigaltstack in the kernel (NULL: none) */
     stack_t own_alt;   /* its own (goshim's overflow stack): installed under Gs without one */
+    /* cputime.c: where the slice of the G it runs started, the TSC (0: unknown) and,
+     * once thread CPU clocks are on, its thread CPU clock (0: none yet): the last switch
+     * away from a G, or its wake-up from idleness. Owner. */
+    uint64_t tsc_mark;
+    int64_t cpu_mark;
 };
 
 struct p {

@@ -124,7 +124,7 @@ void sched_gosched(void);
 /* goyield: like Gosched, but to the tail of the local run queue. */
 void sched_goyield(void);
 /* sched_yield(2) for the program: returns at once when no G waits anywhere, else sched_goyield. */
-void sched_yield_explicit(void);
+bool sched_yield_explicit(void);
 
 /* Park the current G. unlockf(gp, lock) runs once the G is switched out
  * and its TCB is no longer installed anywhere; if it returns false the G
@@ -269,6 +269,35 @@ void resetspinning(struct m *mp);
 void restore_own_fs(struct m *mp);
 __attribute__((noreturn)) void execute(struct m *mp, struct g *gp, bool inherit);
 void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *));
+
+/* ---- per-G CPU-time clocks (cputime.c) ---- */
+extern bool cputime_on; /* a thread CPU clock was asked for: slices are measured exactly */
+void cputime_out_exact(struct m *mp, struct g *gp);
+/* The G leaves its M (a switch, or its exit): charge it the slice since the M's mark, which
+ * is where the next slice on this M starts. */
+static inline void cputime_out(struct m *mp, struct g *gp)
+{
+    if (__builtin_expect(cputime_on, 0)) {
+        cputime_out_exact(mp, gp);
+        return;
+    }
+    uint64_t now = __builtin_ia32_rdtsc();
+    if (mp->tsc_mark)
+        gp->cpu_tsc += now - mp->tsc_mark;
+    mp->tsc_mark = now;
+}
+/* The M starts running Gs, or wakes from idleness: its next slice starts now. */
+static inline void cputime_m_ready(struct m *mp)
+{
+    mp->tsc_mark = __builtin_ia32_rdtsc();
+}
+/* gp's CPU time in ns (the calling G's, or any other's); the first call turns exact
+ * measurement on. */
+int64_t cputime_of(struct g *gp);
+/* The G whose fake tid (its TCB's) is tid, or NULL. */
+struct g *cputime_g_by_tid(unsigned tid);
+/* The calling OS thread's own CPU-time clock id (never the G's). */
+clockid_t m_cpuclock(void);
 
 /* syscall.c: around a system call that may block (the P is handed off).
  * entersyscall returns false when it did nothing (not on a G holding a P:

@@ -104,6 +104,7 @@ int sched_adopt_main(void)
     preempt_m_init(mp);
     mp->g0tcb = g0tcb;
     mp->curfs = self;
+    cputime_m_ready(mp); /* the main thread's CPU-time clock runs from here (cputime.c) */
     mp->real_tcb = self;
     mp->g0_sp = (uintptr_t)g0stack.hi & ~(uintptr_t)15;
     if (g0tcb != self)

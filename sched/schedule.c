@@ -258,6 +258,7 @@ top:;
         }
     }
     stopm();
+    cputime_m_ready(mp); /* the time it slept is nobody's */
     goto top;
 }
 

@@ -196,8 +196,11 @@ void sched_pless_return(void)
         return;
     int64_t next = timers_next();
     if (!runqempty(mp->p) || __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 ||
-        (next >= 0 && next <= nanotime()))
+        (next >= 0 && next <= nanotime())) {
         sched_gosched();
+        if (sched_resume_hook) /* signals sent to it while it waited for a P */
+            sched_resume_hook();
+    }
 }
 
 /* Take pp off the idle list if it is there, else any idle P, or NULL. sched.lock held. */
@@ -237,6 +240,7 @@ GOSHIM_NO_TSAN static void exitsyscall0(void *arg)
         execute(mp, gp, false);
     }
     stopm();
+    cputime_m_ready(mp);
     schedule();
 }
 
@@ -287,4 +291,6 @@ void exitsyscall(void)
     }
     mp->oldp = NULL;
     switch_out_to(mp, gp, exitsyscall0); /* drops the lock */
+    if (sched_resume_hook && __atomic_load_n(&getm()->locks, __ATOMIC_SEQ_CST) == 0)
+        sched_resume_hook(); /* signals sent to it while it waited for a P */
 }

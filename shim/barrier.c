@@ -13,6 +13,8 @@
  * PTHREAD_BARRIER_SERIAL_THREAD. A waiter's last access is its `out`
  * decrement and pthread_barrier_destroy waits for out == 0, so the barrier
  * may be destroyed as soon as any pthread_barrier_wait returns, as in glibc.
+ * Destroying a barrier threads still wait on is undefined; glibc's waits
+ * for the round to complete, and so does this one (it never says EBUSY).
  *
  * Every caller takes this path once the runtime runs (see mutex.c). A
  * barrier that glibc used before start-up keeps glibc's counters (its `in`
@@ -75,6 +77,13 @@ GOSHIM_EXPORT int pthread_barrier_destroy(pthread_barrier_t *b)
     struct gbarrier *gb = gbarrier_of(b);
 
     if (barrier_ours(gb)) {
+        /* As glibc's: a round in progress is waited for (glibc's futex wait on `in`
+         * would never be woken by goshim's round, and it would count its own arrival
+         * into `out`), then the waiters that have not left yet. Never EBUSY. */
+        uint32_t round;
+        while (round = __atomic_load_n(&gb->current_round, __ATOMIC_ACQUIRE),
+               __atomic_load_n(&gb->in, __ATOMIC_ACQUIRE) != 0)
+            sync_wait(WAIT_BARRIER, gb, &gb->current_round, round, -1);
         while (__atomic_load_n(&gb->out, __ATOMIC_ACQUIRE) != 0)
             gsync_yield();
     }

@@ -87,8 +87,12 @@ static int sem_wait_slow(struct gsem *gs, int64_t deadline)
             /* Interrupted: the handler runs here; without SA_RESTART the wait fails. */
             if (err == ETIMEDOUT || (err == EINTR && shim_deliver_signals() == 2)) {
                 __atomic_fetch_sub(&gs->data, SEM_ONE_WAITER, __ATOMIC_RELAXED);
+                if (err == ETIMEDOUT)
+                    shim_deliver_signals(); /* sent as it timed out */
                 return err;
             }
+            if (err != EINTR)
+                shim_deliver_signals(); /* sent as it woke */
             d = __atomic_load_n(&gs->data, __ATOMIC_RELAXED);
         } else if (__atomic_compare_exchange_n(&gs->data, &d, d - 1 - SEM_ONE_WAITER, true,
                                                __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {

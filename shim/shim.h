@@ -61,7 +61,8 @@ void shim_async_cancel(void);
  * waits for (kind, obj) is noted for deadlock reports and dumps; a signal
  * sent to the waiting thread interrupts the wait and its handler runs
  * here, on the thread, as natively; the caller re-checks and waits again
- * (to it, a spurious wake-up).
+ * (to it, a spurious wake-up). A signal sent as the wait ended, or one
+ * that found its thread switching, runs its handler here too.
  */
 static inline int sync_wait(int kind, const void *obj, uint32_t *addr, uint32_t val,
                             int64_t deadline)
@@ -69,8 +70,7 @@ static inline int sync_wait(int kind, const void *obj, uint32_t *addr, uint32_t 
     sched_set_wait(kind, (void *)obj);
     int err = gfutex_wait(addr, val, deadline);
     sched_set_wait(WAIT_NONE, NULL);
-    if (err == EINTR)
-        shim_deliver_signals();
+    shim_deliver_signals(); /* interrupted, or sent as it woke (or timed out at once) */
     return err;
 }
 

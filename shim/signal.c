@@ -89,10 +89,16 @@ static struct {
     siginfo_t overflow_info[65];
     uint32_t word;
     uint32_t routing; /* the router is handing one on */
+    /* Queue positions below handed are handed on (low 32 bits: a futex word for kill()
+     * and sigqueue(), which wait for theirs); handed_waiters: how many wait. */
+    uint32_t handed;
+    uint32_t handed_waiters;
 } rt;
 static __thread bool on_router __attribute__((tls_model("initial-exec")));
 
 static void dispatch(int sig, siginfo_t *info, void *uc);
+static const siginfo_t *unparked(const siginfo_t *info, siginfo_t *copy);
+static bool router_busy(void);
 
 static void router_kick(void)
 {
@@ -108,8 +114,9 @@ static void postq_init(void)
         rt.slot[i].seq = i;
 }
 
-/* Signal-safe: queue sig for the router. */
-static void post(int sig, const siginfo_t *info)
+/* Signal-safe: queue sig for the router. Its position in the queue, or UINT64_MAX when it
+ * went to the overflow set. */
+static uint64_t post(int sig, const siginfo_t *info)
 {
     uint64_t pos = __atomic_load_n(&rt.head, __ATOMIC_RELAXED);
     for (;;) {
@@ -122,7 +129,7 @@ static void post(int sig, const siginfo_t *info)
             rt.overflow_info[sig] = *info;
             __atomic_or_fetch(&rt.overflow, 1ULL << (sig - 1), __ATOMIC_SEQ_CST);
             router_kick();
-            return;
+            return UINT64_MAX;
         } else {
             pos = __atomic_load_n(&rt.head, __ATOMIC_RELAXED);
         }
@@ -131,12 +138,48 @@ static void post(int sig, const siginfo_t *info)
     rt.slot[pos % POSTQ].info = *info;
     __atomic_store_n(&rt.slot[pos % POSTQ].seq, pos + 1, __ATOMIC_RELEASE);
     router_kick();
+    return pos;
+}
+
+/* The router: the signal at queue position at is handed on (to a thread, or the kernel). */
+static void handed_on(uint64_t at)
+{
+    __atomic_store_n(&rt.handed, (uint32_t)(at + 1), __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&rt.handed_waiters, __ATOMIC_SEQ_CST))
+        futexwakeup(&rt.handed, INT32_MAX);
+}
+
+/*
+ * Wait until the router has handed on the signal posted at position at: a kill() of the
+ * own process returns once the thread that takes the signal is marked (as the kernel's
+ * kill returns with the signal queued and a thread chosen, which then cannot leave
+ * without taking it). Bounded (the router may wait for a lock this thread holds, if it
+ * is a signal handler): at most 100 ms (the router, a thread of its own, may wait a few
+ * ms for a CPU on a loaded machine).
+ */
+static void wait_handed(uint64_t at)
+{
+    if (at == UINT64_MAX)
+        return;
+    int64_t until = nanotime() + 100000000;
+    __atomic_add_fetch(&rt.handed_waiters, 1, __ATOMIC_SEQ_CST);
+    for (;;) {
+        uint32_t h = __atomic_load_n(&rt.handed, __ATOMIC_SEQ_CST);
+        if ((int32_t)(h - (uint32_t)(at + 1)) >= 0)
+            break;
+        int64_t left = until - nanotime();
+        if (left <= 0)
+            break;
+        futexsleep(&rt.handed, h, left);
+    }
+    __atomic_sub_fetch(&rt.handed_waiters, 1, __ATOMIC_SEQ_CST);
 }
 
 /* The router: the next posted signal, in order; 0 if none. */
-static int take_posted(siginfo_t *info)
+static int take_posted(siginfo_t *info, uint64_t *at)
 {
     uint64_t pos = rt.tail;
+    *at = pos;
     if (__atomic_load_n(&rt.slot[pos % POSTQ].seq, __ATOMIC_ACQUIRE) == pos + 1) {
         int sig = rt.slot[pos % POSTQ].sig;
         *info = rt.slot[pos % POSTQ].info;
@@ -147,6 +190,7 @@ static int take_posted(siginfo_t *info)
     uint64_t o = __atomic_load_n(&rt.overflow, __ATOMIC_SEQ_CST);
     if (o) {
         int sig = __builtin_ctzll(o) + 1;
+        *at = UINT64_MAX;
         *info = rt.overflow_info[sig];
         __atomic_and_fetch(&rt.overflow, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
         return sig;
@@ -209,6 +253,8 @@ static bool thread_directed(int sig, const siginfo_t *info)
 static void dispatch(int sig, siginfo_t *info, void *uc)
 {
     int saved = errno;
+    siginfo_t orig;
+    info = (siginfo_t *)unparked(info, &orig);
     if (goshim_vforked || !goshim_started) { /* a vfork child; or before start-up */
         call_app(sig, info, uc);
         errno = saved;
@@ -220,7 +266,18 @@ static void dispatch(int sig, siginfo_t *info, void *uc)
     if (on_router) {
         post(sig, info);
     } else if (!mp) {
-        call_app(sig, info, uc); /* a thread of the program that goshim does not run */
+        if (info->si_code != SHIM_SI_BELL)
+            call_app(sig, info, uc); /* a thread of the program that goshim does not run */
+    } else if (info->si_code == SHIM_SI_BELL && info->si_pid == self_pid) {
+        /* On a scheduler context whose G is the bell's, that G is switching: it takes the
+         * signal when it resumes (every way back into a thread's code delivers what is
+         * pending). Else a bell that missed its thread goes back to the router. */
+        siginfo_t mine = {.si_signo = 0};
+        bool here = on_g ? shim_bell_take(sig, info, gp, &mine) : gp == info->si_value.sival_ptr;
+        if (mine.si_signo)
+            call_app(sig, &mine, uc);
+        if (!here)
+            post(sig, info);
     } else if (thread_directed(sig, info)) {
         siginfo_t fwd;
         if (on_g && info->si_code == SI_TKILL && info->si_pid == self_pid &&
@@ -236,6 +293,37 @@ static void dispatch(int sig, siginfo_t *info, void *uc)
         post(sig, info);
     }
     errno = saved;
+}
+
+/*
+ * Give sig back to the kernel, pending for the process, with its siginfo. The kernel lets
+ * a thread other than the main one queue a signal to its process only with a negative
+ * si_code (rt_sigqueueinfo: "nor can they impersonate a kill()"; it said EPERM, and every
+ * kill() nobody took at once was lost): the siginfo goes with goshim's code, the sender's
+ * in si_errno, and unparked() puts it back where the signal is taken.
+ */
+static void park_in_kernel(int sig, const siginfo_t *info)
+{
+    siginfo_t q = *info;
+    q.si_errno = info->si_code;
+    q.si_code = SHIM_SI_PARKED;
+    long rc = rt_syscall(SYS_rt_sigqueueinfo, self_pid, sig, &q);
+    if (rc < 0)
+        rt_print(2,
+                 "goshim: cannot leave signal %d pending for the process (error %ld): it is "
+                 "lost\n",
+                 sig, -rc);
+}
+
+/* A signal taken from the kernel: its own siginfo if the router parked it. */
+static const siginfo_t *unparked(const siginfo_t *info, siginfo_t *copy)
+{
+    if (info->si_code != SHIM_SI_PARKED)
+        return info;
+    *copy = *info;
+    copy->si_code = info->si_errno;
+    copy->si_errno = 0;
+    return copy;
 }
 
 /* The router: takes the signals posted to it and hands each to its thread. Lets through
@@ -262,27 +350,85 @@ static void *router_main(void *arg)
         }
         siginfo_t si;
         int sig, n = 0;
+        uint64_t at;
         __atomic_store_n(&rt.routing, 1, __ATOMIC_SEQ_CST);
-        while ((sig = take_posted(&si)) != 0) {
+        while ((sig = take_posted(&si, &at)) != 0) {
             n++;
             uint64_t bit = 1ULL << (sig - 1);
-            if (!(__atomic_load_n(&parked, __ATOMIC_SEQ_CST) & bit) && shim_route_signal(sig, &si))
-                continue;
-            /* Nobody takes it: blocked here first, then back to the kernel for the
-             * process, with its siginfo (a process may queue any to itself), behind the
-             * ones of it that came before. */
-            if (!(__atomic_fetch_or(&parked, bit, __ATOMIC_SEQ_CST) & bit)) {
-                mask |= bit;
-                applied &= ~bit;
-                rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, 0, 8, 0, 0);
+            if (si.si_code == SHIM_SI_BELL && si.si_pid == self_pid) {
+                shim_recheck_signal(sig, &si);
+            } else if ((__atomic_load_n(&parked, __ATOMIC_SEQ_CST) & bit) ||
+                       !shim_route_signal(sig, &si)) {
+                /* Nobody takes it: blocked here first, then back to the kernel for the
+                 * process, with its siginfo, behind the ones of it that came before. */
+                if (!(__atomic_fetch_or(&parked, bit, __ATOMIC_SEQ_CST) & bit)) {
+                    mask |= bit;
+                    applied &= ~bit;
+                    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, 0, 8, 0, 0);
+                }
+                park_in_kernel(sig, &si);
             }
-            rt_syscall(SYS_rt_sigqueueinfo, self_pid, sig, &si);
+            if (at != UINT64_MAX)
+                handed_on(at);
         }
         __atomic_store_n(&rt.routing, 0, __ATOMIC_SEQ_CST);
         if (!n)
             futexsleep(&rt.word, w, -1);
     }
     return NULL;
+}
+
+void shim_signal_repost(int sig, const siginfo_t *info)
+{
+    post(sig, info);
+}
+
+/* A signal this process sends itself, to be routed here: one with a handler of the program
+ * (the others are the kernel's), none of it left pending for the process before (they come
+ * first), and a sender that is a thread of the program. */
+static bool route_own(pid_t pid, int sig)
+{
+    if (pid != self_pid || sig <= 0 || sig >= 65 || !goshim_active())
+        return false;
+    uint64_t bit = 1ULL << (sig - 1);
+    return (__atomic_load_n(&dispatched, __ATOMIC_SEQ_CST) & bit) &&
+           !(__atomic_load_n(&parked, __ATOMIC_SEQ_CST) & bit);
+}
+
+/* kill() and sigqueue() of the own process: the siginfo the kernel would give, posted to
+ * the router, which has handed it on when the call returns (see wait_handed). */
+static int send_own(int sig, int code, union sigval value)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = sig;
+    si.si_code = code;
+    si.si_pid = self_pid;
+    si.si_uid = getuid();
+    si.si_value = value;
+    /* Nothing before it with the router: routed here at once if the locks are free (a
+     * handler may have interrupted their holder). Else the router's, waited for. */
+    if (router_busy() || shim_route_signal_now(sig, &si) != 1) {
+        struct m *mp = acquirem(); /* no hand-off of its P while it waits a moment */
+        wait_handed(post(sig, &si));
+        releasem(mp);
+    }
+    shim_deliver_signals(); /* routed to the sender itself: handled before the call returns */
+    return 0;
+}
+
+GOSHIM_EXPORT int kill(pid_t pid, int sig)
+{
+    if (!route_own(pid, sig))
+        return REAL(kill)(pid, sig);
+    return send_own(sig, SI_USER, (union sigval){0});
+}
+
+GOSHIM_EXPORT int sigqueue(pid_t pid, int sig, const union sigval value)
+{
+    if (!route_own(pid, sig))
+        return REAL(sigqueue)(pid, sig, value);
+    return send_own(sig, SI_QUEUE, value);
 }
 
 /* Signals posted to the router that it has not handed on yet. */
@@ -301,6 +447,8 @@ static void router_fork_child(void)
     self_pid = getpid();
     postq_init();
     rt.word = 0;
+    rt.handed = 0;
+    rt.handed_waiters = 0;
     parked = 0;
     if (sched_helper_thread(router_main) != 0)
         rt_print(2, "goshim: cannot start the signal router in the fork child: signals sent to "
@@ -461,6 +609,8 @@ static int g_sigmask(int how, const sigset_t *set, sigset_t *old)
     shim_set_hidden_mask(next & preempt_signals());
     next &= ~never_blocked();
     sched_set_sigmask(next);
+    if (next & ~real)
+        shim_give_back_blocked(next & ~real); /* routed here, now blocked: for another thread */
     if (real & ~next) {
         /* Left in the kernel for the process: this M takes them now (its mask lets them
          * through); the router lets them through again, for the next ones. */
@@ -627,13 +777,31 @@ GOSHIM_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struc
         return got;
     }
     bool entered = entersyscallblock();
-    int r = REAL(sigtimedwait)(set, info, ts);
-    int e = errno;
+    int r, e;
+    for (;;) {
+        r = REAL(sigtimedwait)(set, info, ts);
+        e = errno;
+        if (r > 0 && info->si_code == SHIM_SI_PARKED) {
+            siginfo_t orig;
+            *info = *unparked(info, &orig);
+        }
+        if (r <= 0 || info->si_code != SHIM_SI_BELL || info->si_pid != self_pid)
+            break;
+        /* A bell: taken here like a handler would take it (the signal may have been
+         * delivered already: wait again), or one for another thread (to the router). */
+        siginfo_t taken;
+        if (!shim_bell_take(r, info, sched_self(), &taken))
+            post(r, info);
+        if (taken.si_signo) {
+            *info = taken;
+            break;
+        }
+    }
     if (entered)
         exitsyscall();
     shim_sigwaiting(0);
     siginfo_t fwd;
-    if (r > 0 && shim_forwarded_info(r, &fwd))
+    if (r > 0 && info->si_code != SHIM_SI_BELL && shim_forwarded_info(r, &fwd))
         *info = fwd;
     errno = e;
     return r;

@@ -29,8 +29,10 @@ static int park_until(int64_t deadline)
         sched_set_wait(WAIT_SLEEP, NULL);
         int err = gfutex_wait(&word, 0, deadline);
         sched_set_wait(WAIT_NONE, NULL);
-        if (err == ETIMEDOUT || nanotime() >= deadline)
+        if (err == ETIMEDOUT || nanotime() >= deadline) {
+            shim_deliver_signals(); /* sent as it woke: the sleep is over all the same */
             return 0;
+        }
         if (err == EINTR && shim_deliver_signals() > 0)
             return EINTR;
     }

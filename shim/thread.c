@@ -74,10 +74,20 @@ struct sthread {
     uintptr_t exit_cfa;              /* thread_main's frame: unwinding past it ends the unwind */
     __pthread_unwind_buf_t *cleanup; /* C cleanup buffers, innermost first */
     struct _Unwind_Exception exc;
-    int cancelstate;     /* PTHREAD_CANCEL_ENABLE/DISABLE */
-    int canceltype;      /* PTHREAD_CANCEL_DEFERRED/ASYNCHRONOUS (stored only) */
-    uint32_t cancelreq;  /* pthread_cancel was called */
-    uint64_t sigpending; /* signals pthread_kill left for it while it was not running; atomic */
+    int cancelstate;    /* PTHREAD_CANCEL_ENABLE/DISABLE */
+    int canceltype;     /* PTHREAD_CANCEL_DEFERRED/ASYNCHRONOUS (stored only) */
+    uint32_t cancelreq; /* pthread_cancel was called */
+    /* Signals sent to it and not yet delivered (bit sig-1): whoever clears a bit delivers
+     * it (see "pthread_kill" below); atomic. procpend: which of them were sent to the
+     * process and routed here (they go back to the process if it exits or blocks them);
+     * atomic. exiting: it takes no more (st->lock). */
+    uint64_t sigpending;
+    uint64_t procpend;
+    bool exiting;
+    /* Taken out of sigpending and rung on its own OS thread (shim_deliver_signals), not
+     * yet handled: the first bell of the signal that arrives there runs the handler (the
+     * kernel merges a bell into one of the same signal pending on that thread); atomic. */
+    uint64_t owed;
     /* Process-directed signals forwarded to it (shim/signal.c): the set whose siginfo waits
      * in fwd_info (allocated by the first forward, under thr_lock), atomic; the signals it
      * waits for in sigwait and friends, atomic; and the ones of never_blocked() that the
@@ -273,6 +283,8 @@ static void free_thread(struct sthread *st)
         sched_tcb_free(tcb); /* to this P's cache for the next pthread_create */
 }
 
+static void give_back_process_signals(struct sthread *st, bool exiting);
+
 /* The thread's last acts on its own stack: destructors, then its record
  * goes to the exit hook (via the G) and the G ends. */
 static void thread_finish(struct sthread *st)
@@ -285,6 +297,7 @@ static void thread_finish(struct sthread *st)
     if (st->joinstate != JS_DETACHED && !st->is_main)
         gp->flags |= G_KEEP_TCB;
     runtime_unlock(&st->lock);
+    give_back_process_signals(st, true);
     if (__atomic_sub_fetch(&nthreads, 1, __ATOMIC_ACQ_REL) == 0)
         exit(0); /* the last thread of a process whose main called pthread_exit */
 }
@@ -380,6 +393,7 @@ GOSHIM_G_ENTRY static void thread_main(void *arg)
 {
     struct sthread *volatile st = arg;
     tls_thr = st;
+    shim_deliver_signals(); /* sent to the process and routed here before it first ran */
     if (_setjmp(st->exit_jb) == 0) {
         st->exit_cfa = (uintptr_t)__builtin_frame_address(0);
         st->retval = st->fn(st->arg);
@@ -771,7 +785,12 @@ GOSHIM_EXPORT int sched_yield(void)
 {
     if (!goshim_active())
         return REAL(sched_yield)();
-    sched_yield_explicit(); /* at once when nothing else waits */
+    /* At once when no thread of ours waits; but every 256th such call is the kernel's,
+     * which gives the CPU to another process that waits for it (a real-time one,
+     * sched_yield/1-1, never ran). */
+    static __thread uint32_t idle_yields __attribute__((tls_model("initial-exec")));
+    if (!sched_yield_explicit() && (++idle_yields & 255) == 0)
+        REAL(sched_yield)();
     shim_deliver_signals(); /* sent while it waited for a P */
     shim_async_cancel();
     return 0;
@@ -890,50 +909,96 @@ void shim_thread_adopted_main(void)
 /* ---- calls that would hand the G's (fake) tid to the kernel ------------------- */
 
 /*
- * pthread_kill to another thread: a thread that runs (or sits in a system
- * call) on an M gets the signal on that M's OS thread; one that waits
- * parked, or waits for a P, gets it marked pending and its wait
- * interrupted: it raises the signal on its own OS thread as soon as it
- * runs (shim_deliver_signals), and the interrupted call returns EINTR or
- * restarts as SA_RESTART says. A thread that blocks the signal gets it
- * marked pending without interruption (delivered when it unblocks it, or
- * taken by sigwait), unless it sits in a system call - sigwait maybe -
- * where its M's mask is its own. To itself, a standard signal it blocks
- * waits in its own pending set, not its M's (the M runs other threads
- * next, which must not see it); a real-time one stays the kernel's,
- * which queues it. Not yet: a migration between the check and the kill
- * (the handler may then run on the thread that took its place).
+ * pthread_kill to another thread, and process-directed signals routed to a
+ * thread (below): the signal is marked in the thread's pending set first,
+ * and whoever clears the mark delivers it, exactly once. A thread that
+ * runs, or sits in a system call, on an M is rung: the signal itself is
+ * queued to that M with rt_tgsigqueueinfo and a siginfo of goshim's own
+ * (si_code SHIM_SI_BELL, the G in si_value), so a system call it blocks in
+ * is interrupted by the kernel as natively. The dispatcher (shim/signal.c)
+ * runs the handler if the bell finds that G on that M and the mark still
+ * set; a bell that finds another G or the scheduler context there (the G
+ * parked, yielded or migrated between the check and the kill, or the M
+ * blocked the signal for the next G and only later let it through) is
+ * handed to the router, which looks at the thread again
+ * (shim_recheck_signal). Its wait is interrupted too, in case it parked
+ * meanwhile (to a G that did not park, a spurious wake-up of its next
+ * wait). A thread parked, or waiting for a P, has its wait interrupted: it
+ * raises the signal on its own OS thread as soon as it runs
+ * (shim_deliver_signals: back from a wait, a preemption, a yield, a
+ * hand-off), and the interrupted call returns EINTR or restarts as
+ * SA_RESTART says. A thread that blocks the signal keeps it marked
+ * (delivered when it unblocks it, or taken by sigwait). To itself, a
+ * standard signal it blocks waits in its own pending set, not its M's (the
+ * M runs other threads next, which must not see it); a real-time one stays
+ * the kernel's, which queues it. Real-time signals sent to another thread
+ * coalesce while they wait (one mark each).
+ *
+ * Rejected: a plain tgkill of the M seen running the thread (what this did
+ * first). Between the check and the kill the G may park and the M run a
+ * thread that blocks the signal: the signal then sat pending on that OS
+ * thread, for whatever thread it ran next with the signal open, or for
+ * ever (pthread_kill/8-1 hung at one P, 1 run in 3).
  *
  * Process-directed signals (shim/signal.c) come here through
  * shim_route_signal, on the router thread: the main thread if it takes
  * the signal, else the first thread that does; the siginfo goes with the
  * signal (fwd_info) for the handler or sigwaitinfo to see. When none takes
- * it, the router gives it back to the kernel, pending for the process.
+ * it, the router gives it back to the kernel, pending for the process. A
+ * thread that exits or blocks a routed signal before it is delivered gives
+ * it back to the router, which picks again (the kernel keeps such a signal
+ * pending for the process, for any thread).
  */
 static inline uint64_t sigbit(int sig)
 {
     return 1ULL << (sig - 1);
 }
 
-/* Signal st's thread now (st->lock held): 0 or an errno value. */
-static int signal_thread_locked(struct sthread *st, int sig)
+static bool takes(struct sthread *st, struct g *gp, uint64_t bit);
+
+/* Ring gp's M: sig, queued to that OS thread with the bell's siginfo. */
+static int ring(struct g *gp, int tid, int sig, bool proc)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = sig;
+    si.si_code = SHIM_SI_BELL;
+    si.si_pid = getpid();
+    si.si_uid = getuid();
+    si.si_errno = proc; /* routed: the router's recheck knows it from the bell */
+    si.si_value.sival_ptr = gp;
+    long rc = rt_syscall6(SYS_rt_tgsigqueueinfo, si.si_pid, tid, sig, (long)&si, 0, 0);
+    return rc < 0 ? (int)-rc : 0;
+}
+
+/* Signal st's thread now (st->lock held): 0; ESRCH when it is exiting (it takes no more). */
+static int signal_thread_locked(struct sthread *st, int sig, bool proc)
 {
     struct g *gp = st->gp;
-    if (!gp)
-        return 0; /* exiting */
+    if (!gp || st->exiting)
+        return ESRCH;
     uint64_t bit = sigbit(sig);
+    if (proc)
+        __atomic_or_fetch(&st->procpend, bit, __ATOMIC_SEQ_CST);
+    __atomic_or_fetch(&st->sigpending, bit, __ATOMIC_SEQ_CST); /* before the status is read */
+    if (!takes(st, gp, bit) || gp == sched_self())
+        return 0; /* blocked: it waits for an unblock or a sigwait; or the caller's own,
+                     which it delivers once it has let go of the locks */
     uint32_t status = sched_gstatus(gp);
     int tid = sched_gtid(gp);
-    bool blocked = (sched_gsigmask(gp) & bit) != 0;
-    bool waits = (__atomic_load_n(&st->sigwaiting, __ATOMIC_SEQ_CST) & bit) != 0;
-    if (tid > 0 && (status == Gsyscall || (status == Grunning && (!blocked || waits)))) {
-        long rc = rt_syscall(SYS_tgkill, getpid(), tid, sig);
-        return rc < 0 ? (int)-rc : 0;
-    }
-    __atomic_or_fetch(&st->sigpending, bit, __ATOMIC_SEQ_CST);
-    if (!blocked || waits)
-        gfutex_interrupt(gp);
+    if (tid > 0 && (status == Gsyscall || status == Grunning))
+        ring(gp, tid, sig, proc); /* an error (the M is gone): the interrupt below */
+    gfutex_interrupt(gp);
     return 0;
+}
+
+/* Take bits out of st's pending set: the ones this call cleared (they are its to deliver). */
+static uint64_t take_marks(struct sthread *st, uint64_t bits)
+{
+    uint64_t got = __atomic_fetch_and(&st->sigpending, ~bits, __ATOMIC_SEQ_CST) & bits;
+    if (got)
+        __atomic_and_fetch(&st->procpend, ~got, __ATOMIC_SEQ_CST);
+    return got;
 }
 
 static void keep_info(struct sthread *st, int sig, const siginfo_t *info);
@@ -979,9 +1044,9 @@ GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
     if (__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE) || sig == 0)
         return 0;
     runtime_lock(&st->lock);
-    int err = signal_thread_locked(st, sig);
+    signal_thread_locked(st, sig, false); /* ESRCH: exiting, as one that has exited */
     runtime_unlock(&st->lock);
-    return err;
+    return 0;
 }
 
 GOSHIM_EXPORT int raise(int sig)
@@ -1010,38 +1075,169 @@ static bool takes(struct sthread *st, struct g *gp, uint64_t bit)
            (__atomic_load_n(&st->sigwaiting, __ATOMIC_SEQ_CST) & bit);
 }
 
+/* ... and is not on its way out. */
+static bool takes_routed(struct sthread *st, struct g *gp, uint64_t bit)
+{
+    return !__atomic_load_n(&st->exiting, __ATOMIC_SEQ_CST) && takes(st, gp, bit);
+}
+
 bool shim_main_takes(int sig, struct g *self)
 {
     struct g *mg = __atomic_load_n(&main_thread.gp, __ATOMIC_ACQUIRE);
-    return mg && mg != self && takes(&main_thread, mg, sigbit(sig));
+    return mg && mg != self && takes_routed(&main_thread, mg, sigbit(sig));
+}
+
+/* gp's live thread record (thr_lock held), or NULL. */
+static struct sthread *record_of(struct g *gp)
+{
+    struct sthread *st = __atomic_load_n((struct sthread **)&gp->thr, __ATOMIC_ACQUIRE);
+    if (st && sched_gstatus(gp) != Gdead && st->magic == STHREAD_MAGIC && st->gp == gp)
+        return st;
+    return NULL;
+}
+
+/* Route sig (thr_lock held). With try, every other lock is only tried: -1 if one was
+ * busy (nothing done); else whether a thread took it. */
+static int route_locked(int sig, const siginfo_t *info, bool try)
+{
+    uint64_t bit = sigbit(sig);
+    /* A thread picked may start its exit before it is signalled: then the next one. */
+    for (int round = 0; round < 4; round++) {
+        struct sthread *target = NULL;
+        struct g *mg = __atomic_load_n(&main_thread.gp, __ATOMIC_ACQUIRE);
+        if (mg && takes_routed(&main_thread, mg, bit)) {
+            target = &main_thread;
+        } else {
+            if (try && !runtime_trylock(&sched.allglock))
+                return -1;
+            if (!try)
+                runtime_lock(&sched.allglock);
+            for (struct g *gp = sched.allg; gp && !target; gp = gp->alllink) {
+                struct sthread *st = record_of(gp);
+                if (st && takes_routed(st, gp, bit))
+                    target = st;
+            }
+            runtime_unlock(&sched.allglock);
+        }
+        if (!target)
+            return 0;
+        if (try && !target->fwd_info)
+            return -1; /* keep_info would allocate */
+        if (try && !runtime_trylock(&target->lock))
+            return -1;
+        keep_info(target, sig, info);
+        if (!try)
+            runtime_lock(&target->lock);
+        bool done = signal_thread_locked(target, sig, true) == 0;
+        runtime_unlock(&target->lock);
+        if (done)
+            return 1;
+    }
+    return 0;
 }
 
 bool shim_route_signal(int sig, const siginfo_t *info)
 {
-    uint64_t bit = sigbit(sig);
-    struct sthread *target = NULL;
     runtime_lock(&thr_lock);
-    struct g *mg = __atomic_load_n(&main_thread.gp, __ATOMIC_ACQUIRE);
-    if (mg && takes(&main_thread, mg, bit)) {
-        target = &main_thread;
-    } else {
-        runtime_lock(&sched.allglock);
-        for (struct g *gp = sched.allg; gp && !target; gp = gp->alllink) {
-            struct sthread *st = __atomic_load_n((struct sthread **)&gp->thr, __ATOMIC_ACQUIRE);
-            if (st && sched_gstatus(gp) != Gdead && st->magic == STHREAD_MAGIC && st->gp == gp &&
-                takes(st, gp, bit))
-                target = st;
-        }
-        runtime_unlock(&sched.allglock);
-    }
-    if (target) {
-        keep_info(target, sig, info);
-        runtime_lock(&target->lock);
-        signal_thread_locked(target, sig);
-        runtime_unlock(&target->lock);
+    int r = route_locked(sig, info, false);
+    runtime_unlock(&thr_lock);
+    return r == 1;
+}
+
+int shim_route_signal_now(int sig, const siginfo_t *info)
+{
+    if (m_in_runtime() || !runtime_trylock(&thr_lock))
+        return -1;
+    int r = route_locked(sig, info, true);
+    runtime_unlock(&thr_lock);
+    return r;
+}
+
+void shim_recheck_signal(int sig, const siginfo_t *bell)
+{
+    struct g *gp = bell->si_value.sival_ptr;
+    if (!gp)
+        return;
+    runtime_lock(&thr_lock);
+    struct sthread *st = record_of(gp);
+    if (st) {
+        runtime_lock(&st->lock);
+        /* Still marked: not delivered yet, nor given back (exit, block). */
+        if (__atomic_load_n(&st->sigpending, __ATOMIC_SEQ_CST) & sigbit(sig))
+            signal_thread_locked(st, sig, bell->si_errno != 0);
+        runtime_unlock(&st->lock);
     }
     runtime_unlock(&thr_lock);
-    return target != NULL;
+}
+
+/* The siginfo st's thread sees for sig, which it has taken out of its pending set: the one
+ * it was routed with, else pthread_kill's. */
+static void taken_info(int sig, siginfo_t *out)
+{
+    if (shim_forwarded_info(sig, out))
+        return;
+    memset(out, 0, sizeof *out);
+    out->si_signo = sig;
+    out->si_code = SI_TKILL;
+    out->si_pid = getpid();
+    out->si_uid = getuid();
+}
+
+bool shim_bell_take(int sig, const siginfo_t *bell, struct g *cur, siginfo_t *out)
+{
+    out->si_signo = 0;
+    struct sthread *st = cur ? cur->thr : NULL;
+    if (!st || st->magic != STHREAD_MAGIC)
+        return bell->si_value.sival_ptr == cur;
+    /* Whoever it was for: the kernel merges a signal sent to an OS thread into one of the
+     * same number pending there, so this may also be cur's own bell or raise. */
+    if (take_marks(st, sigbit(sig)) ||
+        (__atomic_fetch_and(&st->owed, ~sigbit(sig), __ATOMIC_SEQ_CST) & sigbit(sig)))
+        taken_info(sig, out);
+    return bell->si_value.sival_ptr == cur;
+}
+
+/*
+ * Routed signals st's thread has not taken yet, among bits, go back to the
+ * router (its exit: all of them; a mask it installs: the ones it blocks).
+ * On the thread itself.
+ */
+static void give_back(struct sthread *st, uint64_t bits)
+{
+    runtime_lock(&st->lock);
+    uint64_t back = take_marks(st, bits & __atomic_load_n(&st->procpend, __ATOMIC_SEQ_CST));
+    runtime_unlock(&st->lock);
+    for (int sig = 1; back && sig <= 64; sig++) {
+        if (!(back & sigbit(sig)))
+            continue;
+        back &= ~sigbit(sig);
+        siginfo_t si;
+        if (!shim_forwarded_info(sig, &si)) {
+            memset(&si, 0, sizeof si);
+            si.si_signo = sig;
+            si.si_code = SI_USER;
+            si.si_pid = getpid();
+            si.si_uid = getuid();
+        }
+        shim_signal_repost(sig, &si);
+    }
+}
+
+static void give_back_process_signals(struct sthread *st, bool exiting)
+{
+    if (exiting) {
+        runtime_lock(&st->lock);
+        __atomic_store_n(&st->exiting, true, __ATOMIC_SEQ_CST);
+        runtime_unlock(&st->lock);
+    }
+    give_back(st, ~0ULL);
+}
+
+void shim_give_back_blocked(uint64_t blocked)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    if (st && (__atomic_load_n(&st->procpend, __ATOMIC_SEQ_CST) & blocked))
+        give_back(st, blocked);
 }
 
 bool shim_forwarded_info(int sig, siginfo_t *out)
@@ -1086,7 +1282,8 @@ int shim_deliver_signals(void)
     uint64_t set = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & ~mask;
     if (!set)
         return 0; /* all blocked: they wait */
-    set &= __atomic_fetch_and(&st->sigpending, ~set, __ATOMIC_SEQ_CST);
+    set = take_marks(st, set);
+    __atomic_or_fetch(&st->owed, set, __ATOMIC_SEQ_CST);
     int res = 0;
     for (int sig = 1; sig <= 64; sig++) {
         if (!(set & sigbit(sig)))
@@ -1094,8 +1291,10 @@ int shim_deliver_signals(void)
         struct sigaction sa;
         if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN && sa.sa_handler != SIG_DFL)
             res = !(sa.sa_flags & SA_RESTART) ? 2 : res > 1 ? res : 1;
-        /* The kernel runs the handler before this returns, on this G. */
-        rt_syscall(SYS_tgkill, getpid(), sched_mtid(), sig);
+        /* The kernel runs the handler before this returns, on this G: a bell to itself
+         * (see shim_bell_take; a plain tgkill merged into a bell pending here, and the
+         * bell then found nothing to deliver). */
+        ring(sched_self(), sched_mtid(), sig, false);
     }
     return res;
 }
@@ -1115,14 +1314,9 @@ int shim_take_signal(uint64_t want, siginfo_t *info)
     while (pend) {
         int sig = __builtin_ctzll(pend) + 1;
         uint64_t bit = sigbit(sig);
-        if (__atomic_fetch_and(&st->sigpending, ~bit, __ATOMIC_SEQ_CST) & bit) {
-            if (info && !shim_forwarded_info(sig, info)) {
-                memset(info, 0, sizeof *info);
-                info->si_signo = sig;
-                info->si_code = SI_TKILL;
-                info->si_pid = getpid();
-                info->si_uid = getuid();
-            }
+        if (take_marks(st, bit)) {
+            if (info)
+                taken_info(sig, info);
             return sig;
         }
         pend &= ~bit; /* taken meanwhile by its own delivery */

@@ -47,6 +47,27 @@ uint64_t shim_pending_signals(void);
  * lets through while it waits (sigwait, sigsuspend; 0 after).
  */
 bool shim_route_signal(int sig, const siginfo_t *info);
+/* The same on the sending thread itself, where it may be a signal handler: 1 taken, 0 no
+ * thread takes it now, -1 a lock it needs was busy (or the first siginfo of the thread
+ * would be allocated): nothing done, the router must do it. */
+int shim_route_signal_now(int sig, const siginfo_t *info);
+/*
+ * The bell (thread.c): a signal sent to a thread that runs on an M is queued
+ * to that OS thread with this si_code, the G in si_value (si_errno 1: it was
+ * sent to the process). shim_bell_take, in the dispatcher or sigwaitinfo on cur, the G
+ * that took the bell: out gets the siginfo to run cur's handler with (si_signo 0: nothing
+ * for cur); false if the bell was for another G, which the router must look at again
+ * (shim_recheck_signal signals its thread again if the signal is still pending there).
+ */
+#define SHIM_SI_BELL (-0x4753)
+/* A signal the router left pending for the process (shim/signal.c). */
+#define SHIM_SI_PARKED (-0x4754)
+bool shim_bell_take(int sig, const siginfo_t *bell, struct g *cur, siginfo_t *out);
+void shim_recheck_signal(int sig, const siginfo_t *bell);
+/* Routed signals the calling thread has not taken and now blocks: back to the router. */
+void shim_give_back_blocked(uint64_t blocked);
+/* shim/signal.c: hand sig to the router as if it had just been sent to the process. */
+void shim_signal_repost(int sig, const siginfo_t *info);
 bool shim_main_takes(int sig, struct g *self);
 bool shim_forwarded_info(int sig, siginfo_t *out);
 void shim_sigwaiting(uint64_t set);

@@ -103,6 +103,8 @@ static const struct procsig_case procsig_cases[] = {
     {"sigwait", "sigwaitinfo: SIGUSR2, si_code SI_QUEUE: yes, value 42\n"},
     {"sigchld", "nanosleep returned -1 EINTR, time left: yes; handler on the main thread: yes\n"},
     {"execpend", "after exec: SIGUSR1 pending: yes, blocked: yes\n"},
+    {"parked", "parked: a signal nobody took at once was handled later: every time\n"},
+    {"lastthread", "lastthread: handled by the thread before it ended: every time\n"},
 };
 
 Test(preload_signal, process_signals_natively, .timeout = 120)
@@ -171,6 +173,20 @@ Test(preload_signal, sigwaitinfo_in_a_worker_gets_a_process_signal, .timeout = 6
 Test(preload_signal, sigchld_interrupts_nanosleep, .timeout = 60)
 {
     procsig_under_goshim("sigchld");
+}
+
+/* Regressions of issue 13: a kill() that no thread took at once was lost for good (the
+ * router, not being the main thread, got EPERM queueing a SI_USER signal back to the
+ * process: pthread_kill/8-1 hung at one P); a kill() that only an ending thread would take
+ * reached the router after that thread had ended (pthread_cond_timedwait/4-3 hung). */
+Test(preload_regress, issue_13_parked_process_signal_was_lost, .timeout = 120)
+{
+    procsig_under_goshim("parked");
+}
+
+Test(preload_regress, issue_13_signal_to_an_ending_thread_was_lost, .timeout = 120)
+{
+    procsig_under_goshim("lastthread");
 }
 
 /* A signal a thread sent itself while blocking it is still pending after exec. */

@@ -146,3 +146,23 @@ Test(preload_thread, join_and_detach_of_a_joined_thread_give_esrch, .timeout = 6
     expect_preloaded_prints("prog_thread_facts", "joined", "GOSHIM_PROCS=1", want, 2);
     expect_preloaded_prints("prog_thread_facts", "joined", "GOSHIM_PROCS=2", want, 2);
 }
+
+/* Thread CPU-time clocks measure the thread, not its OS thread (issue 13): a spinner and a
+ * sleeper differ widely by their own clocks, by getrusage(RUSAGE_THREAD) and by the clock
+ * ids another thread reads (pthread_getcpuclockid's clock was EINVAL: the fake tid); a new
+ * thread starts below its creator. "late": nothing asked before the threads ran (their
+ * time then comes from the TSC stamps of the switch path); "early": main asks first. */
+Test(preload_thread, cpu_clocks_measure_the_thread, .timeout = 60)
+{
+    const char *want = "own clocks: spinner and sleeper differ widely: yes\n"
+                       "getrusage(RUSAGE_THREAD): differ widely: yes\n"
+                       "pthread_getcpuclockid of another thread reads that thread's time: yes\n"
+                       "a new thread's clock starts below its creator's: yes\n"
+                       "clock_getres of a thread's clock: 0 s 1 ns\n";
+    expect_native_prints("prog_cputime", "late", want);
+    expect_native_prints("prog_cputime", "early", want);
+    expect_preloaded_prints("prog_cputime", "late", "GOSHIM_PROCS=1", want, 4);
+    expect_preloaded_prints("prog_cputime", "late", "GOSHIM_PROCS=2", want, 4);
+    expect_preloaded_prints("prog_cputime", "early", "GOSHIM_PROCS=1", want, 4);
+    expect_preloaded_prints("prog_cputime", "early", "GOSHIM_PROCS=2", want, 4);
+}

@@ -16,16 +16,25 @@
  *   prog_fork atfork    pthread_atfork handlers run in POSIX order (prepare in reverse
  *                       order of registration, parent and child in order) on the forking
  *                       thread: its __thread value is what they see
+ *   prog_fork pshared   main, woken by other threads (so it runs on any OS thread), forks
+ *                       two children per round; the second locks a process-shared
+ *                       errorcheck mutex the first holds: it waits, never EDEADLK (the
+ *                       children of a main thread off its first OS thread all had the
+ *                       parent's tid)
  *
  * Output is fixed for each mode (see the printf calls); exit 0.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -356,6 +365,82 @@ static int mode_atfork(void)
     return 0;
 }
 
+/* ---- pshared ---- */
+
+static sem_t hop;
+
+static volatile int hop_stop;
+
+static void *post_hop(void *arg)
+{
+    if (arg) { /* the spinner: keeps one OS thread busy, so main resumes on another */
+        while (!hop_stop)
+            sched_yield();
+        return NULL;
+    }
+    sem_post(&hop);
+    return NULL;
+}
+
+static int mode_pshared(void)
+{
+    pthread_mutex_t *m =
+        mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(m != MAP_FAILED);
+    pthread_mutexattr_t ma;
+    CHECK(pthread_mutexattr_init(&ma) == 0);
+    CHECK(pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK) == 0);
+    CHECK(pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED) == 0);
+    CHECK(pthread_mutex_init(m, &ma) == 0);
+    CHECK(sem_init(&hop, 0, 0) == 0);
+    long rounds = scaled(20), deadlocks = 0;
+    for (long i = 0; i < rounds; i++) {
+        pthread_t t, spin;
+        hop_stop = 0;
+        CHECK(pthread_create(&spin, NULL, post_hop, &hop) == 0);
+        CHECK(pthread_create(&t, NULL, post_hop, NULL) == 0);
+        while (sem_wait(&hop) != 0)
+            ;
+        hop_stop = 1;
+        CHECK(pthread_join(t, NULL) == 0);
+        CHECK(pthread_join(spin, NULL) == 0);
+        int held[2];
+        CHECK(pipe(held) == 0);
+        pid_t a = fork();
+        CHECK(a >= 0);
+        if (a == 0) {
+            CHECK(pthread_mutex_lock(m) == 0);
+            CHECK(write(held[1], "x", 1) == 1);
+            struct timespec ts = {0, 20 * 1000 * 1000}; /* holds it a while */
+            nanosleep(&ts, NULL);
+            CHECK(pthread_mutex_unlock(m) == 0);
+            _exit(0);
+        }
+        pid_t b = fork();
+        CHECK(b >= 0);
+        if (b == 0) {
+            char c;
+            CHECK(read(held[0], &c, 1) == 1); /* a holds the mutex now */
+            int r = pthread_mutex_lock(m);
+            if (r == 0)
+                pthread_mutex_unlock(m);
+            _exit(r == EDEADLK ? 1 : r == 0 ? 0 : 2);
+        }
+        close(held[0]);
+        close(held[1]);
+        int sa, sb;
+        CHECK(waitpid(a, &sa, 0) == a && waitpid(b, &sb, 0) == b);
+        CHECK(WIFEXITED(sa) && WEXITSTATUS(sa) == 0 && WIFEXITED(sb));
+        deadlocks += WEXITSTATUS(sb) == 1;
+        CHECK(WEXITSTATUS(sb) != 2);
+    }
+    printf("pshared: the second child waited for the first's mutex: %s\n",
+           deadlocks == 0 ? "every time" : "not always");
+    if (deadlocks)
+        fprintf(stderr, "pshared: EDEADLK in %ld of %ld rounds\n", deadlocks, rounds);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     parent_pid = getpid();
@@ -383,6 +468,8 @@ int main(int argc, char **argv)
         return mode_spawn();
     if (!strcmp(argv[1], "atfork"))
         return mode_atfork();
+    if (!strcmp(argv[1], "pshared"))
+        return mode_pshared();
     fprintf(stderr, "prog_fork: unknown mode '%s'\n", argv[1]);
     return 2;
 }

@@ -22,15 +22,26 @@
  *                           blocking SIGCHLD) interrupts the main thread's nanosleep
  *   prog_procsig execpend   a signal pending for the thread (blocked) survives exec: the
  *                           exec'd image (this program, mode execcheck) sees it pending
+ *   prog_procsig parked     kill() of the own process while no thread takes the signal
+ *                           (all block it), then a new thread unblocks it: its handler runs
+ *                           there, every round (it was lost: goshim's router, not the main
+ *                           thread, may not queue a SI_USER signal back to the process)
+ *   prog_procsig lastthread the only thread that takes SIGUSR1 spins; main kills the
+ *                           process, tells it to stop and joins it: the handler ran before
+ *                           it ended (natively kill() picks it at once; under goshim the
+ *                           signal reached the router after the thread had ended, and
+ *                           nobody took it)
  *
  * Output is fixed for each mode; exit 0.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +193,130 @@ static void *waits_for_release(void *arg)
     while (sem_wait(&release) != 0)
         ;
     return NULL;
+}
+
+/* ---- parked, lastthread: a process signal is never lost ------------------------------- */
+
+static volatile sig_atomic_t took;
+static sem_t took_sem;
+
+static void count_took(int sig)
+{
+    (void)sig;
+    took++;
+    sem_post(&took_sem);
+}
+
+static void block_usr1(int how)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGUSR1);
+    CHECK(pthread_sigmask(how, &s, NULL) == 0);
+}
+
+static void *unblock_and_take(void *arg)
+{
+    (void)arg;
+    block_usr1(SIG_UNBLOCK); /* the signal left pending for the process comes here now */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 10;
+    while (sem_timedwait(&took_sem, &ts) != 0)
+        if (errno == ETIMEDOUT)
+            return (void *)1;
+    return NULL;
+}
+
+/* SIGUSR1 shows as pending (polled for up to 2 s: natively it is at once). */
+static bool usr1_pending_within_2s(void)
+{
+    for (int i = 0; i < 2000; i++) {
+        sigset_t s;
+        CHECK(sigpending(&s) == 0);
+        if (sigismember(&s, SIGUSR1))
+            return true;
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+static int mode_parked(void)
+{
+    long rounds = scaled(50), lost = 0;
+    CHECK(sem_init(&took_sem, 0, 0) == 0);
+    install(SIGUSR1, count_took, 0);
+    block_usr1(SIG_BLOCK); /* every thread blocks it, until a new one unblocks it */
+    for (long i = 0; i < rounds; i++) {
+        CHECK(kill(getpid(), SIGUSR1) == 0); /* nobody takes it: pending for the process */
+        if (!usr1_pending_within_2s()) {
+            lost++;
+            continue;
+        }
+        pthread_t t;
+        void *r;
+        CHECK(pthread_create(&t, NULL, unblock_and_take, NULL) == 0);
+        CHECK(pthread_join(t, &r) == 0);
+        lost += r != NULL;
+    }
+    printf("parked: a signal nobody took at once was handled later: %s\n",
+           lost == 0 ? "every time" : "not always");
+    if (lost)
+        fprintf(stderr, "parked: %ld of %ld lost\n", lost, rounds);
+    return 0;
+}
+
+static volatile int stop_spinning;
+
+static void *spin_until_told(void *arg)
+{
+    (void)arg;
+    block_usr1(SIG_UNBLOCK);
+    sem_post(&release);
+    while (!stop_spinning)
+        sched_yield();
+    return NULL;
+}
+
+static int mode_lastthread(void)
+{
+    long rounds = scaled(300), lost = 0;
+    CHECK(sem_init(&took_sem, 0, 0) == 0);
+    CHECK(sem_init(&release, 0, 0) == 0);
+    install(SIGUSR1, count_took, 0);
+    block_usr1(SIG_BLOCK);
+    for (long i = 0; i < rounds; i++) {
+        pthread_t t;
+        stop_spinning = 0;
+        took = 0;
+        CHECK(pthread_create(&t, NULL, spin_until_told, NULL) == 0);
+        while (sem_wait(&release) != 0)
+            ;
+        CHECK(kill(getpid(), SIGUSR1) == 0); /* only t takes it */
+        stop_spinning = 1;
+        CHECK(pthread_join(t, NULL) == 0);
+        if (took != 1) {
+            lost++;
+            fprintf(stderr, "lastthread: round %ld: the handler ran %d times\n", i, (int)took);
+            sigset_t s;
+            CHECK(sigpending(&s) == 0);
+            if (sigismember(&s, SIGUSR1)) { /* left for the process: take it, go on */
+                sigset_t w;
+                sigemptyset(&w);
+                sigaddset(&w, SIGUSR1);
+                int sig;
+                sigwait(&w, &sig);
+            }
+        }
+        while (sem_trywait(&took_sem) == 0)
+            ;
+    }
+    printf("lastthread: handled by the thread before it ended: %s\n",
+           lost == 0 ? "every time" : "not always");
+    if (lost)
+        fprintf(stderr, "lastthread: %ld of %ld lost\n", lost, rounds);
+    return 0;
 }
 
 static int mode_join(void)
@@ -405,7 +540,11 @@ int main(int argc, char **argv)
         return mode_execpend(argv[0]);
     if (!strcmp(mode, "execcheck"))
         return mode_execcheck();
+    if (!strcmp(mode, "parked"))
+        return mode_parked();
+    if (!strcmp(mode, "lastthread"))
+        return mode_lastthread();
     fprintf(stderr, "usage: prog_procsig sleep|sem|pause|join|restart|eintr|onlyone|sigwait|"
-                    "sigchld|execpend\n");
+                    "sigchld|execpend|parked|lastthread\n");
     return 2;
 }
