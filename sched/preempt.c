@@ -68,7 +68,8 @@
  * threads with such a timer: 800 signals in 3.2 s of CPU, no measurable
  * CPU; the same number of CLOCK_MONOTONIC timer signals (hrtimers, each an
  * interrupt of its own) cost 33 us each. An M whose timer cannot be made
- * (RLIMIT_SIGPENDING) says so once; sysmon then serves every waiter.
+ * (RLIMIT_SIGPENDING) says so once; sysmon then serves every waiter, as it
+ * does under valgrind, which reports the stack switch a tick interrupted.
  * Moving to another signal (below) re-creates an M's timer at its next
  * signal.
  *
@@ -110,6 +111,12 @@
 #include "sched.h"
 #include "throw.h"
 
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 _Static_assert(offsetof(struct m, pend_rip) == 8, "preempt_x86_64.S reads m->pend_rip at %gs:8");
 
 /* The G entry functions (gostart, the shim's thread start) live here. */
@@ -148,6 +155,7 @@ static struct {
     pid_t pid;
     int cookie;
     int tcookie;        /* the slice timers' sigev_value */
+    bool notimers;      /* under valgrind: no slice timers, sysmon times every slice */
     struct ranges *app; /* application text; atomic */
     struct ranges *all; /* every loaded object's text; atomic */
     struct range self;  /* goshim's own text */
@@ -592,13 +600,14 @@ void preempt_m_init(struct m *mp)
 {
     mp->slicetimer_sig = 0;
     mp->tick_p = NULL;
-    if (pr.on && pr.when_waiting)
+    if (pr.on && pr.when_waiting && !pr.notimers)
         slicetimer_create(mp, __atomic_load_n(&pr.sig, __ATOMIC_RELAXED));
 }
 
 bool preempt_timers_ok(void)
 {
-    return pr.on && pr.when_waiting && __atomic_load_n(&pr.ntimerfail, __ATOMIC_RELAXED) == 0;
+    return pr.on && pr.when_waiting && !pr.notimers &&
+           __atomic_load_n(&pr.ntimerfail, __ATOMIC_RELAXED) == 0;
 }
 
 /* ---- sysmon's side ------------------------------------------------------------------ */
@@ -749,6 +758,10 @@ int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff, int walke
     if (slice_ns == 0)
         return 0;
     pr.when_waiting = slice_ns < 0;
+    /* valgrind, which moves signal frames onto the stack it believes
+     * current, reports (and may act on) writes of the stack switch that a
+     * tick signal interrupted: no slice timers there. */
+    pr.notimers = RUNNING_ON_VALGRIND;
     if (slice_ns < 0)
         slice_ns = preempt_kernel_slice(sched.gomaxprocs);
     unsigned a, b, c, d;

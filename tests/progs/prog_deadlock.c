@@ -153,8 +153,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc == 2 && !strcmp(argv[1], "leak")) {
+        pthread_barrier_init(&both_hold, NULL, 2); /* before the thread can wait on it */
         pthread_create(&l, NULL, stuck, NULL);
-        pthread_barrier_init(&both_hold, NULL, 2);
         pthread_barrier_wait(&both_hold); /* it is named and holds mu ... */
         pthread_mutex_lock(&mu);          /* ... until its cond_wait lets it go */
         pthread_mutex_unlock(&mu);
