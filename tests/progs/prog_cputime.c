@@ -31,12 +31,16 @@ static int64_t ns_of(clockid_t clk)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Spin for ms of wall time. */
+/* Spin until the process has used ms more of CPU (the other threads are idle
+ * meanwhile; a loaded machine stretches the wall time, not the CPU time), or 2 s
+ * of wall time have gone by. The process clock, not the thread's: "late" reads no
+ * thread clock before the threads have run. */
 static void spin_ms(int ms)
 {
-    int64_t until = ns_of(CLOCK_MONOTONIC) + (int64_t)ms * 1000000;
+    int64_t until = ns_of(CLOCK_PROCESS_CPUTIME_ID) + (int64_t)ms * 1000000;
+    int64_t give_up = ns_of(CLOCK_MONOTONIC) + 2000000000;
     volatile unsigned x = 1;
-    while (ns_of(CLOCK_MONOTONIC) < until)
+    while (ns_of(CLOCK_PROCESS_CPUTIME_ID) < until && ns_of(CLOCK_MONOTONIC) < give_up)
         for (int i = 0; i < 1000; i++)
             x = x * 1103515245u + 12345u;
 }
