@@ -198,6 +198,7 @@ struct p {
     int64_t schedwhen;    /* when its G began its slice, stamped while sysmon sleeps long; atomic */
     uint32_t syscalltick; /* incremented at every system call entry and exit; atomic */
     struct m *m;          /* owner M, when Prunning */
+    bool fairdue;         /* the next look takes the global queue first (fair_defer); owner */
 
     /* Local run queue: lock-free ring. Only the owner writes runqtail and
      * the slots; thieves advance runqhead with CAS. */

@@ -3,7 +3,8 @@
  * waking idle Ps. After Go's proc.go; Go's names and constants.
  *
  * findrunnable looks, in order: every 61st schedtick the global queue
- * first (so that two Gs ping-ponging through runnext cannot starve it);
+ * first (so that two Gs ping-ponging through runnext cannot starve it;
+ * a G just woken into runnext goes first once, fair_defer);
  * runnext and the local ring; the global queue (a batch); then, if fewer
  * than half the busy Ps have a spinning M, it becomes a spinning M and
  * steals from random victims, 4 rounds, half a queue at a time, runnext
@@ -118,13 +119,31 @@ struct g *stealwork(struct m *mp, struct p *pp, int *round)
     return NULL;
 }
 
+/* Whether the fairness tick waits one pick: a G just woken on this P
+ * (runnext) goes first once, then the global queue (pp->fairdue). Not
+ * Go's rule: with its 10 ms slice the global queue's head may as well run
+ * first, but here it is often a computing G demoted there after its
+ * slice, and taking it first made one woken G in 61 wait a whole slice
+ * more (a 1 ms sleeper beside a spinner at one P: its p99 lateness). */
+static bool fair_defer(struct p *pp)
+{
+    if (pp->fairdue) {
+        pp->fairdue = false;
+        return false;
+    }
+    if (__atomic_load_n(&pp->runnext, __ATOMIC_RELAXED) == NULL)
+        return false;
+    pp->fairdue = true;
+    return true;
+}
+
 /* The non-blocking part of findrunnable: fairness tick, local, global. */
 struct g *findrunnable_local(struct p *pp, bool *inherit)
 {
     struct g *gp;
     *inherit = false;
-    if (pp->schedtick % SCHED_FAIR_TICK == 0 &&
-        __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0) {
+    if ((pp->schedtick % SCHED_FAIR_TICK == 0 || pp->fairdue) &&
+        __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 && !fair_defer(pp)) {
         runtime_lock(&sched.lock);
         gp = globrunqget(pp, 1);
         runtime_unlock(&sched.lock);

@@ -63,6 +63,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -372,6 +373,10 @@ static int retake(int64_t now)
 static void *sysmon(void *arg)
 {
     (void)arg;
+    /* Its sleeps often end at a G's timer, which it serves by preempting
+     * the G that holds the P: the kernel's default 50 us of timer slack
+     * would make every such wake-up that much later. */
+    rt_syscall(SYS_prctl, PR_SET_TIMERSLACK, 1UL, 0UL);
     for (int32_t i = 0; i < sched.gomaxprocs; i++) /* a G running now started no earlier */
         pticks[i].schedwhen = nanotime();
     int64_t delay = SYSMON_MIN_NS;

@@ -177,3 +177,25 @@ Test(runq, every_61st_tick_takes_global_first, .init = setup, .timeout = 10)
     globrunqput(global);
     cr_assert_eq(findrunnable_local(pp, &inherit), global, "tick 122: global first");
 }
+
+/* A G just woken into runnext goes first once at the fairness tick (a
+ * sleeper beside a spinner demoted to the global queue must not wait one
+ * more slice); the global queue's head then runs at the very next look,
+ * even if runnext is set again (two Gs ping-ponging through runnext
+ * cannot starve it). */
+Test(runq, fairness_tick_lets_a_woken_runnext_go_first_once, .init = setup, .timeout = 10)
+{
+    struct p *pp = mkp(0);
+    bool inherit;
+    struct g *woken = mkg(1), *again = mkg(2), *global = mkg(3);
+    globrunqput(global);
+    runqput(pp, woken, true);
+    pp->schedtick = 61;
+    cr_assert_eq(findrunnable_local(pp, &inherit), woken, "tick 61, runnext set: it goes first");
+    cr_assert(inherit, "taken from runnext");
+    runqput(pp, again, true);
+    cr_assert_eq(findrunnable_local(pp, &inherit), global,
+                 "the next look takes the global queue first, runnext or not");
+    cr_assert_eq(findrunnable_local(pp, &inherit), again, "then runnext");
+    cr_assert_not(pp->fairdue, "the deferral is spent");
+}
