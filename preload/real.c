@@ -26,8 +26,6 @@ int goshim_real_init(void)
     }
 #include "preload/real.def"
 #undef REAL_SYM
-    if (goshim_real.clock_gettime) /* the runtime's clock, past the interposer */
-        sched_clock_gettime = goshim_real.clock_gettime;
     __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
     return missing;
 }

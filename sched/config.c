@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libc.h"
 #include "sched.h"
 #include "preempt.h"
 #include "throw.h"
@@ -106,7 +107,7 @@ int sched_usable_cpus(void)
             break;
         }
     }
-    fclose(f);
+    libc_fclose(f);
     if (!rel)
         return n;
     for (;;) {
@@ -123,7 +124,7 @@ int sched_usable_cpus(void)
                 if (lim < n)
                     n = lim;
             }
-            fclose(q);
+            libc_fclose(q);
         }
         char *slash = strrchr(rel, '/');
         if (!slash || slash == rel)

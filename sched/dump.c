@@ -32,6 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "libc.h"
 #include "netpoll.h"
 #include "sched.h"
 #include "throw.h"
@@ -72,7 +73,7 @@ static bool unw_load(void)
 {
     if (!unw.tried) {
         unw.tried = 1;
-        void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+        void *h = libc_dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
         if (h) {
             unw.init_local =
                 (int (*)(unw_cursor_t *, unw_context_t *))dlsym(h, "_ULx86_64_init_local");
@@ -429,12 +430,12 @@ bool sched_quit_handler_is(void (*h)(int))
 void quit_install(void)
 {
     struct sigaction sa, old;
-    if (sigaction(SIGQUIT, NULL, &old) != 0 || old.sa_handler != SIG_DFL)
+    if (libc_sigaction(SIGQUIT, NULL, &old) != 0 || old.sa_handler != SIG_DFL)
         return; /* the program (or its parent: SIG_IGN) decided */
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_quit;
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGQUIT, &sa, NULL);
+    libc_sigaction(SIGQUIT, &sa, NULL);
 }
 
 void quit_check(void)

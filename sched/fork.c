@@ -29,6 +29,7 @@
  * parent's other threads held are released. The calling G takes the
  * child's real tid in its TCB: its fake one is its parent's G's too.
  */
+#include "libc.h"
 #include "sched.h"
 #include "ldt.h"
 #include "netpoll.h"
@@ -93,9 +94,7 @@ static void reset_sched(struct m *mp)
      * tid, in every child (pthread_cond_broadcast/2-3: EDEADLK in the 20 children). */
     if (sched.tls_full && self && self->tcb)
         tls_tcb_set_tid(self->tcb, (unsigned)mp->tid);
-    if (pthread_getcpuclockid(pthread_self(), &mp->cpuclock) != 0)
-        mp->cpuclock = CLOCK_THREAD_CPUTIME_ID;
-    mp->thread = pthread_self();
+    mp->cpuclock = libc_thread_cpuclock(mp->tid);
     mp->preempt_req = mp->handoff_req = mp->preempt_pending = 0;
     /* A new process's thread: its CPU-time clock starts at 0 (cputime.c). */
     if (self) {

@@ -6,6 +6,7 @@
  * instructions and no system call. Spinning is bounded, as in Go's
  * lock_futex.go: a few rounds of PAUSE, one sched_yield, then sleep.
  */
+#include "libc.h"
 #include "lock.h"
 
 #include "throw.h"
@@ -32,13 +33,10 @@ long futexwakeup(uint32_t *addr, int cnt)
     return rt_syscall6(SYS_futex, (long)addr, FUTEX_WAKE_PRIVATE, cnt, 0, 0, 0);
 }
 
-/* glibc's clock_gettime, set by the preload (clock_gettime is interposed: shim/clock.c). */
-int (*sched_clock_gettime)(clockid_t, struct timespec *) = clock_gettime;
-
 int64_t nanotime(void)
 {
     struct timespec ts;
-    sched_clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO; cannot fail for this clock */
+    libc_clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO; cannot fail for this clock */
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 

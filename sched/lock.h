@@ -40,7 +40,6 @@ long futexwakeup(uint32_t *addr, int cnt);
 
 /* Monotonic time in nanoseconds (vDSO clock_gettime; never sets errno). */
 int64_t nanotime(void);
-extern int (*sched_clock_gettime)(clockid_t, struct timespec *);
 /* Sleep the OS thread for usec microseconds (raw nanosleep). */
 void osusleep(uint32_t usec);
 /* One pause instruction times cycles. */

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 
+#include "libc.h"
 #include "sched.h"
 #include "ldt.h"
 #include "netpoll.h"
@@ -41,9 +42,6 @@
 #include "throw.h"
 #include "timer.h"
 #include "tls.h"
-
-int (*sched_thread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
-                           void *) = pthread_create;
 
 enum { M_STACK_SIZE = 1 << 20 };
 
@@ -97,8 +95,7 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     if (rc != 0)
         goshim_throw("mstart: arch_prctl(ARCH_SET_GS) failed");
     mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
-    if (pthread_getcpuclockid(pthread_self(), &mp->cpuclock) != 0)
-        mp->cpuclock = CLOCK_THREAD_CPUTIME_ID; /* never read as such: see sysmon */
+    mp->cpuclock = libc_thread_cpuclock(mp->tid);
     preempt_m_init(mp);
     mp->g0tcb = tls_self();
     mp->curfs = mp->g0tcb;
@@ -181,7 +178,8 @@ static void newm(struct p *pp, bool spinning)
     mp->alllink = sched.allm;
     sched.allm = mp;
     runtime_unlock(&sched.lock);
-    err = sched_thread_create(&mp->thread, &attr, mstart, mp);
+    pthread_t th;
+    err = libc_pthread_create(&th, &attr, mstart, mp);
     pthread_attr_destroy(&attr);
     if (err == 0)
         return;

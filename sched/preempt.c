@@ -107,6 +107,7 @@
 #include <unistd.h>
 #include <unwind.h>
 
+#include "libc.h"
 #include "preempt.h"
 #include "sched.h"
 #include "throw.h"
@@ -495,7 +496,7 @@ static void walk_libunwind(struct walk *w)
 
 static bool libunwind_load(void)
 {
-    void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    void *h = libc_dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
     if (!h)
         return false;
     lu.getcontext = (int (*)(unw_context_t *))dlsym(h, "_Ux86_64_getcontext");
@@ -702,7 +703,7 @@ static int install(int sig)
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     struct sigaction old;
-    if (sigaction(sig, &sa, &old) != 0)
+    if (libc_sigaction(sig, &sa, &old) != 0)
         return -1;
     if (old.sa_handler != SIG_DFL) { /* installed before goshim started (a preloaded library) */
         pr.app_action[sig] = old;
@@ -723,7 +724,7 @@ static void move_off(void)
 {
     for (int sig = SIGRTMAX - 2; sig > SIGRTMIN + 4; sig--) {
         struct sigaction cur;
-        if (preempt_owns(sig) || sigaction(sig, NULL, &cur) != 0 || cur.sa_handler != SIG_DFL)
+        if (preempt_owns(sig) || libc_sigaction(sig, NULL, &cur) != 0 || cur.sa_handler != SIG_DFL)
             continue;
         if (install(sig) == 0) {
             __atomic_store_n(&pr.sig, sig, __ATOMIC_RELEASE);

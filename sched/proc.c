@@ -61,6 +61,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 
+#include "libc.h"
 #include "preempt.h"
 #include "sched.h"
 #include "throw.h"
@@ -254,7 +255,7 @@ int sched_helper_thread(void *(*fn)(void *))
      * waits for every thread to take SIGSETXID (setxid.c). */
     uint64_t all = ~((1ULL << 31) | (1ULL << 32)), old = 0;
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
-    int err = sched_thread_create(&t, &attr, helper_start, (void *)fn);
+    int err = libc_pthread_create(&t, &attr, helper_start, (void *)fn);
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
     pthread_attr_destroy(&attr);
     return err;

@@ -140,7 +140,6 @@ struct m {
     void *real_tcb;      /* glibc's descriptor of its OS thread (M0: the main G's) */
     struct release rel;  /* pending release, see above */
     uint64_t fastrand;   /* per-M random state */
-    pthread_t thread;
     int tid;
     /* counters (owner writes, relaxed; readers tolerate tearing-free 64-bit loads) */
     uint64_t nstopm; /* times it parked on its note */

@@ -50,7 +50,6 @@ bool config_parse_seed(const char *s, uint64_t *out);
 /* ---- the C API -------------------------------------------------------- */
 
 /* Hook: the real pthread_create (the shim points it past its interposer). */
-extern int (*sched_thread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 
 /* Start the runtime: nprocs Ps, all idle; Ms start on demand. Call once,
  * from an ordinary thread. Returns 0 or an errno value. */

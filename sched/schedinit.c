@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <sys/syscall.h>
 
+#include "libc.h"
 #include "gfutex.h"
 #include "netpoll.h"
 #include "preempt.h"
@@ -99,8 +100,7 @@ int sched_adopt_main(void)
         return ENOSYS;
     }
     mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
-    if (pthread_getcpuclockid(pthread_self(), &mp->cpuclock) != 0)
-        mp->cpuclock = CLOCK_THREAD_CPUTIME_ID;
+    mp->cpuclock = libc_thread_cpuclock(mp->tid);
     preempt_m_init(mp);
     mp->g0tcb = g0tcb;
     mp->curfs = self;
@@ -122,7 +122,7 @@ int sched_adopt_main(void)
     pthread_attr_t attr;
     void *stackaddr = NULL;
     size_t stacksize = 0;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    if (libc_pthread_getattr_np(libc_pthread_self(), &attr) == 0) {
         pthread_attr_getstack(&attr, &stackaddr, &stacksize);
         pthread_attr_destroy(&attr);
     }

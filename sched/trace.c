@@ -12,6 +12,7 @@
  * snapshot that may be slightly inconsistent, as Go's are.
  */
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 
 #include "netpoll.h"
@@ -169,7 +170,7 @@ static int stats_fd = 2;
 
 void stats_open(void)
 {
-    int fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
+    int fd = (int)rt_syscall(SYS_fcntl, 2, F_DUPFD_CLOEXEC, 100);
     if (fd >= 0)
         stats_fd = fd;
 }

@@ -1,0 +1,45 @@
+/*
+ * The C library as the runtime must see it: glibc's own functions, past
+ * goshim's interposers.
+ *
+ * Inside libgoshim.so a call to sigaction() or pthread_self() binds to the
+ * definition the shim exports, not to glibc's: the runtime would record
+ * its own handlers as the application's, take the shim's thread record for
+ * a pthread_t, or re-enter a wrapper from the scheduler (STYLE.md: sched/
+ * never calls an interposed name). Each function here is glibc's, looked up
+ * with dlsym(RTLD_NEXT) from this object, once: in libgoshim.so the
+ * definition after it (glibc's, or another preloaded library's), in a unit
+ * test that links sched/ alone, glibc's as well. libc_init, early in
+ * start-up, looks them all up, so that later calls (in a signal handler,
+ * in a fork child) never run the dynamic linker; a call before it looks up
+ * its own. What is a plain system call (open, read, close, fcntl) the
+ * runtime makes with rt_syscall instead.
+ */
+#ifndef GOSHIM_LIBC_H
+#define GOSHIM_LIBC_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <time.h>
+
+/* Look every function up now (idempotent; the first caller pays). */
+void libc_init(void);
+
+int libc_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
+void *libc_dlopen(const char *file, int mode);
+pthread_t libc_pthread_self(void);
+int libc_pthread_getattr_np(pthread_t th, pthread_attr_t *attr);
+int libc_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
+int libc_pthread_join(pthread_t th, void **ret);
+int libc_clock_gettime(clockid_t clk, struct timespec *ts);
+int libc_fclose(FILE *f);
+
+/* The CPU-time clock of the kernel thread tid, as glibc's
+ * pthread_getcpuclockid computes it (Linux's MAKE_THREAD_CPUCLOCK). */
+static inline clockid_t libc_thread_cpuclock(int tid)
+{
+    return (clockid_t)((~(unsigned)tid) << 3) | 6; /* CPUCLOCK_PERTHREAD_MASK | CPUCLOCK_SCHED */
+}
+
+#endif
