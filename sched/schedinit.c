@@ -26,6 +26,7 @@ int sched_init(const struct sched_config *c)
 {
     if (sched.started)
         return EBUSY;
+    libc_init(); /* before any signal handler or fork child could be the first to ask */
     int nprocs = c->nprocs > 0 ? c->nprocs : sched_usable_cpus();
     if (nprocs > MAX_PROCS)
         nprocs = MAX_PROCS;
