@@ -4,6 +4,10 @@
  * preload/exports.map lists.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -33,6 +37,37 @@ Test(exports, check_exports_script_passes, .timeout = 60)
     st = run_exec(argv[0], argv, NULL, NULL, out, sizeof out);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "check-exports.sh: status %#x, output:\n%s",
               st, out);
+}
+
+/* The check must catch the mistake it is for: a wrapper defined with
+ * GOSHIM_EXPORT but left out of the map is linked local and interposes
+ * nothing, while the library and the map still agree. An object with
+ * such a definition, compiled here, must make the script fail and name it. */
+Test(exports, check_exports_script_catches_an_export_missing_from_the_map, .timeout = 60)
+{
+    char dir[] = "/tmp/goshim-exports-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char src[64], obj[64], out[4096];
+    snprintf(src, sizeof src, "%s/probe.c", dir);
+    snprintf(obj, sizeof obj, "%s/probe.o", dir);
+    FILE *f = fopen(src, "w");
+    cr_assert_not_null(f);
+    fputs(
+        "__attribute__((visibility(\"default\"))) int unlisted_export_probe(void) { return 1; }\n",
+        f);
+    fclose(f);
+    char *const cc[] = {"cc", "-c", "-fvisibility=hidden", src, "-o", obj, NULL};
+    int st = run_exec("/usr/bin/cc", cc, NULL, NULL, out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "cc: status %#x, output:\n%s", st, out);
+    char *const argv[] = {TEST_SCRIPTS_DIR "/check-exports.sh", TEST_LIBGOSHIM,
+                          GOSHIM_SRC_DIR "/preload/exports.map", obj, NULL};
+    st = run_exec(argv[0], argv, NULL, NULL, out, sizeof out);
+    unlink(obj);
+    unlink(src);
+    rmdir(dir);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1,
+              "check-exports.sh must fail on an unlisted export: status %#x, output:\n%s", st, out);
+    cr_assert(strstr(out, "unlisted_export_probe") != NULL, "it names the symbol:\n%s", out);
 }
 
 #ifdef __SANITIZE_THREAD__

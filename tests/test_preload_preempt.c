@@ -14,6 +14,7 @@
  * the test's timeout.
  */
 #include <criterion/criterion.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,9 +130,18 @@ Test(preload_preempt, spin_advances_one_p_fractional_slice, .timeout = 60)
     cr_assert_geq(s.done, 1, "the spinner advanced without a preemption?");
 }
 
+/* At the default P count, as many spinners as CPUs (goshim's default
+ * Ps are the usable CPUs, never more) leave the counter no P: it advances
+ * only because they are preempted. */
 Test(preload_preempt, spin_advances_default_procs, .timeout = 60)
 {
-    pp_preloaded("prog_preempt_spin", NULL, NULL, SPIN_ADVANCED);
+    char args[64];
+    snprintf(args, sizeof args, "0 %ld", sysconf(_SC_NPROCESSORS_ONLN));
+    pp_native("prog_preempt_spin", args, SPIN_ADVANCED);
+    struct pp_stats s = pp_preloaded("prog_preempt_spin", args, NULL, SPIN_ADVANCED);
+
+    cr_assert_geq(s.done, 1, "the counter advanced beside %s spinners without a preemption?",
+                  args + 2);
 }
 
 /* The signal is configurable: SIGUSR2 (12) instead of SIGURG. */
