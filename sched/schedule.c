@@ -182,30 +182,28 @@ void restore_own_fs(struct m *mp)
     }
 }
 
-/*
- * Find a runnable G, blocking (stopm) until there is one. *self_resume
- * is set when the G that yielded is simply continued.
- */
-static struct g *findrunnable(struct m *mp, bool *inherit, bool *self_resume)
+/* Timers first: run those due. The parked G's lock (unlockf) must be
+ * free before timer functions run; its TCB must not be our FS base then. */
+static void run_due_timers(struct m *mp)
 {
-    struct g *gp;
-    *self_resume = false;
-top:;
-    struct p *pp = mp->p;
     int64_t next = timers_next();
-    if (next >= 0) {
-        int64_t now = nanotime();
-        if (next <= now) {
-            /* The parked G's lock (unlockf) must be free before timer
-             * functions run; its TCB must not be our FS base then. */
-            restore_own_fs(mp);
-            release_commit(mp);
-            timers_run(now);
-        }
+    if (next < 0)
+        return;
+    int64_t now = nanotime();
+    if (next <= now) {
+        restore_own_fs(mp);
+        release_commit(mp);
+        timers_run(now);
     }
-    if ((gp = findrunnable_local(pp, inherit)))
-        return gp;
+}
 
+/* The fairness tick, runnext, the local ring, the global queue; then, as
+ * a spinning M if fewer than half the busy Ps have one, steal. */
+static struct g *find_local_or_steal(struct m *mp, struct p *pp, bool *inherit)
+{
+    struct g *gp = findrunnable_local(pp, inherit);
+    if (gp)
+        return gp;
     int32_t busy = sched.gomaxprocs - __atomic_load_n(&sched.npidle, __ATOMIC_SEQ_CST);
     if (mp->spinning || 2 * __atomic_load_n(&sched.nmspinning, __ATOMIC_SEQ_CST) < busy) {
         if (!mp->spinning) {
@@ -217,39 +215,45 @@ top:;
             return gp;
         }
     }
+    return NULL;
+}
 
-    /* Nothing else to run: a G that only yielded goes on. */
-    if (mp->rel.kind == REL_GOSCHED || mp->rel.kind == REL_YIELD) {
-        gp = mp->rel.gp;
-        mp->rel.kind = REL_NONE;
-        *self_resume = true;
-        return gp;
-    }
+/* Nothing else to run: a G that only yielded goes on. */
+static struct g *yielded_g(struct m *mp)
+{
+    if (mp->rel.kind != REL_GOSCHED && mp->rel.kind != REL_YIELD)
+        return NULL;
+    mp->rel.kind = REL_NONE;
+    return mp->rel.gp;
+}
 
-    /* Going idle: our own TCB back as FS, then the release is safe. */
-    restore_own_fs(mp);
-    release_commit(mp);
+/* Going idle, the release committed: whether work showed up meanwhile in
+ * pp's queue, from a non-blocking poll (unless an M already blocks in
+ * netpoll: lastpoll 0), or, for a spinning M, anywhere within a short spin. */
+static bool work_appeared(struct m *mp, struct p *pp)
+{
     if (!runqempty(pp))
-        goto top;
-
-    /* Gs waiting for fds that only epoll reports: poll without blocking,
-     * unless an M already blocks in netpoll (lastpoll 0). */
+        return true;
     if (netpoll_anywaiters() && netpoll_lastpoll() != 0 && netpoll(0) > 0 &&
         (!runqempty(pp) || __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0))
-        goto top;
-
+        return true;
     if (mp->spinning) {
         int64_t until = nanotime() + IDLE_SPIN_NS;
         while (nanotime() < until) {
             if (any_runq_nonempty())
-                goto top;
+                return true;
             procyield(20);
         }
     }
+    return false;
+}
 
+/* Under the scheduler lock: the global queue's G, or give pp back idle. */
+static struct g *global_or_release(struct p *pp, bool *inherit)
+{
     runtime_lock(&sched.lock);
     if (sched.runqsize != 0) {
-        gp = globrunqget(pp, 0);
+        struct g *gp = globrunqget(pp, 0);
         runtime_unlock(&sched.lock);
         *inherit = false;
         return gp;
@@ -257,28 +261,63 @@ top:;
     releasep();
     pidleput(pp);
     runtime_unlock(&sched.lock);
+    return NULL;
+}
 
-    if (mp->spinning) {
-        mp->spinning = false;
-        if (__atomic_sub_fetch(&sched.nmspinning, 1, __ATOMIC_SEQ_CST) < 0)
-            goshim_throw("findrunnable: negative nmspinning");
-        /* A producer may have seen us spinning and not woken anyone. */
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
-        if (any_runq_nonempty()) {
-            runtime_lock(&sched.lock);
-            pp = pidleget();
-            runtime_unlock(&sched.lock);
-            if (pp) {
-                acquirep(pp);
-                mp->spinning = true;
-                __atomic_add_fetch(&sched.nmspinning, 1, __ATOMIC_SEQ_CST);
-                goto top;
-            }
+/* A spinning M without a P stops spinning; a producer may have seen it
+ * spinning and woken nobody, so it looks once more, and with work about
+ * takes an idle P back and spins again (true: look again). */
+static bool unspin_and_retake(struct m *mp)
+{
+    if (!mp->spinning)
+        return false;
+    mp->spinning = false;
+    if (__atomic_sub_fetch(&sched.nmspinning, 1, __ATOMIC_SEQ_CST) < 0)
+        goshim_throw("findrunnable: negative nmspinning");
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!any_runq_nonempty())
+        return false;
+    runtime_lock(&sched.lock);
+    struct p *pp = pidleget();
+    runtime_unlock(&sched.lock);
+    if (!pp)
+        return false;
+    acquirep(pp);
+    mp->spinning = true;
+    __atomic_add_fetch(&sched.nmspinning, 1, __ATOMIC_SEQ_CST);
+    return true;
+}
+
+/*
+ * Find a runnable G, blocking (stopm) until there is one. *self_resume
+ * is set when the G that yielded is simply continued. Go's order, one
+ * step a function; each pass that finds nothing ends asleep in stopm.
+ */
+static struct g *findrunnable(struct m *mp, bool *inherit, bool *self_resume)
+{
+    struct g *gp;
+    *self_resume = false;
+    for (;;) {
+        run_due_timers(mp);
+        struct p *pp = mp->p;
+        if ((gp = find_local_or_steal(mp, pp, inherit)))
+            return gp;
+        if ((gp = yielded_g(mp))) {
+            *self_resume = true;
+            return gp;
         }
+        /* Going idle: our own TCB back as FS, then the release is safe. */
+        restore_own_fs(mp);
+        release_commit(mp);
+        if (work_appeared(mp, pp))
+            continue;
+        if ((gp = global_or_release(pp, inherit)))
+            return gp;
+        if (unspin_and_retake(mp))
+            continue;
+        stopm();
+        cputime_m_ready(mp); /* the time it slept is nobody's */
     }
-    stopm();
-    cputime_m_ready(mp); /* the time it slept is nobody's */
-    goto top;
 }
 
 /* Run gp on the current M. Never returns. */
