@@ -270,18 +270,22 @@ static bool others_wait(struct p *pp, bool global)
     return global || !runqempty(pp);
 }
 
-/* Retake Ps blocked in system calls; ask Gs that ran past their slice to
- * yield (preempt.c; again every round until they do). Returns how many
- * Ps were retaken. */
-static int retake(int64_t now)
+/* What one round of retake knows about every P. */
+struct round {
+    int64_t now, slice, rotate;
+    bool policy; /* the kernel's: preempt only while another G waits */
+    bool global; /* Gs wait for any P: the global queue, or a timer is due */
+    bool woken;  /* some waiter is not a preempted computing G: sysmon times slices */
+};
+
+/* The round's facts: who waits, and whether the slice timers serve them all. */
+static struct round round_begin(int64_t now)
 {
-    int n = 0;
-    int64_t slice = preempt_slice();
-    bool policy = preempt_when_waiting();
-    int64_t tnext = policy ? timers_next() : -1;
+    struct round r = {.now = now, .slice = preempt_slice(), .policy = preempt_when_waiting()};
+    int64_t tnext = r.policy ? timers_next() : -1;
     int32_t queued = __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED);
     bool due = tnext >= 0 && tnext <= now;
-    bool global = queued > 0 || due;
+    r.global = queued > 0 || due;
     /* Like the kernel, tell two kinds of waiter apart: a G woken from a
      * sleep, by I/O or by a lock's release gets a P after the base slice
      * (sysmon asks), while Gs that only wait because they were preempted
@@ -289,85 +293,175 @@ static int retake(int64_t now)
      * tick, which the Ms' own slice timers keep (preempt.c): sysmon only
      * steps in for a P whose G the timer did not rotate (refused, blocked
      * in the kernel outside goshim). */
-    bool woken = !policy || !preempt_timers_ok() || due || sched_chaos;
-    if (!woken) {
+    r.woken = !r.policy || !preempt_timers_ok() || due || sched_chaos;
+    if (!r.woken) {
         for (int32_t i = 0; i < sched.gomaxprocs; i++)
             queued += (int32_t)runqlen(sched.allp[i]) +
                       (__atomic_load_n(&sched.allp[i]->runnext, __ATOMIC_RELAXED) != NULL);
-        woken = queued > __atomic_load_n(&sched.npreemptq, __ATOMIC_RELAXED);
+        r.woken = queued > __atomic_load_n(&sched.npreemptq, __ATOMIC_RELAXED);
     }
-    int64_t rotate = 2 * tick_ns() + slice; /* a timer should have rotated it by then */
+    r.rotate = 2 * tick_ns() + r.slice; /* a timer should have rotated it by then */
+    return r;
+}
+
+/* A running P: a new G since the last round starts its record afresh;
+ * then, if another G waits, its slice is timed (by its M's slice timer,
+ * or by sysmon, which asks it to yield once past the slice, again every
+ * quarter slice until it does). */
+static void retake_running(struct p *pp, struct ptick *pt, const struct round *r)
+{
+    uint32_t t = __atomic_load_n(&pp->schedtick, __ATOMIC_ACQUIRE);
+    if (pt->schedtick != t) {
+        /* When its G began: the P's own stamp if it was taken since
+         * the last round (while sysmon slept long), else now. */
+        int64_t began = __atomic_load_n(&pp->schedwhen, __ATOMIC_RELAXED);
+        pt->schedtick = t;
+        pt->schedwhen = began > sm.lastround && began <= r->now ? began : r->now;
+        pt->armed = 0;
+        pt->blocked = 0;
+        pt->refused = 0;
+        pt->refm = NULL;
+        pt->cut = false;
+    }
+    if (r->policy && !others_wait(pp, r->global)) {
+        pt->armed = 0;      /* nobody waits for this P: its G runs on */
+    } else if (!r->woken) { /* its slice timer rotates it */
+        if (r->now - pt->schedwhen >= r->rotate) {
+            rotation_stuck(pp, pt);
+            look_at(r->now + tick_ns());
+        } else {
+            look_at(pt->schedwhen + r->rotate);
+        }
+    } else if (r->now - pt->schedwhen >= r->slice) {
+        if (r->policy && !pt->cut) {
+            pt->cut = true;
+            preempt_count_cut();
+        }
+        over_slice(pp, pt, r->now, true);
+        look_at(r->now + r->slice / 4); /* again until it yields */
+    } else {
+        look_at(pt->schedwhen + r->slice);
+    }
+}
+
+/* A P whose G blocks in a system call: hand it off (true) if the call has
+ * lasted a whole round and the P is wanted (or 10 ms have passed). */
+static bool retake_syscall(struct p *pp, struct ptick *pt, const struct round *r)
+{
+    if (others_wait(pp, r->global))
+        look_at(r->now + r->slice / 4); /* it may be retaken for them */
+    uint32_t t = __atomic_load_n(&pp->syscalltick, __ATOMIC_ACQUIRE);
+    if (pt->syscalltick != t) { /* a new call since last round: give it a round */
+        pt->syscalltick = t;
+        pt->syscallwhen = r->now;
+        return false;
+    }
+    /* No hurry if nothing waits for this P and other Ms look for work
+     * or Ps are idle anyway; but not forever (10 ms). */
+    if (runqempty(pp) &&
+        __atomic_load_n(&sched.nmspinning, __ATOMIC_RELAXED) +
+                __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) >
+            0 &&
+        __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) == 0 &&
+        r->now - pt->syscallwhen < SYSCALL_RETAKE_NS)
+        return false;
+    uint32_t st = Psyscall;
+    if (!__atomic_compare_exchange_n(&pp->status, &st, Pidle, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return false; /* its M came back meanwhile */
+    __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&sm.nretake, 1, __ATOMIC_RELAXED);
+    handoffp(pp);
+    return true;
+}
+
+/* Retake Ps blocked in system calls; ask Gs that ran past their slice to
+ * yield (preempt.c; again every round until they do). Returns how many
+ * Ps were retaken. */
+static int retake(int64_t now)
+{
+    int n = 0;
+    struct round r = round_begin(now);
     sm.nextlook = INT64_MAX;
     for (int32_t i = 0; i < sched.gomaxprocs; i++) {
         struct p *pp = sched.allp[i];
-        struct ptick *pt = &pticks[i];
         uint32_t status = __atomic_load_n(&pp->status, __ATOMIC_ACQUIRE);
         if (status == Prunning && sched_chaos && sched.gomaxprocs > 1 && chaos_rand() % 8 == 0)
             preempt_request(pp, false); /* chaos: an extra preemption at its next safe point */
-        if (status == Prunning && slice > 0) {
-            uint32_t t = __atomic_load_n(&pp->schedtick, __ATOMIC_ACQUIRE);
-            if (pt->schedtick != t) {
-                /* When its G began: the P's own stamp if it was taken since
-                 * the last round (while sysmon slept long), else now. */
-                int64_t began = __atomic_load_n(&pp->schedwhen, __ATOMIC_RELAXED);
-                pt->schedtick = t;
-                pt->schedwhen = began > sm.lastround && began <= now ? began : now;
-                pt->armed = 0;
-                pt->blocked = 0;
-                pt->refused = 0;
-                pt->refm = NULL;
-                pt->cut = false;
-            }
-            if (policy && !others_wait(pp, global)) {
-                pt->armed = 0;   /* nobody waits for this P: its G runs on */
-            } else if (!woken) { /* its slice timer rotates it */
-                if (now - pt->schedwhen >= rotate) {
-                    rotation_stuck(pp, pt);
-                    look_at(now + tick_ns());
-                } else {
-                    look_at(pt->schedwhen + rotate);
-                }
-            } else if (now - pt->schedwhen >= slice) {
-                if (policy && !pt->cut) {
-                    pt->cut = true;
-                    preempt_count_cut();
-                }
-                over_slice(pp, pt, now, true);
-                look_at(now + slice / 4); /* again until it yields */
-            } else {
-                look_at(pt->schedwhen + slice);
-            }
-            continue;
-        }
-        if (status != Psyscall)
-            continue;
-        if (others_wait(pp, global))
-            look_at(now + slice / 4); /* it may be retaken for them */
-        uint32_t t = __atomic_load_n(&pp->syscalltick, __ATOMIC_ACQUIRE);
-        if (pt->syscalltick != t) { /* a new call since last round: give it a round */
-            pt->syscalltick = t;
-            pt->syscallwhen = now;
-            continue;
-        }
-        /* No hurry if nothing waits for this P and other Ms look for work
-         * or Ps are idle anyway; but not forever (10 ms). */
-        if (runqempty(pp) &&
-            __atomic_load_n(&sched.nmspinning, __ATOMIC_RELAXED) +
-                    __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) >
-                0 &&
-            __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) == 0 &&
-            now - pt->syscallwhen < SYSCALL_RETAKE_NS)
-            continue;
-        uint32_t st = Psyscall;
-        if (!__atomic_compare_exchange_n(&pp->status, &st, Pidle, false, __ATOMIC_ACQ_REL,
-                                         __ATOMIC_ACQUIRE))
-            continue; /* its M came back meanwhile */
-        __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
-        __atomic_add_fetch(&sm.nretake, 1, __ATOMIC_RELAXED);
-        handoffp(pp);
-        n++;
+        if (status == Prunning && r.slice > 0)
+            retake_running(pp, &pticks[i], &r);
+        else if (status == Psyscall && retake_syscall(pp, &pticks[i], &r))
+            n++;
     }
     return n;
+}
+
+/*
+ * How long sysmon may sleep, at most delay (its idle back-off). While Gs
+ * run: until a P next needs a look (retake: a G that sysmon serves waits
+ * and the running one reaches its slice then; a G past it, again every
+ * quarter slice; Gs that the Ms' slice timers rotate, when a rotation
+ * would be late); else as when every P is idle, but never past the next
+ * timer, nor past a slice with network waiters nobody polls. A G that
+ * begins to wait wakes it early (sysmon_kick).
+ */
+static int64_t sysmon_delay(int64_t delay)
+{
+    int64_t slice = preempt_slice();
+    bool running = __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) < sched.gomaxprocs;
+    if (slice <= 0 || !running)
+        return delay;
+    int64_t now = nanotime();
+    int64_t look = SYSMON_MAX_NS;
+    if (sm.nextlook - now < look)
+        look = sm.nextlook - now;
+    if (preempt_when_waiting()) {
+        int64_t tnext = timers_next();
+        if (tnext > now && tnext - now < look)
+            look = tnext - now;
+        if (netpoll_anywaiters() && slice < look)
+            look = slice;
+    }
+    if (delay > look)
+        delay = look > SYSMON_MIN_NS ? look : SYSMON_MIN_NS;
+    return delay;
+}
+
+/* Sleep for delay, or to the trace line's deadline if sooner; while the
+ * sleep is long, let a G that begins to wait kick it (sysmon_kick) and,
+ * past a slice, have the Ps stamp when their Gs begin. Returns the time
+ * it woke. */
+static int64_t sysmon_sleep(int64_t delay)
+{
+    int64_t slice = preempt_slice();
+    int64_t now = nanotime();
+    int64_t sleep = delay;
+    if (sm.trace_ns > 0 && sm.lasttrace + sm.trace_ns - now < sleep)
+        sleep = sm.lasttrace + sm.trace_ns - now;
+    bool longsleep = preempt_when_waiting() && slice > 0 && sleep > slice / 4;
+    if (longsleep) {
+        __atomic_store_n(&sched.sysmon_wake_at, now + sleep, __ATOMIC_RELAXED);
+        /* Past a slice it cannot tell when a G began: the Ps stamp it. */
+        __atomic_store_n(&sched.sysmon_longsleep, sleep > slice ? 2 : 1, __ATOMIC_SEQ_CST);
+    }
+    if (sleep > 0)
+        notetsleep(&sm.note, sleep);
+    if (longsleep) /* (a kick cleared it already) */
+        __atomic_store_n(&sched.sysmon_longsleep, 0, __ATOMIC_SEQ_CST);
+    noteclear(&sm.note);
+    return nanotime();
+}
+
+/* Poll the network without blocking when nobody has for a while (under
+ * the kernel's policy a G readied by epoll must be seen waiting within a
+ * slice). Returns whether it readied a G. */
+static bool sysmon_poll(int64_t now)
+{
+    int64_t last = netpoll_lastpoll();
+    bool due = netpoll_anyregistered() && now - last > FORCE_POLL_NS;
+    if (preempt_when_waiting() && netpoll_anywaiters() && now - last > preempt_slice())
+        due = true;
+    return last != 0 && due && netpoll(0) > 0;
 }
 
 static void *sysmon(void *arg)
@@ -388,58 +482,10 @@ static void *sysmon(void *arg)
             delay *= 2;
         if (delay > SYSMON_MAX_NS)
             delay = SYSMON_MAX_NS;
-        /* While Gs run: look when a P next needs it (retake: a G that
-         * sysmon serves waits and the running one reaches its slice then;
-         * a G past it, again every quarter slice; Gs that the Ms' slice
-         * timers rotate, when a rotation would be late); else back off as
-         * when every P is idle, but wake at the next timer, after a slice
-         * with network waiters nobody polls, and when a G begins to wait
-         * (sysmon_kick). */
-        int64_t slice = preempt_slice();
-        bool policy = preempt_when_waiting();
-        bool running = __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) < sched.gomaxprocs;
-        int64_t now = nanotime();
-        if (slice > 0 && running) {
-            int64_t look = SYSMON_MAX_NS;
-            if (sm.nextlook - now < look)
-                look = sm.nextlook - now;
-            if (policy) {
-                int64_t tnext = timers_next();
-                if (tnext > now && tnext - now < look)
-                    look = tnext - now;
-                if (netpoll_anywaiters() && slice < look)
-                    look = slice;
-            }
-            if (delay > look)
-                delay = look > SYSMON_MIN_NS ? look : SYSMON_MIN_NS;
-        }
-        /* The deadline of the trace line bounds the sleep. */
-        int64_t sleep = delay;
-        if (sm.trace_ns > 0 && sm.lasttrace + sm.trace_ns - now < sleep)
-            sleep = sm.lasttrace + sm.trace_ns - now;
-        bool longsleep = policy && slice > 0 && sleep > slice / 4;
-        if (longsleep) {
-            __atomic_store_n(&sched.sysmon_wake_at, now + sleep, __ATOMIC_RELAXED);
-            /* Past a slice it cannot tell when a G began: the Ps stamp it. */
-            __atomic_store_n(&sched.sysmon_longsleep, sleep > slice ? 2 : 1, __ATOMIC_SEQ_CST);
-        }
-        if (sleep > 0)
-            notetsleep(&sm.note, sleep);
-        if (longsleep) /* (a kick cleared it already) */
-            __atomic_store_n(&sched.sysmon_longsleep, 0, __ATOMIC_SEQ_CST);
-        noteclear(&sm.note);
-        now = nanotime();
+        delay = sysmon_delay(delay);
+        int64_t now = sysmon_sleep(delay);
         sm.nrounds++;
-
-        bool busy = false;
-        /* Under the kernel's policy a G readied by epoll must be seen
-         * waiting within a slice: poll when nobody has for that long. */
-        int64_t last = netpoll_lastpoll();
-        bool due = netpoll_anyregistered() && now - last > FORCE_POLL_NS;
-        if (preempt_when_waiting() && netpoll_anywaiters() && now - last > slice)
-            due = true;
-        if (last != 0 && due && netpoll(0) > 0)
-            busy = true;
+        bool busy = sysmon_poll(now);
         if (retake(now) > 0)
             busy = true;
         sm.lastround = now;
