@@ -107,6 +107,7 @@
 #include <unistd.h>
 #include <unwind.h>
 
+#include "apptext.h"
 #include "libc.h"
 #include "preempt.h"
 #include "sched.h"
@@ -132,20 +133,8 @@ void goshim_preempt_point(void);
 __attribute__((visibility("hidden"))) uint64_t goshim_xsave_size = 4096;
 
 enum {
-    MAX_RANGES = 512,
     STACK_MARGIN = 16384, /* the handler's frame, the trampoline, the walk: ~6.5 KB measured */
     MAX_DEPTH = 256,
-};
-
-struct range {
-    uintptr_t lo, hi;
-};
-
-/* Immutable once published; replaced whole (the old one is kept: a
- * handler may still be reading it). */
-struct ranges {
-    int n;
-    struct range r[MAX_RANGES];
 };
 
 static struct {
@@ -155,12 +144,8 @@ static struct {
     bool when_waiting; /* the kernel's policy: preempt only while another G waits for a P */
     pid_t pid;
     int cookie;
-    int tcookie;        /* the slice timers' sigev_value */
-    bool notimers;      /* under valgrind: no slice timers, sysmon times every slice */
-    struct ranges *app; /* application text; atomic */
-    struct ranges *all; /* every loaded object's text; atomic */
-    struct range self;  /* goshim's own text */
-    struct range libc;  /* libc's text (the main G's bottom) */
+    int tcookie;      /* the slice timers' sigev_value */
+    bool notimers;    /* under valgrind: no slice timers, sysmon times every slice */
     bool moved;       /* sig was the default and the application claimed it: now a real-time one */
     bool chosen;      /* sig came from GOSHIM_PREEMPT_SIGNAL: never moved */
     bool handoff;     /* GOSHIM_PREEMPT_HANDOFF */
@@ -182,81 +167,10 @@ static struct {
     int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
 } lu;
 
-/* ---- which text is the application's -------------------------------------------- */
-
-static bool denied(const char *name)
-{
-    static const char *const deny[] = {"libc.so",   "ld-linux",   "libgcc_s",   "libstdc++",
-                                       "libunwind", "libpthread", "linux-vdso", "libasan",
-                                       "libtsan",   "libubsan",   "liblsan",    "libgoshim"};
-    const char *base = strrchr(name, '/');
-    base = base ? base + 1 : name;
-    for (size_t i = 0; i < sizeof deny / sizeof deny[0]; i++)
-        if (strstr(base, deny[i]))
-            return true;
-    return false;
-}
-
-struct tables {
-    struct ranges *app; /* application text */
-    struct ranges *all; /* every loaded object's text */
-};
-
-static int collect(struct dl_phdr_info *info, size_t size, void *arg)
-{
-    (void)size;
-    struct tables *tt = arg;
-    struct ranges *t = tt->app;
-    const char *name = info->dlpi_name ? info->dlpi_name : "";
-    uintptr_t here = (uintptr_t)&collect;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
-            continue;
-        struct range r = {info->dlpi_addr + ph->p_vaddr,
-                          info->dlpi_addr + ph->p_vaddr + ph->p_memsz};
-        if (tt->all->n < MAX_RANGES)
-            tt->all->r[tt->all->n++] = r;
-        if (here >= r.lo && here < r.hi) {
-            pr.self = r;
-            continue;
-        }
-        if (strstr(name, "libc.so"))
-            pr.libc = r;
-        if (denied(name))
-            continue;
-        if (t->n < MAX_RANGES)
-            t->r[t->n++] = r;
-    }
-    return 0;
-}
-
 void preempt_refresh(void)
 {
-    if (!pr.on)
-        return;
-    struct tables t = {calloc(1, sizeof *t.app), calloc(1, sizeof *t.all)};
-    if (!t.app || !t.all) {
-        free(t.app);
-        free(t.all);
-        return; /* keep the old tables: new text is refused, which is safe */
-    }
-    dl_iterate_phdr(collect, &t);
-    __atomic_store_n(&pr.app, t.app, __ATOMIC_RELEASE);
-    __atomic_store_n(&pr.all, t.all, __ATOMIC_RELEASE);
-}
-
-static bool in(const struct range *r, uintptr_t pc)
-{
-    return pc >= r->lo && pc < r->hi;
-}
-
-static bool app_pc(const struct ranges *t, uintptr_t pc)
-{
-    for (int i = 0; t && i < t->n; i++)
-        if (in(&t->r[i], pc))
-            return true;
-    return false;
+    if (pr.on)
+        apptext_refresh();
 }
 
 /* ---- the handler -------------------------------------------------------------------- */
@@ -341,12 +255,12 @@ static bool inject(struct m *mp, struct g *gp, void *ucv)
     ucontext_t *uc = ucv;
     uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
     uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
-    if (!app_pc(__atomic_load_n(&pr.app, __ATOMIC_ACQUIRE), pc) ||
+    if (!ranges_has(apptext_app(), pc) ||
         (gp->stack.lo &&
          (sp < (uintptr_t)gp->stack.lo + STACK_MARGIN || sp > (uintptr_t)gp->stack.hi))) {
         /* Code of no loaded object (a JIT's): no walk will ever pass it,
          * so sysmon hands the P off at once rather than after retries. */
-        if (!app_pc(__atomic_load_n(&pr.all, __ATOMIC_ACQUIRE), pc))
+        if (!ranges_has(apptext_loaded(), pc))
             __atomic_store_n(&mp->preempt_nowalk, 1, __ATOMIC_RELAXED);
         refuse(mp);
         return false;
@@ -443,17 +357,17 @@ static bool walk_frame(struct walk *w, uintptr_t pc, bool exact)
         return true;
     }
     if (w->in_libc) { /* main G, below the first libc frame */
-        if (!in(&pr.libc, pc))
+        if (!apptext_in_libc(pc))
             w->app_after++;
         return true;
     }
-    if (app_pc(w->app, pc))
+    if (ranges_has(w->app, pc))
         return true;
     if (pc >= (uintptr_t)__start_goshim_bottom && pc < (uintptr_t)__stop_goshim_bottom) {
         w->verdict = 1;
         return false;
     }
-    if (w->main && in(&pr.libc, pc)) {
+    if (w->main && apptext_in_libc(pc)) {
         w->in_libc = true;
         return true;
     }
@@ -519,8 +433,7 @@ void goshim_preempt_point(void)
     struct m *mp = getm();
     mp->preempt_pending = 0;
     struct g *gp = mp->curg;
-    struct walk w = {.app = __atomic_load_n(&pr.app, __ATOMIC_ACQUIRE),
-                     .main = gp && (gp->flags & G_MAIN)};
+    struct walk w = {.app = apptext_app(), .main = gp && (gp->flags & G_MAIN)};
     __atomic_add_fetch(&mp->locks, 1,
                        __ATOMIC_SEQ_CST); /* anything the walk calls goes straight to glibc */
     int64_t t0 = nanotime();
