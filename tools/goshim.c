@@ -915,69 +915,74 @@ static int write_compare_files(const char *dir, const struct summary *sum, bool 
     return 0;
 }
 
-static int cmd_compare(const struct command *cmd, int argc, char **argv)
+struct compare_opts {
+    const char *procs, *outdir;
+    bool show;
+    int runs;
+    char **cmdv;
+};
+
+/* goshim compare's options; exits on a usage error, returns 1 after --help. */
+static int compare_parse(const struct command *cmd, int argc, char **argv, struct compare_opts *o)
 {
     static const struct option_spec opts[] = {
         {"runs", 'n', true},       {"procs", 'p', true}, {"out", 0, true},
         {"show-output", 0, false}, {"help", 'h', false}, {NULL, 0, false},
     };
     enum { O_RUNS, O_PROCS, O_OUT, O_SHOW, O_HELP };
-    struct run_result *rr[2];
-    struct summary sum[NMETRICS];
-    const char *val, *procs = NULL, *outdir = NULL;
-    bool show = false, status_same = true, all_zero = true;
-    char *lib, *preload, **cmdv;
-    int i = 1, k, runs = 5, rc = 0;
+    const char *val;
+    int i = 1, k;
 
+    *o = (struct compare_opts){.runs = 5};
     while ((k = next_option(cmd, opts, argc, argv, &i, &val)) >= 0) {
         switch (k) {
         case O_RUNS:
             if (!parse_uint(val, 1, MAX_RUNS))
                 usage_error(cmd, "-n wants a whole number from 1 to %d, not '%s'", MAX_RUNS, val);
-            runs = atoi(val);
+            o->runs = atoi(val);
             break;
         case O_PROCS:
             if (!parse_uint(val, 1, MAX_PROCS))
                 usage_error(cmd, "-p wants a whole number from 1 to %d, not '%s'", MAX_PROCS, val);
-            procs = val;
+            o->procs = val;
             break;
         case O_OUT:
             if (*val == '\0')
                 usage_error(cmd, "--out wants a directory");
-            outdir = val;
+            o->outdir = val;
             break;
         case O_SHOW:
-            show = true;
+            o->show = true;
             break;
         case O_HELP:
             printf("%s%s", cmd->usage, cmd->help);
-            return 0;
+            return 1;
         }
     }
     if (i >= argc)
         usage_error(cmd, "missing command to compare");
-    cmdv = argv + i;
-    if (outdir != NULL && mkdir_p(outdir) != 0)
-        fail(EXIT_USAGE, "goshim compare: --out %s: %s", outdir, strerror(errno));
+    o->cmdv = argv + i;
+    return 0;
+}
 
-    lib = find_library("goshim compare");
-    preload = preload_value(lib);
+/* Run the command o->runs times in each mode, alternating, so that a
+ * drift of the machine weighs on both. 0, or the exit status to return. */
+static int compare_run(const struct compare_opts *o, struct run_result *rr[2])
+{
+    char *lib = find_library("goshim compare");
+    char *preload = preload_value(lib);
+    int rc = 0;
+
     free(lib);
-    rr[0] = calloc((size_t)runs, sizeof *rr[0]);
-    rr[1] = calloc((size_t)runs, sizeof *rr[1]);
-    if (rr[0] == NULL || rr[1] == NULL)
-        fail(EXIT_USAGE, "goshim compare: out of memory");
-
-    /* Alternate the modes, so that a drift of the machine weighs on both. */
-    for (int r = 0; r < runs && rc == 0; r++) {
+    for (int r = 0; r < o->runs && rc == 0; r++) {
         for (int mode = 0; mode < 2 && rc == 0; mode++) {
             int exec_errno;
 
-            if (run_measured(cmdv, mode ? preload : NULL, procs, show, &rr[mode][r], &exec_errno) ==
-                0)
+            if (run_measured(o->cmdv, mode ? preload : NULL, o->procs, o->show, &rr[mode][r],
+                             &exec_errno) == 0)
                 continue;
             if (exec_errno != 0) {
-                rc = exec_failed("goshim compare", cmdv[0], exec_errno);
+                rc = exec_failed("goshim compare", o->cmdv[0], exec_errno);
             } else {
                 fprintf(stderr, "goshim compare: fork: %s\n", strerror(errno));
                 rc = 1;
@@ -985,69 +990,94 @@ static int cmd_compare(const struct command *cmd, int argc, char **argv)
         }
     }
     free(preload);
+    return rc;
+}
+
+/* Say on stderr how the exit statuses went when they differ between the
+ * modes or are not all 0 (then 1, else 0). */
+static int compare_statuses(struct run_result *rr[2], int runs, bool status_same)
+{
+    bool all_zero = true, sets_differ = false;
+
+    for (int mode = 0; mode < 2; mode++)
+        for (int r = 0; r < runs; r++)
+            all_zero = all_zero && rr[mode][r].wstatus == 0;
+    if (status_same && all_zero)
+        return 0;
+    for (int r = 0; r < runs; r++) {
+        bool in_other = false;
+
+        for (int q = 0; q < runs; q++)
+            in_other = in_other || rr[1][q].wstatus == rr[0][r].wstatus;
+        sets_differ = sets_differ || !in_other;
+    }
+    fputs(!status_same && sets_differ ? "goshim compare: EXIT STATUS DIFFERS: "
+                                      : "goshim compare: the command failed: ",
+          stderr);
+    fputs("native: ", stderr);
+    describe_statuses(stderr, rr[0], runs);
+    fputs("; goshim: ", stderr);
+    describe_statuses(stderr, rr[1], runs);
+    fputs("\n", stderr);
+    return 1;
+}
+
+/* --out: the table, the data and the gnuplot script, and the plot if gnuplot is there. */
+static int compare_write(const struct compare_opts *o, const struct summary *sum, bool status_same)
+{
+    if (write_compare_files(o->outdir, sum, status_same, o->runs, o->cmdv) != 0)
+        return 1;
+    switch (run_gnuplot("goshim compare", o->outdir, "compare.gp", NULL, 0)) {
+    case PLOT_OK:
+        fprintf(stderr,
+                "goshim compare: wrote %s/compare.md, compare.dat, compare.gp, compare.png\n",
+                o->outdir);
+        return 0;
+    case PLOT_MISSING:
+        fprintf(stderr, "goshim compare: wrote %s/compare.md, compare.dat, compare.gp\n",
+                o->outdir);
+        return 0;
+    default:
+        return 1;
+    }
+}
+
+static int cmd_compare(const struct command *cmd, int argc, char **argv)
+{
+    struct compare_opts o;
+    struct run_result *rr[2];
+    struct summary sum[NMETRICS];
+    bool status_same = true;
+
+    if (compare_parse(cmd, argc, argv, &o) != 0)
+        return 0;
+    if (o.outdir != NULL && mkdir_p(o.outdir) != 0)
+        fail(EXIT_USAGE, "goshim compare: --out %s: %s", o.outdir, strerror(errno));
+    rr[0] = calloc((size_t)o.runs, sizeof *rr[0]);
+    rr[1] = calloc((size_t)o.runs, sizeof *rr[1]);
+    if (rr[0] == NULL || rr[1] == NULL)
+        fail(EXIT_USAGE, "goshim compare: out of memory");
+    int rc = compare_run(&o, rr);
     if (rc != 0) {
         free(rr[0]);
         free(rr[1]);
         return rc;
     }
-
-    for (int m = 0; m < NMETRICS; m++) {
-        for (int mode = 0; mode < 2; mode++) {
-            if (summarize(rr[mode], runs, m, &sum[m].med[mode], &sum[m].lo[mode],
+    for (int m = 0; m < NMETRICS; m++)
+        for (int mode = 0; mode < 2; mode++)
+            if (summarize(rr[mode], o.runs, m, &sum[m].med[mode], &sum[m].lo[mode],
                           &sum[m].hi[mode]) != 0)
                 fail(EXIT_USAGE, "goshim compare: out of memory");
-        }
-    }
-    for (int mode = 0; mode < 2; mode++) {
-        for (int r = 0; r < runs; r++) {
+    for (int mode = 0; mode < 2; mode++)
+        for (int r = 0; r < o.runs; r++)
             status_same = status_same && rr[mode][r].wstatus == rr[0][0].wstatus;
-            all_zero = all_zero && rr[mode][r].wstatus == 0;
-        }
-    }
     write_table(stdout, sum, status_same);
     fflush(stdout);
-
-    if (!status_same || !all_zero) {
-        bool sets_differ = false;
-
-        for (int r = 0; r < runs; r++) {
-            bool in_other = false;
-
-            for (int q = 0; q < runs; q++)
-                in_other = in_other || rr[1][q].wstatus == rr[0][r].wstatus;
-            sets_differ = sets_differ || !in_other;
-        }
-        fputs(!status_same && sets_differ ? "goshim compare: EXIT STATUS DIFFERS: "
-                                          : "goshim compare: the command failed: ",
-              stderr);
-        fputs("native: ", stderr);
-        describe_statuses(stderr, rr[0], runs);
-        fputs("; goshim: ", stderr);
-        describe_statuses(stderr, rr[1], runs);
-        fputs("\n", stderr);
-        rc = 1;
-    }
+    rc = compare_statuses(rr, o.runs, status_same);
     free(rr[0]);
     free(rr[1]);
-
-    if (outdir != NULL) {
-        if (write_compare_files(outdir, sum, status_same, runs, cmdv) != 0)
-            return 1;
-        switch (run_gnuplot("goshim compare", outdir, "compare.gp", NULL, 0)) {
-        case PLOT_OK:
-            fprintf(stderr,
-                    "goshim compare: wrote %s/compare.md, compare.dat, compare.gp, "
-                    "compare.png\n",
-                    outdir);
-            break;
-        case PLOT_MISSING:
-            fprintf(stderr, "goshim compare: wrote %s/compare.md, compare.dat, compare.gp\n",
-                    outdir);
-            break;
-        default:
-            rc = 1;
-        }
-    }
+    if (o.outdir != NULL && compare_write(&o, sum, status_same) != 0)
+        rc = 1;
     return rc;
 }
 
@@ -1345,20 +1375,18 @@ static char *trace_script(const struct trace_point *pts, size_t n, const char *t
     return text;
 }
 
-static int cmd_trace_plot(const struct command *cmd, int argc, char **argv)
+/* trace-plot's operand and -o; exits on a usage error, returns 1 after --help. */
+static int plot_parse(const struct command *cmd, int argc, char **argv, const char **file,
+                      const char **out)
 {
     static const struct option_spec opts[] = {
         {"output", 'o', true}, {"help", 'h', false}, {NULL, 0, false}};
     enum { O_OUTPUT, O_HELP };
-    const char *file = NULL, *out = NULL, *val, *base;
-    struct trace_point *pts = NULL;
-    size_t n = 0, cap = 0, linecap = 0, script_len = 0;
-    long lineno = 0, backwards = 0;
-    char *line = NULL, *outbuf = NULL, *script, *title;
     bool operands_only = false;
-    int i = 1, k, fd, rc;
-    FILE *in;
+    const char *val;
+    int i = 1, k;
 
+    *file = *out = NULL;
     while (i < argc) {
         k = operands_only ? OPT_OPERAND : next_option(cmd, opts, argc, argv, &i, &val);
         if (k == OPT_END) {
@@ -1366,22 +1394,33 @@ static int cmd_trace_plot(const struct command *cmd, int argc, char **argv)
             continue;
         }
         if (k == OPT_OPERAND) {
-            if (file != NULL)
+            if (*file != NULL)
                 usage_error(cmd, "one FILE only, not '%s' as well", argv[i]);
-            file = argv[i++];
+            *file = argv[i++];
         } else if (k == O_OUTPUT) {
             if (*val == '\0')
                 usage_error(cmd, "-o wants a file name");
-            out = val;
+            *out = val;
         } else {
             printf("%s%s", cmd->usage, cmd->help);
-            return 0;
+            return 1;
         }
     }
-    if (file == NULL)
+    if (*file == NULL)
         usage_error(cmd, "missing FILE (the saved output of GOSHIM_SCHEDTRACE)");
+    return 0;
+}
 
-    in = strcmp(file, "-") == 0 ? stdin : fopen(file, "re");
+/* The SCHED lines of file (- for stdin) in time order, with SCHEDDETAIL's
+ * per-P queue lengths summed in; exits on unreadable or malformed input. */
+static struct trace_point *plot_read(const char *file, size_t *np)
+{
+    struct trace_point *pts = NULL;
+    size_t n = 0, cap = 0, linecap = 0;
+    long lineno = 0, backwards = 0;
+    char *line = NULL;
+    FILE *in = strcmp(file, "-") == 0 ? stdin : fopen(file, "re");
+
     if (in == NULL)
         fail(1, "goshim trace-plot: %s: %s", file, strerror(errno));
     while (getline(&line, &linecap, in) >= 0) {
@@ -1398,10 +1437,8 @@ static int cmd_trace_plot(const struct command *cmd, int argc, char **argv)
             if (why != NULL)
                 fail(1, "goshim trace-plot: %s:%ld: malformed SCHED line: %s", file, lineno, why);
             if (n == cap) {
-                struct trace_point *grown;
-
                 cap = cap ? 2 * cap : 256;
-                grown = realloc(pts, cap * sizeof *pts);
+                struct trace_point *grown = realloc(pts, cap * sizeof *pts);
                 if (grown == NULL)
                     fail(1, "goshim trace-plot: out of memory");
                 pts = grown;
@@ -1431,7 +1468,20 @@ static int cmd_trace_plot(const struct command *cmd, int argc, char **argv)
                 file, backwards);
         qsort(pts, n, sizeof *pts, cmp_point);
     }
+    *np = n;
+    return pts;
+}
 
+static int cmd_trace_plot(const struct command *cmd, int argc, char **argv)
+{
+    const char *file, *out, *base;
+    char *outbuf = NULL, *script, *title;
+    size_t n, script_len = 0;
+    int fd, rc;
+
+    if (plot_parse(cmd, argc, argv, &file, &out) != 0)
+        return 0;
+    struct trace_point *pts = plot_read(file, &n);
     if (out == NULL && (out = outbuf = default_png(file)) == NULL)
         fail(1, "goshim trace-plot: out of memory");
     fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
