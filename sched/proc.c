@@ -949,67 +949,6 @@ void release_commit(struct m *mp)
     goshim_throw("release_commit: bad kind");
 }
 
-/* ---- WaitGroup --------------------------------------------------------- */
-
-void sched_wg_init(struct sched_wg *wg)
-{
-    memset(wg, 0, sizeof *wg);
-}
-
-void sched_wg_add(struct sched_wg *wg, int64_t n)
-{
-    runtime_lock(&wg->lock);
-    wg->count += n;
-    if (wg->count < 0)
-        goshim_throw("sched_wg_add: negative counter");
-    runtime_unlock(&wg->lock);
-}
-
-void sched_wg_done(struct sched_wg *wg)
-{
-    runtime_lock(&wg->lock);
-    if (--wg->count > 0) {
-        runtime_unlock(&wg->lock);
-        return;
-    }
-    if (wg->count < 0)
-        goshim_throw("sched_wg_done: negative counter");
-    struct g *list = wg->waiters;
-    wg->waiters = NULL;
-    __atomic_add_fetch(&wg->gen, 1, __ATOMIC_RELEASE);
-    runtime_unlock(&wg->lock);
-    futexwakeup(&wg->gen, 1 << 30);
-    while (list) {
-        struct g *gp = list;
-        list = gp->schedlink;
-        gp->schedlink = NULL;
-        goready(gp);
-    }
-}
-
-void sched_wg_wait(struct sched_wg *wg)
-{
-    if (sched_self() && __atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST))
-        exitsyscall();
-    struct g *gp = sched_self();
-    for (;;) {
-        runtime_lock(&wg->lock);
-        if (wg->count == 0) {
-            runtime_unlock(&wg->lock);
-            return;
-        }
-        if (gp) {
-            gp->schedlink = wg->waiters;
-            wg->waiters = gp;
-            gopark(park_unlock, &wg->lock, waitReasonWaitGroup);
-            return;
-        }
-        uint32_t gen = wg->gen;
-        runtime_unlock(&wg->lock);
-        futexsleep(&wg->gen, gen, -1);
-    }
-}
-
 /* ---- stack overflow lookup (called from the SIGSEGV handler) ----------- */
 
 int sched_stack_lookup(void *addr, unsigned long *id, size_t *size)

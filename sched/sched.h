@@ -236,18 +236,6 @@ void m_mark_own_tls(struct m *mp, void *tcb);
 /* End the current G (what returning from its function does). */
 __attribute__((noreturn)) void goexit(void);
 
-/* WaitGroup: counts outstanding Gs; wait() parks a G or blocks a thread. */
-struct sched_wg {
-    struct runtime_lock lock;
-    int64_t count;     /* lock */
-    uint32_t gen;      /* bumped when count reaches 0; futex word for threads */
-    struct g *waiters; /* lock */
-};
-void sched_wg_init(struct sched_wg *wg);
-void sched_wg_add(struct sched_wg *wg, int64_t n);
-void sched_wg_done(struct sched_wg *wg);
-void sched_wg_wait(struct sched_wg *wg);
-
 /* ---- internals shared between files ----------------------------------- */
 
 /* proc.c */

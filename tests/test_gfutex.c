@@ -17,6 +17,7 @@
 #include "sched/sched.h"
 #include "sched/timer.h"
 #include "tests/helpers.h"
+#include "tests/wg.h"
 
 #define MS 1000000LL
 #define US 1000LL

@@ -15,6 +15,7 @@
 #include "sched/sched.h"
 #include "sched/tls.h"
 #include "tests/helpers.h"
+#include "tests/wg.h"
 
 static void start_with(int nprocs, int64_t preempt_ns)
 {

@@ -38,6 +38,7 @@
 #include "sched/lock.h"
 #include "sched/sched.h"
 #include "sched/tls.h"
+#include "tests/wg.h"
 
 /* ---- sizes ------------------------------------------------------------- */
 

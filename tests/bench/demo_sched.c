@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "sched/sched.h"
+#include "tests/wg.h"
 
 static long ntasks;
 static struct sched_wg wg;
