@@ -25,8 +25,6 @@
 #define GOSHIM_VERSION "0.0.0-dev"
 #endif
 
-bool goshim_started;
-
 static bool disabled_by_env(void)
 {
     const char *v = getenv("GOSHIM_DISABLE");

@@ -16,12 +16,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "preload/goshim.h"
-#include "preload/real.h"
+#include "shim/export.h"
+#include "shim/real.h"
 #include "sched/gfutex.h"
 #include "sched/sched.h"
 
-/* Set by the constructor once the runtime runs and the main thread is the main G. */
+/* Set by the constructor (preload/init.c) once the runtime runs and the main
+ * thread is the main G; defined in shim.c. */
 extern bool goshim_started;
 /* Set in the TCB of a thread from its vfork() to the return in the parent: the
  * code that runs on that TCB meanwhile is the vfork child's, on the parent's

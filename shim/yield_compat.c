@@ -6,7 +6,7 @@
  */
 #include <sched.h>
 
-#include "preload/goshim.h"
+#include "shim/export.h"
 
 GOSHIM_EXPORT int pthread_yield(void);
 

@@ -7,7 +7,7 @@
  */
 #include <dlfcn.h>
 
-#include "preload/real.h"
+#include "shim/real.h"
 #include "sched/lock.h"
 #include "sched/throw.h"
 
@@ -24,7 +24,7 @@ int goshim_real_init(void)
         rt_print(2, "goshim: cannot find the real %s\n", #name);                                   \
         missing++;                                                                                 \
     }
-#include "preload/real.def"
+#include "shim/real.def"
 #undef REAL_SYM
     __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
     return missing;

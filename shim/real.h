@@ -31,7 +31,7 @@
 
 struct real_syms {
 #define REAL_SYM(name, ret, args) ret(*name) args;
-#include "preload/real.def"
+#include "shim/real.def"
 #undef REAL_SYM
 };
 
