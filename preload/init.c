@@ -60,8 +60,13 @@ __attribute__((constructor)) static void goshim_init(void)
     struct sched_config c;
     sched_config_from_env(&c);
     int err = sched_init(&c);
+    struct sched_hooks hooks = {.deadlock = DEADLOCK_OFF};
     if (err == 0)
         err = shim_thread_init();
+    if (err == 0) {
+        shim_thread_hooks(&hooks);
+        sched_set_hooks(&hooks);
+    }
     if (err == 0)
         err = sched_adopt_main();
     if (err != 0) {
@@ -73,7 +78,8 @@ __attribute__((constructor)) static void goshim_init(void)
     if (shim_signal_init() != 0)
         rt_print(2, "goshim: cannot start the signal router: signals sent to the process may "
                     "reach a thread late\n");
-    sched_deadlock_mode = c.deadlock;
+    hooks.deadlock = c.deadlock; /* armed now that the program runs */
+    sched_set_hooks(&hooks);
     quit_install();
     goshim_started = true;
 }

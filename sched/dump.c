@@ -13,7 +13,7 @@
  *
  * Each thread: its number (the G id), its name (pthread_setname_np), what
  * it waits for - the wrappers say (sched_set_wait) and the shim names the
- * object and, for a mutex, its owner (sched_describe_hook) - and a
+ * object and, for a mutex, its owner (sched_hooks.describe) - and a
  * backtrace from its saved context. Backtraces use libunwind, loaded with
  * dlopen(RTLD_LOCAL) the first time one is needed, so that its _Unwind_*
  * symbols never stand in for libgcc's in the program (C++ exceptions); a
@@ -38,10 +38,6 @@
 #include "throw.h"
 #include "timer.h"
 #include "tls.h"
-
-void (*sched_describe_hook)(struct g *gp, char *name, size_t nlen, char *obj, size_t olen);
-struct g *(*sched_join_target_hook)(struct g *gp);
-int sched_deadlock_mode = DEADLOCK_OFF;
 
 static const char *const reasons[] = {
     [WAIT_NONE] = "waiting",    [WAIT_MUTEX] = "mutex",   [WAIT_COND] = "condition variable",
@@ -173,8 +169,8 @@ static void mutex_owner(struct g *waiter, char *buf, size_t len)
     int tid = ((pthread_mutex_t *)waiter->waitobj)->__data.__owner;
     struct g *o = tid ? owner_g(tid) : NULL;
     char name[64] = "", obj[8];
-    if (o && sched_describe_hook)
-        sched_describe_hook(o, name, sizeof name, obj, sizeof obj);
+    if (o && sched_hooks.describe)
+        sched_hooks.describe(o, name, sizeof name, obj, sizeof obj);
     size_t n = strlen(buf);
     if (o)
         snprintf(buf + n, len - n, ", held by thread %lu%s", (unsigned long)o->goid, name);
@@ -186,8 +182,8 @@ static void mutex_owner(struct g *waiter, char *buf, size_t len)
 static void describe_wait(struct g *gp, char *buf, size_t len)
 {
     char name[64] = "", obj[192] = "";
-    if (sched_describe_hook)
-        sched_describe_hook(gp, name, sizeof name, obj, sizeof obj);
+    if (sched_hooks.describe)
+        sched_hooks.describe(gp, name, sizeof name, obj, sizeof obj);
     int k = gp->waitkind >= 0 && gp->waitkind < WAIT_KINDS ? gp->waitkind : WAIT_NONE;
     if (!obj[0] && gp->waitobj)
         snprintf(obj, sizeof obj, "%p", gp->waitobj);
@@ -203,9 +199,9 @@ void sched_describe(struct g *gp, char *buf, size_t len)
         return;
     }
     buf[0] = 0;
-    if (sched_describe_hook) {
+    if (sched_hooks.describe) {
         char obj[8];
-        sched_describe_hook(gp, buf, len, obj, sizeof obj);
+        sched_hooks.describe(gp, buf, len, obj, sizeof obj);
     }
 }
 
@@ -229,8 +225,8 @@ enum { WAITS_MAYBE, WAITS_CYCLE, WAITS_BEHIND, WAITS_GONE };
 static struct g *blocker(struct g *gp, bool *gone)
 {
     *gone = false;
-    if (gp->waitkind == WAIT_JOIN && gp->waitobj && sched_join_target_hook)
-        return sched_join_target_hook(gp);
+    if (gp->waitkind == WAIT_JOIN && gp->waitobj && sched_hooks.join_target)
+        return sched_hooks.join_target(gp);
     if (gp->waitkind != WAIT_MUTEX || !gp->waitobj)
         return NULL;
     int tid = ((pthread_mutex_t *)gp->waitobj)->__data.__owner;
@@ -382,7 +378,7 @@ static bool all_asleep(void)
  */
 void deadlock_check(void)
 {
-    if (sched_deadlock_mode == DEADLOCK_OFF)
+    if (sched_hooks.deadlock == DEADLOCK_OFF)
         return;
     if (!runtime_idle()) {
         dl.ticks = 0;
@@ -403,7 +399,7 @@ void deadlock_check(void)
     dl.reported = t;
     rt_print(2, "goshim: all threads are asleep - deadlock!\n");
     dump_threads(2);
-    if (sched_deadlock_mode == DEADLOCK_ABORT) {
+    if (sched_hooks.deadlock == DEADLOCK_ABORT) {
         rt_print(2, "\ngoshim: GOSHIM_DEADLOCK=abort: exiting with status 2\n");
         _exit(2);
     }

@@ -468,8 +468,8 @@ void goshim_preempt_point(void)
     } else {
         sched_goyield();
     }
-    if (sched_resume_hook)
-        sched_resume_hook();
+    if (sched_hooks.resumed)
+        sched_hooks.resumed();
     gp->ncalls_preempted = sched_ncalls; /* the hook's own calls do not count */
 }
 

@@ -69,8 +69,6 @@
 #include "tls.h"
 
 struct schedt sched;
-void (*sched_exit_hook)(struct g *gp);
-void (*sched_resume_hook)(void);
 
 static void runnable_to(struct p *pp, struct g *gp);
 static int tls_bind_eager(struct p *pp, struct g *gp);
@@ -933,8 +931,8 @@ void release_commit(struct m *mp)
         castatus_or_throw(r.gp, Grunning, Gdead, "goexit0");
         r.gp->m = NULL;
         /* The G's TCB is installed nowhere now: a joiner may free it. */
-        if (sched_exit_hook)
-            sched_exit_hook(r.gp);
+        if (sched_hooks.exited)
+            sched_hooks.exited(r.gp);
         if (r.gp->tcb == NULL && r.gp->stack.tcb) /* the block went with its TCB, to the join */
             memset(&r.gp->stack, 0, sizeof r.gp->stack);
         r.gp->flags &= ~(uint32_t)G_KEEP_TCB;

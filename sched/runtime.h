@@ -61,7 +61,7 @@ enum {
     G_MAIN = 4,      /* the adopted main thread: its TCB and stack are glibc's, never reused */
     G_TCB_BOUND = 8, /* TCB bound at spawn (pthread_create needs the pthread_t); not yet run */
     G_KEEP_TCB =
-        16, /* exiting, its TCB (a joinable pthread_t) goes to sched_exit_hook, not reuse */
+        16, /* exiting, its TCB (a joinable pthread_t) goes to sched_hooks.exited, not reuse */
     G_PREEMPTQ = 32, /* queued by a preemption (counted in sched.npreemptq) until it runs */
 };
 

@@ -136,12 +136,31 @@ void goready(struct g *gp);
 bool park_unlock(struct g *gp, void *lock);
 
 /*
- * Called on g0 for every G that exited, once its TCB is no longer
- * installed on any M (so a joiner may free it) and before the G is
- * recycled. The shim sets it; it may take gp->tcb (set it to NULL) when
- * the G had G_KEEP_TCB. It must not block.
+ * What the runtime asks of the layer above it, the shim, which knows the
+ * threads' records, names and objects. The preload sets them
+ * (sched_set_hooks); each may be NULL (unit tests, which link sched/
+ * alone), and none may block.
+ *   exited       a G ended: after its TCB is installed on no M (so a
+ *                joiner may free it), before the G is recycled; it may
+ *                take gp->tcb (set it to NULL) when the G had G_KEEP_TCB.
+ *   resumed      a G runs again after a preemption or a wait for a P, with
+ *                no wrapper around it to deliver the signals sent to it
+ *                meanwhile: this does.
+ *   describe     a G's name (" \"left\"") and, if it waits, its object, for
+ *                dumps and deadlock reports (dump.c).
+ *   join_target  the G that a G waiting in a join (WAIT_JOIN) waits for.
+ *   deadlock     DEADLOCK_*: what the detector does (GOSHIM_DEADLOCK); off
+ *                until the preload arms it, once the program runs.
  */
-extern void (*sched_exit_hook)(struct g *gp);
+struct sched_hooks {
+    void (*exited)(struct g *gp);
+    void (*resumed)(void);
+    void (*describe)(struct g *gp, char *name, size_t nlen, char *obj, size_t olen);
+    struct g *(*join_target)(struct g *gp);
+    int deadlock;
+};
+extern struct sched_hooks sched_hooks;
+void sched_set_hooks(const struct sched_hooks *h);
 
 /* Deadlock reports and thread dumps (dump.c). A wrapper says what its G
  * is about to wait for (cleared with WAIT_NONE once it is back); the shim
@@ -162,10 +181,6 @@ enum waitkind {
     WAIT_KINDS
 };
 enum { DEADLOCK_OFF, DEADLOCK_REPORT, DEADLOCK_ABORT };
-extern int sched_deadlock_mode; /* GOSHIM_DEADLOCK; off unless the preload sets it */
-extern void (*sched_describe_hook)(struct g *gp, char *name, size_t nlen, char *obj, size_t olen);
-/* The G that a G waiting in a join (WAIT_JOIN) waits for, or NULL (the shim knows). */
-extern struct g *(*sched_join_target_hook)(struct g *gp);
 void sched_set_wait(int kind, void *obj);
 /* gp's name and, if it waits, what for (" \"left\" [mutex 0x..., held by thread 3]"). */
 void sched_describe(struct g *gp, char *buf, size_t len);
@@ -215,9 +230,6 @@ static inline void chaos_point(void)
     if (__builtin_expect(sched_chaos, 0))
         chaos_yield();
 }
-/* Run by a G resumed after a preemption (no wrapper around it to do so):
- * delivers the signals sent to it while it waited for a P. */
-extern void (*sched_resume_hook)(void);
 /* Ask gp, if it runs, to yield at its next safe point (preempt.c). */
 void sched_preempt_g(struct g *gp);
 

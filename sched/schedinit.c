@@ -22,6 +22,13 @@
 
 extern __thread struct g *tls_g;
 
+struct sched_hooks sched_hooks;
+
+void sched_set_hooks(const struct sched_hooks *h)
+{
+    sched_hooks = *h;
+}
+
 int sched_init(const struct sched_config *c)
 {
     if (sched.started)

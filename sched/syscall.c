@@ -198,8 +198,8 @@ void sched_pless_return(void)
     if (!runqempty(mp->p) || __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 ||
         (next >= 0 && next <= nanotime())) {
         sched_gosched();
-        if (sched_resume_hook) /* signals sent to it while it waited for a P */
-            sched_resume_hook();
+        if (sched_hooks.resumed) /* signals sent to it while it waited for a P */
+            sched_hooks.resumed();
     }
 }
 
@@ -291,6 +291,6 @@ void exitsyscall(void)
     }
     mp->oldp = NULL;
     switch_out_to(mp, gp, exitsyscall0); /* drops the lock */
-    if (sched_resume_hook && __atomic_load_n(&getm()->locks, __ATOMIC_SEQ_CST) == 0)
-        sched_resume_hook(); /* signals sent to it while it waited for a P */
+    if (sched_hooks.resumed && __atomic_load_n(&getm()->locks, __ATOMIC_SEQ_CST) == 0)
+        sched_hooks.resumed(); /* signals sent to it while it waited for a P */
 }

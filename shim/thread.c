@@ -884,12 +884,16 @@ static void thread_fork_child(void)
 int shim_thread_init(void)
 {
     tls_thr_off = (size_t)((char *)&tls_thr - (char *)tls_self());
-    sched_exit_hook = exit_hook;
     sched_tcb_layout_init(sizeof(struct sthread));
-    sched_resume_hook = deliver_after_preemption;
-    sched_describe_hook = describe;
-    sched_join_target_hook = join_target;
     return pthread_atfork(NULL, NULL, thread_fork_child);
+}
+
+void shim_thread_hooks(struct sched_hooks *h)
+{
+    h->exited = exit_hook;
+    h->resumed = deliver_after_preemption;
+    h->describe = describe;
+    h->join_target = join_target;
 }
 
 void shim_thread_adopted_main(void)

@@ -6,6 +6,8 @@
 
 /* Before sched_adopt_main: install the exit hook, find TLS offsets. */
 int shim_thread_init(void);
+/* The runtime hooks the thread layer provides (sched.h: struct sched_hooks). */
+void shim_thread_hooks(struct sched_hooks *h);
 /* After sched_adopt_main: give the main G its thread record. */
 void shim_thread_adopted_main(void);
 
