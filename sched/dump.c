@@ -150,32 +150,27 @@ static const char *status_word(uint32_t st)
     }
 }
 
-/* The G whose thread id the shim's mutexes record as owner (allglock held), or NULL. */
-static struct g *owner_g(int tid)
+struct g *sched_g_find_locked(bool (*match)(struct g *gp, void *arg), void *arg)
 {
-    for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
-        if (readgstatus(gp) == Gdead)
-            continue;
-        if (sched.tls_full ? gp->tcb && (int)tls_tcb_tid(gp->tcb) == tid
-                           : (int)(0x40000000u | (uint32_t)(gp->goid & 0x1fffffffu)) == tid)
+    for (struct g *gp = sched.allg; gp; gp = gp->alllink)
+        if (readgstatus(gp) != Gdead && match(gp, arg))
             return gp;
-    }
     return NULL;
 }
 
-/* ", held by thread N "name"" for a mutex waited on. */
+/* ", held by thread N "name"" for a mutex waited on (the shim finds the holder). */
 static void mutex_owner(struct g *waiter, char *buf, size_t len)
 {
-    int tid = ((pthread_mutex_t *)waiter->waitobj)->__data.__owner;
-    struct g *o = tid ? owner_g(tid) : NULL;
+    int gone = 0;
+    struct g *o = sched_hooks.blocker ? sched_hooks.blocker(waiter, &gone) : NULL;
     char name[64] = "", obj[8];
     if (o && sched_hooks.describe)
         sched_hooks.describe(o, name, sizeof name, obj, sizeof obj);
     size_t n = strlen(buf);
     if (o)
         snprintf(buf + n, len - n, ", held by thread %lu%s", (unsigned long)o->goid, name);
-    else if (tid)
-        snprintf(buf + n, len - n, ", held by id %d", tid);
+    else if (gone)
+        snprintf(buf + n, len - n, ", held by id %d", gone);
 }
 
 /* "name [what it waits for]" of a parked G into buf (allglock held). */
@@ -224,14 +219,9 @@ enum { WAITS_MAYBE, WAITS_CYCLE, WAITS_BEHIND, WAITS_GONE };
  * when it is a mutex whose holder no longer exists. allglock held. */
 static struct g *blocker(struct g *gp, bool *gone)
 {
-    *gone = false;
-    if (gp->waitkind == WAIT_JOIN && gp->waitobj && sched_hooks.join_target)
-        return sched_hooks.join_target(gp);
-    if (gp->waitkind != WAIT_MUTEX || !gp->waitobj)
-        return NULL;
-    int tid = ((pthread_mutex_t *)gp->waitobj)->__data.__owner;
-    struct g *o = tid ? owner_g(tid) : NULL;
-    *gone = tid != 0 && o == NULL;
+    int id = 0;
+    struct g *o = gp->waitobj && sched_hooks.blocker ? sched_hooks.blocker(gp, &id) : NULL;
+    *gone = gp->waitkind == WAIT_MUTEX && o == NULL && id != 0;
     return o;
 }
 

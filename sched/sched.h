@@ -148,7 +148,10 @@ bool park_unlock(struct g *gp, void *lock);
  *                meanwhile: this does.
  *   describe     a G's name (" \"left\"") and, if it waits, its object, for
  *                dumps and deadlock reports (dump.c).
- *   join_target  the G that a G waiting in a join (WAIT_JOIN) waits for.
+ *   blocker      the G whose progress gp's wait needs (a mutex's holder,
+ *                a joined thread), or NULL, with *gone_id set to the
+ *                holder's id when a mutex is held by no G that exists
+ *                (allglock held: sched_g_find_locked).
  *   deadlock     DEADLOCK_*: what the detector does (GOSHIM_DEADLOCK); off
  *                until the preload arms it, once the program runs.
  */
@@ -156,11 +159,13 @@ struct sched_hooks {
     void (*exited)(struct g *gp);
     void (*resumed)(void);
     void (*describe)(struct g *gp, char *name, size_t nlen, char *obj, size_t olen);
-    struct g *(*join_target)(struct g *gp);
+    struct g *(*blocker)(struct g *gp, int *gone_id);
     int deadlock;
 };
 extern struct sched_hooks sched_hooks;
 void sched_set_hooks(const struct sched_hooks *h);
+/* The first G, not dead, that match accepts; for the hooks (allglock held). */
+struct g *sched_g_find_locked(bool (*match)(struct g *gp, void *arg), void *arg);
 
 /* Deadlock reports and thread dumps (dump.c). A wrapper says what its G
  * is about to wait for (cleared with WAIT_NONE once it is back); the shim

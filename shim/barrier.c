@@ -25,9 +25,7 @@
 
 #include "sched/gfutex.h"
 #include "shim/shim.h"
-
-/* From mutex.c. */
-void gsync_yield(void);
+#include "shim/sync.h"
 
 struct gbarrier {
     uint32_t in;

@@ -37,12 +37,8 @@
 
 #include "sched/gfutex.h"
 #include "shim/shim.h"
+#include "shim/sync.h"
 #include "shim/thread.h"
-
-/* From mutex.c. */
-void gsync_yield(void);
-int gmutex_cond_unlock(pthread_mutex_t *m, unsigned *saved_count);
-int gmutex_cond_lock(pthread_mutex_t *m, unsigned saved_count);
 
 enum {
     COND_SHARED = 1,    /* glibc's __PTHREAD_COND_SHARED_MASK */

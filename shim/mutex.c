@@ -49,6 +49,7 @@
 #include "sched/lock.h"
 #include "sched/tls.h"
 #include "shim/shim.h"
+#include "shim/sync.h"
 
 /* glibc's kind bits (nptl/pthreadP.h). */
 enum {
@@ -62,12 +63,13 @@ enum {
     MX_SPIN = 100,                /* adaptive: PAUSEs before parking (glibc's default max) */
 };
 
-/* Shared with cond.c, rwlock.c, barrier.c (no header of their own). */
-int gsync_self(void);
-void gsync_yield(void);
-bool gmutex_ours(pthread_mutex_t *m);
-int gmutex_cond_unlock(pthread_mutex_t *m, unsigned *saved_count);
-int gmutex_cond_lock(pthread_mutex_t *m, unsigned saved_count);
+/* The owner id of gp (sync.h: gsync_self). */
+static int owner_id(struct g *gp)
+{
+    if (tls_mode == TLS_MODE_FULL)
+        return gp->tcb ? (int)tls_tcb_tid(gp->tcb) : 0;
+    return (int)(0x40000000u | (uint32_t)(gp->goid & 0x1fffffffu));
+}
 
 int gsync_self(void)
 {
@@ -75,11 +77,23 @@ int gsync_self(void)
         return (int)tls_tcb_tid(tls_self());
     struct g *gp = sched_self();
     if (gp != NULL)
-        return (int)(0x40000000u | (uint32_t)(gp->goid & 0x1fffffffu));
+        return owner_id(gp);
     return (int)syscall(SYS_gettid);
 }
 
-/* Let others run: the G yields its P, a non-G thread yields its CPU. */
+static bool has_id(struct g *gp, void *id)
+{
+    return owner_id(gp) == *(int *)id;
+}
+
+struct g *gmutex_holder(pthread_mutex_t *m, int *gone_id)
+{
+    int id = __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED);
+    struct g *o = id ? sched_g_find_locked(has_id, &id) : NULL;
+    *gone_id = o == NULL ? id : 0;
+    return o;
+}
+
 void gsync_yield(void)
 {
     if (sched_self() != NULL)

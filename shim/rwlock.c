@@ -37,9 +37,7 @@
 
 #include "sched/gfutex.h"
 #include "shim/shim.h"
-
-/* From mutex.c. */
-int gsync_self(void);
+#include "shim/sync.h"
 
 enum {
     RW_RMASK = 0x1fffffff,

@@ -52,6 +52,7 @@
 #include "sched/throw.h"
 #include "sched/tls.h"
 #include "shim/shim.h"
+#include "shim/sync.h"
 #include "shim/thread.h"
 
 #define STHREAD_MAGIC 0x67746872u /* "gthr" */
@@ -812,12 +813,15 @@ static void describe(struct g *gp, char *name, size_t nlen, char *obj, size_t ol
         snprintf(obj, olen, "on fd %d", (int)(intptr_t)gp->waitobj);
 }
 
-/* For leak reports (sched/dump.c): the G that a thread waiting in a join waits for. */
-static struct g *join_target(struct g *gp)
+/* For dumps and leak reports (sched/dump.c): the G that gp's join or mutex wait needs. */
+static struct g *blocker(struct g *gp, int *gone_id)
 {
     struct sthread *target = gp->waitobj;
+    *gone_id = 0;
     if (gp->waitkind == WAIT_JOIN && target && target->magic == STHREAD_MAGIC)
         return target->gp;
+    if (gp->waitkind == WAIT_MUTEX && gp->waitobj)
+        return gmutex_holder(gp->waitobj, gone_id);
     return NULL;
 }
 
@@ -893,7 +897,7 @@ void shim_thread_hooks(struct sched_hooks *h)
     h->exited = exit_hook;
     h->resumed = deliver_after_preemption;
     h->describe = describe;
-    h->join_target = join_target;
+    h->blocker = blocker;
 }
 
 void shim_thread_adopted_main(void)
