@@ -318,6 +318,13 @@ bool sched_handoff_asleep(struct m *mp, bool (*still_asleep)(struct m *));
 void sched_pless_reacquire(void);
 /* The same at a wrapper's entry, yielding to the Gs that wait meanwhile. */
 void sched_pless_return(void);
+/* The gate at a G's every entry into the shim, "may I run here": a G
+ * whose P was handed off while it stayed away takes one back (one load). */
+static inline void sched_gate(void)
+{
+    if (__builtin_expect(__atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST), 0))
+        sched_pless_return();
+}
 
 /* sysmon.c */
 int sysmon_start(int trace_ms, bool detailed);

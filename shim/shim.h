@@ -38,8 +38,7 @@ static inline bool goshim_active(void)
     sched_note_call(); /* it entered goshim: not a spinner (preempt.c) */
     if (!__builtin_expect(goshim_on, 1) || sched_self() == NULL)
         return false;
-    if (__builtin_expect(__atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST), 0)) /* P handed off */
-        sched_pless_return();
+    sched_gate();
     return true;
 }
 
