@@ -31,6 +31,11 @@
  *                           it ended (natively kill() picks it at once; under goshim the
  *                           signal reached the router after the thread had ended, and
  *                           nobody took it)
+ *   prog_procsig newm       main blocks SIGUSR1, 32 threads that take it block in flock (the
+ *                           P handed off: new OS threads start) while a child floods the
+ *                           process with SIGUSR1: every handler runs on a thread of the
+ *                           program (under goshim a new OS thread, before it knew which M it
+ *                           was, ran one on no thread at all: 1 run in 100 of mode sleep)
  *
  * Output is fixed for each mode; exit 0.
  */
@@ -45,6 +50,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -513,6 +520,78 @@ static int mode_execcheck(void)
     return 0;
 }
 
+/* ---- newm: handlers run on threads of the program only -------------------------------- */
+
+static __thread int a_thread; /* set by each thread of the program before it takes SIGUSR1 */
+static volatile sig_atomic_t on_none;
+static int lockpath_fd;
+
+static void note_thread(int sig)
+{
+    (void)sig;
+    handled++;
+    if (!a_thread)
+        on_none = 1;
+}
+
+static void *flock_waiter(void *arg)
+{
+    (void)arg;
+    a_thread = 1;
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    EXPECT(pthread_sigmask(SIG_UNBLOCK, &usr1, NULL), 0);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", lockpath_fd);
+    int fd = open(path, O_RDWR); /* a description of its own: flock blocks on main's lock */
+    CHECK(fd >= 0);
+    CHECK(flock(fd, LOCK_EX) == 0); /* SA_RESTART: a handler does not end it */
+    CHECK(flock(fd, LOCK_UN) == 0);
+    close(fd);
+    return NULL;
+}
+
+static int mode_newm(void)
+{
+    enum { NT = 32 };
+    a_thread = 1;
+    install(SIGUSR1, note_thread, SA_RESTART);
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    EXPECT(pthread_sigmask(SIG_BLOCK, &usr1, NULL), 0); /* the threads take it, not main */
+    char tmpl[] = "/tmp/prog_procsig_XXXXXX";
+    lockpath_fd = mkstemp(tmpl);
+    CHECK(lockpath_fd >= 0);
+    unlink(tmpl);
+    CHECK(flock(lockpath_fd, LOCK_EX) == 0);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        for (;;) { /* until killed */
+            kill(parent, SIGUSR1);
+            struct timespec ts = {0, 20 * 1000}; /* pacing, not synchronisation */
+            nanosleep(&ts, NULL);
+        }
+    }
+    pthread_t t[NT];
+    for (int i = 0; i < NT; i++)
+        EXPECT(pthread_create(&t[i], NULL, flock_waiter, NULL), 0);
+    CHECK(flock(lockpath_fd, LOCK_UN) == 0);
+    for (int i = 0; i < NT; i++)
+        EXPECT(pthread_join(t[i], NULL), 0);
+    sigset_t none;
+    sigemptyset(&none);
+    while (!handled) /* the flood goes on: one comes here at the latest */
+        sigsuspend(&none);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    printf("newm: handlers ran on threads of the program only: %s\n", on_none ? "no" : "yes");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -544,7 +623,9 @@ int main(int argc, char **argv)
         return mode_parked();
     if (!strcmp(mode, "lastthread"))
         return mode_lastthread();
+    if (!strcmp(mode, "newm"))
+        return mode_newm();
     fprintf(stderr, "usage: prog_procsig sleep|sem|pause|join|restart|eintr|onlyone|sigwait|"
-                    "sigchld|execpend|parked|lastthread\n");
+                    "sigchld|execpend|parked|lastthread|newm\n");
     return 2;
 }
