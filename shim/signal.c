@@ -99,6 +99,7 @@ static __thread bool on_router __attribute__((tls_model("initial-exec")));
 static void dispatch(int sig, siginfo_t *info, void *uc);
 static const siginfo_t *unparked(const siginfo_t *info, siginfo_t *copy);
 static bool router_busy(void);
+static uint64_t set_bits(const sigset_t *set);
 
 static void router_kick(void)
 {
@@ -208,10 +209,15 @@ static void act_default(int sig)
         rt_syscall(SYS_tgkill, self_pid, rt_syscall(SYS_gettid, 0, 0, 0), sig);
 }
 
+/* Handlers of the program run on this thread (per G: its TLS; per M in GOSHIM_TLS=errno
+ * mode), for the calls that wait with a mask of their own (shim_callmask). */
+static __thread uint32_t handlers_ran __attribute__((tls_model("initial-exec")));
+
 /* Run the program's handler for sig, here. */
 static void call_app(int sig, siginfo_t *info, void *uc)
 {
     struct sigaction a = app_act[sig];
+    handlers_ran++;
     if ((a.sa_flags & SA_RESETHAND) && a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN) {
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
@@ -587,6 +593,53 @@ static uint64_t preempt_signals(void)
     return set;
 }
 
+/* The current G's mask becomes next (real before): what it now blocks and was routed here
+ * goes to another thread; what it now lets through is handled at once. */
+static void install_mask(uint64_t real, uint64_t next)
+{
+    sched_set_sigmask(next);
+    if (next & ~real)
+        shim_give_back_blocked(next & ~real); /* routed here, now blocked: for another thread */
+    if (real & ~next) {
+        /* Left in the kernel for the process: this M takes them now (its mask lets them
+         * through); the router lets them through again, for the next ones. */
+        if (__atomic_fetch_and(&parked, ~(real & ~next), __ATOMIC_SEQ_CST) & real & ~next)
+            router_kick();
+        shim_deliver_signals(); /* sent while blocked: handled now */
+    }
+}
+
+/*
+ * ppoll, pselect, epoll_pwait and epoll_pwait2 with a mask (shim/net.c) wait on the
+ * netpoller like their plain forms, with the given mask as the thread's for the call
+ * (the kernel's sigprocmask-wait-restore, atomically): the router sees it, so a process
+ * signal it lets through comes to this thread and interrupts the wait; a signal the mask
+ * lets through that is pending already is handled at once. A handler that ran during the
+ * call makes it fail with EINTR unless descriptors were ready (as the kernel's, whose
+ * ready descriptors win). Afterwards the old mask is back, and what it blocks that was
+ * routed here meanwhile goes to another thread (the kernel restores the mask before it
+ * could deliver such a signal, which stays pending for the process).
+ */
+void shim_callmask_begin(struct shim_callmask *cm, const sigset_t *mask)
+{
+    cm->old = sched_sigmask();
+    cm->ran = handlers_ran;
+    uint64_t want =
+        set_bits(mask) & ~((1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1)) | never_blocked());
+    cm->mask = want;
+    install_mask(cm->old, want);
+}
+
+bool shim_callmask_interrupted(const struct shim_callmask *cm)
+{
+    return handlers_ran != cm->ran;
+}
+
+void shim_callmask_end(struct shim_callmask *cm)
+{
+    install_mask(cm->mask, cm->old);
+}
+
 /* pthread_sigmask for the current G: 0 or an errno value. SIGKILL and SIGSTOP are never
  * added, glibc's own two never shown, as natively. */
 static int g_sigmask(int how, const sigset_t *set, sigset_t *old)
@@ -607,17 +660,7 @@ static int g_sigmask(int how, const sigset_t *set, sigset_t *old)
     next &= ~((1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1)) | (1ULL << (SIGCANCEL_NO - 1)) |
               (1ULL << (SIGSETXID_NO - 1)));
     shim_set_hidden_mask(next & preempt_signals());
-    next &= ~never_blocked();
-    sched_set_sigmask(next);
-    if (next & ~real)
-        shim_give_back_blocked(next & ~real); /* routed here, now blocked: for another thread */
-    if (real & ~next) {
-        /* Left in the kernel for the process: this M takes them now (its mask lets them
-         * through); the router lets them through again, for the next ones. */
-        if (__atomic_fetch_and(&parked, ~(real & ~next), __ATOMIC_SEQ_CST) & real & ~next)
-            router_kick();
-        shim_deliver_signals(); /* sent while blocked: handled now */
-    }
+    install_mask(real, next & ~never_blocked());
     return 0;
 }
 

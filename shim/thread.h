@@ -74,6 +74,17 @@ void shim_sigwaiting(uint64_t set);
 /* Signals of the preemption kind the calling thread asked to block: reported, not installed. */
 uint64_t shim_hidden_mask(void);
 void shim_set_hidden_mask(uint64_t set);
+/* A wait with a signal mask of its own (ppoll, pselect, epoll_pwait, epoll_pwait2): begin
+ * installs the call's mask as the thread's (handling what it lets through), interrupted
+ * says whether a handler of the program ran on this thread since, end puts the old mask
+ * back (shim/signal.c). */
+struct shim_callmask {
+    uint64_t old, mask;
+    uint32_t ran;
+};
+void shim_callmask_begin(struct shim_callmask *cm, const sigset_t *mask);
+bool shim_callmask_interrupted(const struct shim_callmask *cm);
+void shim_callmask_end(struct shim_callmask *cm);
 /* Before an exec: what goshim keeps pending for the thread goes to the kernel (returned);
  * after a failed exec, back. */
 uint64_t shim_exec_prepare(void);

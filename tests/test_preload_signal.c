@@ -106,6 +106,14 @@ static const struct procsig_case procsig_cases[] = {
     {"parked", "parked: a signal nobody took at once was handled later: every time\n"},
     {"lastthread", "lastthread: handled by the thread before it ended: every time\n"},
     {"newm", "newm: handlers ran on threads of the program only: yes\n"},
+#define MASKED_OUT(call)                                                                           \
+    call ": EINTR after the handler ran on main: pending before: yes, from a child: yes, from a "  \
+         "thread while another takes it: yes; blocked again, none pending: yes\n"
+    {"ppoll", MASKED_OUT("ppoll")},
+    {"pselect", MASKED_OUT("pselect")},
+    {"epoll_pwait", MASKED_OUT("epoll_pwait")},
+    {"epoll_pwait2", MASKED_OUT("epoll_pwait2")},
+#undef MASKED_OUT
 };
 
 Test(preload_signal, process_signals_natively, .timeout = 120)
@@ -200,6 +208,18 @@ Test(preload_regress, issue_13_handler_ran_on_a_starting_os_thread, .timeout = 2
     long runs = test_scale(8);
     for (long i = 0; i < runs; i++)
         procsig_under_goshim("newm");
+}
+
+/* ppoll, pselect, epoll_pwait and epoll_pwait2 with a mask that lets SIGUSR1 through, in a
+ * main thread that blocks it: the process's SIGUSR1 interrupts the call with its handler on
+ * main, also when another thread takes it (the router did not see the call's mask: it chose
+ * that thread, and the call ran to its timeout), and the mask is back afterwards. */
+Test(preload_signal, masked_waits_take_the_signals_their_mask_lets_through, .timeout = 120)
+{
+    procsig_under_goshim("ppoll");
+    procsig_under_goshim("pselect");
+    procsig_under_goshim("epoll_pwait");
+    procsig_under_goshim("epoll_pwait2");
 }
 
 /* A signal a thread sent itself while blocking it is still pending after exec. */
