@@ -293,6 +293,8 @@ static void dispatch(int sig, siginfo_t *info, void *uc)
             call_app(sig, info, uc); /* a fault is handled where it happened */
         else
             post(sig, info); /* landed on a scheduler context: to a thread that takes it */
+    } else if (on_g && preempt_owns(sig) && (shim_hidden_mask() & (1ULL << (sig - 1)))) {
+        post(sig, info); /* blocked here in the program's view: to a thread that takes it */
     } else if (on_g && !shim_main_takes(sig, gp)) {
         call_app(sig, info, uc); /* the thread the kernel would have chosen */
     } else {
@@ -363,6 +365,9 @@ static void *router_main(void *arg)
             uint64_t bit = 1ULL << (sig - 1);
             if (si.si_code == SHIM_SI_BELL && si.si_pid == self_pid) {
                 shim_recheck_signal(sig, &si);
+            } else if (preempt_owns(sig)) {
+                if (!shim_route_signal(sig, &si)) /* never blocked: cannot wait in the kernel */
+                    shim_pend_on_main(sig, &si);
             } else if ((__atomic_load_n(&parked, __ATOMIC_SEQ_CST) & bit) ||
                        !shim_route_signal(sig, &si)) {
                 /* Nobody takes it: blocked here first, then back to the kernel for the
@@ -488,12 +493,47 @@ static bool dispatchable(int sig)
            sig != SIGSETXID_NO;
 }
 
+/*
+ * The program's action for a signal of preemption's kind (SIGURG, or the real-time signal
+ * preemption moved to): goshim's handler stays installed and chains to what
+ * preempt_app_action records, which for a handler of the program is the dispatcher (the
+ * program's action kept in app_act): so the program's own SIGURG goes where the kernel
+ * would send it and waits, pending, while the thread blocks it in its own view (the
+ * signal is never blocked in fact), as any other signal.
+ */
+static int owned_action(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    uint64_t bit = 1ULL << (sig - 1);
+    struct sigaction prev;
+    preempt_app_action(sig, NULL, &prev);
+    if (__atomic_load_n(&dispatched, __ATOMIC_SEQ_CST) & bit)
+        prev = app_act[sig];
+    if (act) {
+        bool handler = (act->sa_flags & SA_SIGINFO)
+                           ? (uintptr_t)act->sa_sigaction > 1
+                           : act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN;
+        app_act[sig] = *act;
+        if (handler) {
+            struct sigaction k = *act;
+            k.sa_sigaction = dispatch;
+            k.sa_flags = (act->sa_flags | SA_SIGINFO) & ~SA_RESETHAND;
+            preempt_app_action(sig, &k, NULL);
+            __atomic_or_fetch(&dispatched, bit, __ATOMIC_SEQ_CST);
+        } else {
+            preempt_app_action(sig, act, NULL);
+            __atomic_and_fetch(&dispatched, ~bit, __ATOMIC_SEQ_CST);
+        }
+        router_kick();
+    }
+    if (old)
+        *old = prev;
+    return 0;
+}
+
 GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-    if (goshim_on && preempt_owns(sig)) {
-        preempt_app_action(sig, act, old);
-        return 0;
-    }
+    if (goshim_on && preempt_owns(sig))
+        return owned_action(sig, act, old);
     if (!goshim_on || !dispatchable(sig) || (act && goshims_own(act))) {
         int r = REAL(sigaction)(sig, act, old);
         if (r == 0 && act && dispatchable(sig)) {
@@ -627,7 +667,11 @@ void shim_callmask_begin(struct shim_callmask *cm, const sigset_t *mask)
     uint64_t want =
         set_bits(mask) & ~((1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1)) | never_blocked());
     cm->mask = want;
+    cm->hidden = shim_hidden_mask();
+    shim_set_hidden_mask(set_bits(mask) & preempt_signals());
     install_mask(cm->old, want);
+    if (cm->hidden & ~set_bits(mask))
+        shim_deliver_signals();
 }
 
 bool shim_callmask_interrupted(const struct shim_callmask *cm)
@@ -637,6 +681,7 @@ bool shim_callmask_interrupted(const struct shim_callmask *cm)
 
 void shim_callmask_end(struct shim_callmask *cm)
 {
+    shim_set_hidden_mask(cm->hidden);
     install_mask(cm->mask, cm->old);
 }
 
@@ -659,8 +704,11 @@ static int g_sigmask(int how, const sigset_t *set, sigset_t *old)
     uint64_t next = how == SIG_BLOCK ? cur | want : how == SIG_UNBLOCK ? cur & ~want : want;
     next &= ~((1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1)) | (1ULL << (SIGCANCEL_NO - 1)) |
               (1ULL << (SIGSETXID_NO - 1)));
+    uint64_t hidden = shim_hidden_mask();
     shim_set_hidden_mask(next & preempt_signals());
     install_mask(real, next & ~never_blocked());
+    if (hidden & ~next)
+        shim_deliver_signals(); /* of preemption's kind, sent while blocked: handled now */
     return 0;
 }
 
@@ -710,25 +758,37 @@ GOSHIM_EXPORT int sigsuspend(const sigset_t *set)
 {
     if (!goshim_active())
         return REAL(sigsuspend)(set);
-    uint64_t want, old = sched_sigmask();
+    uint64_t want, old = sched_sigmask(), hidden = shim_hidden_mask();
     memcpy(&want, set, sizeof want);
     shim_sigwaiting(~want); /* the router's view: it takes what the wait lets through */
+    shim_set_hidden_mask(want & preempt_signals());
     sched_set_sigmask(want & ~never_blocked());
     int ran = shim_deliver_signals();
     sched_set_sigmask(old);
+    shim_set_hidden_mask(hidden);
     if (ran) {
         shim_sigwaiting(0);
         errno = EINTR;
         return -1;
     }
-    if (!entersyscallblock()) {
-        int r = REAL(sigsuspend)(set);
-        shim_sigwaiting(0);
-        return r;
-    }
-    int r = REAL(sigsuspend)(set);
-    int e = errno;
-    exitsyscall();
+    /* The kernel never blocks goshim's own signals for the wait (the program's of their
+     * kind come as bells, when the wait lets them through), and goshim's handler ending
+     * the wait is no handler of the program's: it waits again. */
+    uint64_t kset = want & ~preempt_signals();
+    sigset_t ks;
+    sigemptyset(&ks);
+    memcpy(&ks, &kset, sizeof kset);
+    bool entered = entersyscallblock();
+    int r, e;
+    do {
+        uint32_t before = handlers_ran;
+        r = REAL(sigsuspend)(&ks);
+        e = errno;
+        if (handlers_ran != before)
+            break;
+    } while (r < 0 && e == EINTR);
+    if (entered)
+        exitsyscall();
     shim_sigwaiting(0);
     errno = e;
     return r;
@@ -742,6 +802,7 @@ GOSHIM_EXPORT int sigpending(sigset_t *set)
     if (r == 0 && goshim_active()) {
         uint64_t mine = shim_pending_signals(), word;
         memcpy(&word, set, sizeof word);
+        word &= ~preempt_signals(); /* goshim's own, on its way (the program's come as marks) */
         word |= mine;
         memcpy(set, &word, sizeof word);
     }
@@ -828,6 +889,9 @@ GOSHIM_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struc
             siginfo_t orig;
             *info = *unparked(info, &orig);
         }
+        if (r > 0 && preempt_owns(r) && info->si_pid == self_pid &&
+            (info->si_code == SI_QUEUE || info->si_code == SI_TIMER))
+            continue; /* preemption's request or slice timer, not the program's */
         if (r <= 0 || info->si_code != SHIM_SI_BELL || info->si_pid != self_pid)
             break;
         /* A bell: taken here like a handler would take it (the signal may have been

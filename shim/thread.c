@@ -949,6 +949,10 @@ void shim_thread_adopted_main(void)
  * it back to the router, which picks again (the kernel keeps such a signal
  * pending for the process, for any thread).
  */
+/* glibc's own two real-time signals (nptl). */
+#define SIGCANCEL_NO 32
+#define SIGSETXID_NO 33
+
 static inline uint64_t sigbit(int sig)
 {
     return 1ULL << (sig - 1);
@@ -1023,7 +1027,7 @@ static void pend_self(struct sthread *st, int sig, int code)
  * (real-time ones queue: those stay the kernel's, on this M). */
 static bool kept_for_self(struct sthread *st, int sig, int code)
 {
-    if (sig <= 0 || sig >= SIGRTMIN || !(sched_sigmask() & sigbit(sig)))
+    if (sig <= 0 || sig >= SIGRTMIN || !((sched_sigmask() | st->hidden_mask) & sigbit(sig)))
         return false;
     pend_self(st, sig, code);
     return true;
@@ -1049,6 +1053,55 @@ GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
     return 0;
 }
 
+/* pthread_sigqueue: as pthread_kill, with the siginfo (SI_QUEUE, the value) kept for the
+ * target's handler or sigwaitinfo (glibc's would hand the fake tid to the kernel: ESRCH). */
+GOSHIM_EXPORT int pthread_sigqueue(pthread_t t, int sig, const union sigval value)
+{
+    struct sthread *st = goshim_on ? lookup(t) : NULL;
+    if (!st || !goshim_active())
+        return REAL(pthread_sigqueue)(glibc_id(t, st), sig, value);
+    if (sig < 0 || sig >= 65 || sig == SIGCANCEL_NO || sig == SIGSETXID_NO)
+        return EINVAL;
+    if (__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE))
+        return ESRCH;
+    if (sig == 0)
+        return 0;
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = sig;
+    si.si_code = SI_QUEUE;
+    si.si_pid = getpid();
+    si.si_uid = getuid();
+    si.si_value = value;
+    runtime_lock(&thr_lock);
+    keep_info(st, sig, &si);
+    runtime_unlock(&thr_lock);
+    if (st == self_thread()) {
+        __atomic_or_fetch(&st->sigpending, sigbit(sig), __ATOMIC_SEQ_CST);
+        shim_deliver_signals(); /* unless it blocks sig: then it waits, as natively */
+        return 0;
+    }
+    runtime_lock(&st->lock);
+    int err = signal_thread_locked(st, sig, false);
+    runtime_unlock(&st->lock);
+    return err;
+}
+
+/* A signal of goshim's own kind (the preemption signal's number) sent by the program that
+ * no thread takes now: pending for the main thread (the kernel would keep it for the
+ * process; goshim cannot leave it there, its OS threads never block it). */
+void shim_pend_on_main(int sig, const siginfo_t *info)
+{
+    runtime_lock(&thr_lock);
+    if (main_thread.gp && !main_thread.exiting) {
+        keep_info(&main_thread, sig, info);
+        runtime_lock(&main_thread.lock);
+        signal_thread_locked(&main_thread, sig, true);
+        runtime_unlock(&main_thread.lock);
+    }
+    runtime_unlock(&thr_lock);
+}
+
 GOSHIM_EXPORT int raise(int sig)
 {
     struct sthread *st = goshim_active() ? self_thread() : NULL;
@@ -1071,7 +1124,7 @@ static void keep_info(struct sthread *st, int sig, const siginfo_t *info)
 /* Does gp (st's thread) take sig now: it does not block it or waits for it. */
 static bool takes(struct sthread *st, struct g *gp, uint64_t bit)
 {
-    return !(sched_gsigmask(gp) & bit) ||
+    return !((sched_gsigmask(gp) | __atomic_load_n(&st->hidden_mask, __ATOMIC_RELAXED)) & bit) ||
            (__atomic_load_n(&st->sigwaiting, __ATOMIC_SEQ_CST) & bit);
 }
 
@@ -1268,7 +1321,7 @@ void shim_set_hidden_mask(uint64_t set)
 {
     struct sthread *st = goshim_active() ? self_thread() : NULL;
     if (st)
-        st->hidden_mask = set;
+        __atomic_store_n(&st->hidden_mask, set, __ATOMIC_RELAXED); /* the router reads it */
 }
 
 int shim_deliver_signals(void)
@@ -1276,7 +1329,7 @@ int shim_deliver_signals(void)
     struct sthread *st = goshim_active() ? self_thread() : NULL;
     if (!st)
         return 0;
-    uint64_t mask = sched_sigmask();
+    uint64_t mask = sched_sigmask() | st->hidden_mask;
     if (!__atomic_load_n(&st->sigpending, __ATOMIC_RELAXED))
         return 0;
     uint64_t set = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & ~mask;

@@ -68,6 +68,7 @@ void shim_recheck_signal(int sig, const siginfo_t *bell);
 void shim_give_back_blocked(uint64_t blocked);
 /* shim/signal.c: hand sig to the router as if it had just been sent to the process. */
 void shim_signal_repost(int sig, const siginfo_t *info);
+void shim_pend_on_main(int sig, const siginfo_t *info);
 bool shim_main_takes(int sig, struct g *self);
 bool shim_forwarded_info(int sig, siginfo_t *out);
 void shim_sigwaiting(uint64_t set);
@@ -79,7 +80,7 @@ void shim_set_hidden_mask(uint64_t set);
  * says whether a handler of the program ran on this thread since, end puts the old mask
  * back (shim/signal.c). */
 struct shim_callmask {
-    uint64_t old, mask;
+    uint64_t old, mask, hidden;
     uint32_t ran;
 };
 void shim_callmask_begin(struct shim_callmask *cm, const sigset_t *mask);

@@ -234,8 +234,17 @@ Test(preload_signal, pending_signal_survives_exec, .timeout = 60)
 #define PENDING_OUT "creator has SIGUSR1 pending: yes; the new thread: no\n"
 #define SEMINTR_OUT "sem_timedwait: -1 EINTR\n"
 
+#define URG_OUT                                                                                    \
+    "urg: never pending nor taken while threads compute: yes\n"                                    \
+    "urg: raised while blocked: pending yes, handler ran no; sigwait took it: yes; "               \
+    "pthread_kill'ed: pending yes; unblocked: handler ran 1 time(s), on this thread: yes; the "    \
+    "old set had it: yes\n"
+#define SIGQUEUE_OUT "pthread_sigqueue: to a parked thread: yes; to a computing one: yes\n"
+
 Test(preload_signal, thread_facts_natively, .timeout = 60)
 {
+    expect_native_prints("prog_thread_facts", "urg", URG_OUT);
+    expect_native_prints("prog_thread_facts", "sigqueue", SIGQUEUE_OUT);
     expect_native_prints("prog_thread_facts", "masks", MASKS_OUT);
     expect_native_prints("prog_thread_facts", "pending", PENDING_OUT);
     expect_native_prints("prog_thread_facts", "semintr", SEMINTR_OUT);
@@ -247,6 +256,23 @@ Test(preload_signal, sigmask_old_set_is_what_the_program_set, .timeout = 60)
 {
     expect_preloaded_prints("prog_thread_facts", "masks", "GOSHIM_PROCS=1", MASKS_OUT, 1);
     expect_preloaded_prints("prog_thread_facts", "masks", "GOSHIM_PROCS=2", MASKS_OUT, 1);
+}
+
+/* goshim's preemption signal never shows; the program's own SIGURG, blocked, waits pending
+ * (sigpending, sigwait) and runs its handler once unblocked (the handler ran at once, and
+ * sigwait then waited for ever). */
+Test(preload_signal, preemption_signal_is_invisible_and_the_programs_sigurg_its_own, .timeout = 90)
+{
+    expect_preloaded_prints("prog_thread_facts", "urg", "GOSHIM_PROCS=1", URG_OUT, 3);
+    expect_preloaded_prints("prog_thread_facts", "urg", "GOSHIM_PROCS=2", URG_OUT, 3);
+}
+
+/* pthread_sigqueue to another thread, parked or computing: its handler gets SI_QUEUE and
+ * the value (glibc's handed the fake tid to the kernel: ESRCH). */
+Test(preload_signal, pthread_sigqueue_reaches_its_thread_with_the_value, .timeout = 60)
+{
+    expect_preloaded_prints("prog_thread_facts", "sigqueue", "GOSHIM_PROCS=1", SIGQUEUE_OUT, 3);
+    expect_preloaded_prints("prog_thread_facts", "sigqueue", "GOSHIM_PROCS=2", SIGQUEUE_OUT, 3);
 }
 
 /* The creator's pending SIGUSR1 (raised while blocked) showed up in its new thread, which
