@@ -77,6 +77,9 @@ struct sthread {
     int cancelstate;    /* PTHREAD_CANCEL_ENABLE/DISABLE */
     int canceltype;     /* PTHREAD_CANCEL_DEFERRED/ASYNCHRONOUS (stored only) */
     uint32_t cancelreq; /* pthread_cancel was called */
+    /* The process-shared cond it waits on in glibc (shim_pshared_cond_wait), or NULL; lock. */
+    pthread_cond_t *pshared_cond;
+    pthread_mutex_t *pshared_mutex; /* the mutex of that wait; lock */
     /* Signals sent to it and not yet delivered (bit sig-1): whoever clears a bit delivers
      * it (see "pthread_kill" below); atomic. procpend: which of them were sent to the
      * process and routed here (they go back to the process if it exits or blocks them);
@@ -695,6 +698,54 @@ GOSHIM_EXPORT void pthread_testcancel(void)
     shim_testcancel();
 }
 
+/*
+ * A process-shared cond is glibc's (shim/cond.c): a thread waiting on one sleeps in glibc's
+ * futex wait, on its M, where goshim's wake-ups do not reach, and glibc's own cancellation
+ * signals a kernel tid the thread does not have. So pthread_cancel wakes every waiter of
+ * that cond with a broadcast (a spurious wake-up for the others, which POSIX allows and
+ * they wait again after); the target comes back from glibc with the mutex re-acquired and
+ * acts on the cancellation there, as a cancellation point does. Unless the canceller holds
+ * the wait's mutex, the target may be between announcing the wait and glibc's registering
+ * it as a waiter (it holds the mutex all that time): then the broadcast is repeated until
+ * it has left the wait, a few times at once, then every millisecond, for a second at most.
+ * Under st->lock, so the cond is never touched after its waiter left it (the program may
+ * destroy it then). Rejected: a signal to its M that runs glibc's own
+ * cancellation there, which would unwind through glibc's internal cleanup (its cond
+ * wait's, which re-takes the mutex) that goshim's unwinder does not run; waits in slices,
+ * which wake every waiter of every process-shared cond all the time.
+ */
+static void wake_pshared_waiter(struct sthread *st)
+{
+    unsigned me = sched.tls_full ? tls_tcb_tid(tls_self()) : 0;
+    for (int i = 0; i < 1000; i++) {
+        runtime_lock(&st->lock);
+        pthread_cond_t *c = st->pshared_cond;
+        bool held = c && me && (unsigned)st->pshared_mutex->__data.__owner == me;
+        if (c)
+            REAL(pthread_cond_broadcast)(c);
+        runtime_unlock(&st->lock);
+        if (!c || held) /* held: the target waits in glibc already, and has been woken */
+            return;
+        if (i < 8) {
+            sched_goyield();
+        } else {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+    }
+}
+
+void shim_pshared_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    if (!st)
+        return;
+    runtime_lock(&st->lock);
+    st->pshared_cond = c;
+    st->pshared_mutex = m;
+    runtime_unlock(&st->lock);
+}
+
 GOSHIM_EXPORT int pthread_cancel(pthread_t t)
 {
     struct sthread *st;
@@ -710,12 +761,16 @@ GOSHIM_EXPORT int pthread_cancel(pthread_t t)
     /* Wake it if it waits at a cancellation point (any other wait of it
      * just sees a spurious wake-up and waits again). */
     runtime_lock(&st->lock);
+    bool pshared = false;
     if (st->gp && st->cancelstate == PTHREAD_CANCEL_ENABLE) {
         gfutex_interrupt(st->gp);
         if (st->canceltype == PTHREAD_CANCEL_ASYNCHRONOUS)
             sched_preempt_g(st->gp); /* running: cancelled where it is preempted */
+        pshared = st->pshared_cond != NULL;
     }
     runtime_unlock(&st->lock);
+    if (pshared)
+        wake_pshared_waiter(st);
     return 0;
 }
 

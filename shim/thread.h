@@ -18,6 +18,9 @@ void shim_thread_adopted_main(void);
  */
 #include <stdbool.h>
 void shim_testcancel(void);
+/* The process-shared cond the calling thread is about to wait on in glibc with mutex m
+ * (NULL: it is back): pthread_cancel wakes it there (shim/thread.c). */
+void shim_pshared_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
 bool shim_cancel_pending(void);
 
 /*

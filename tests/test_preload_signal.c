@@ -240,11 +240,14 @@ Test(preload_signal, pending_signal_survives_exec, .timeout = 60)
     "pthread_kill'ed: pending yes; unblocked: handler ran 1 time(s), on this thread: yes; the "    \
     "old set had it: yes\n"
 #define SIGQUEUE_OUT "pthread_sigqueue: to a parked thread: yes; to a computing one: yes\n"
+#define PSCANCEL_OUT                                                                               \
+    "process-shared cond: cancelled in its wait, cleanup with the mutex held: 4 of 4\n"
 
 Test(preload_signal, thread_facts_natively, .timeout = 60)
 {
     expect_native_prints("prog_thread_facts", "urg", URG_OUT);
     expect_native_prints("prog_thread_facts", "sigqueue", SIGQUEUE_OUT);
+    expect_native_prints("prog_thread_facts", "psharedcancel", PSCANCEL_OUT);
     expect_native_prints("prog_thread_facts", "masks", MASKS_OUT);
     expect_native_prints("prog_thread_facts", "pending", PENDING_OUT);
     expect_native_prints("prog_thread_facts", "semintr", SEMINTR_OUT);
@@ -273,6 +276,16 @@ Test(preload_signal, pthread_sigqueue_reaches_its_thread_with_the_value, .timeou
 {
     expect_preloaded_prints("prog_thread_facts", "sigqueue", "GOSHIM_PROCS=1", SIGQUEUE_OUT, 3);
     expect_preloaded_prints("prog_thread_facts", "sigqueue", "GOSHIM_PROCS=2", SIGQUEUE_OUT, 3);
+}
+
+/* pthread_cancel of a thread in a wait on a process-shared cond (glibc's): it never took
+ * effect (pthread_cond_wait/2-3 and pthread_cond_timedwait/2-6 hung). */
+Test(preload_signal, cancel_takes_effect_in_a_process_shared_cond_wait, .timeout = 90)
+{
+    expect_preloaded_prints("prog_thread_facts", "psharedcancel", "GOSHIM_PROCS=1", PSCANCEL_OUT,
+                            5);
+    expect_preloaded_prints("prog_thread_facts", "psharedcancel", "GOSHIM_PROCS=2", PSCANCEL_OUT,
+                            5);
 }
 
 /* The creator's pending SIGUSR1 (raised while blocked) showed up in its new thread, which

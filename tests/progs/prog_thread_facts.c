@@ -20,6 +20,10 @@
  *                               not run), sigwait takes one, unblocking runs the handler once
  *   prog_thread_facts sigqueue  pthread_sigqueue to a parked and to a computing thread: the
  *                               handler runs on that thread with SI_QUEUE and the value
+ *   prog_thread_facts psharedcancel  pthread_cancel of threads waiting on a process-shared
+ *                               cond (untimed and timed, the canceller holding the mutex or
+ *                               not): each ends cancelled, its cleanup handler run with the
+ *                               mutex held (they never ended)
  *
  * Output is fixed for each mode; exit 0.
  */
@@ -360,6 +364,79 @@ static int mode_sigqueue(void)
     return 0;
 }
 
+/* ---- psharedcancel: a wait on a process-shared cond is a cancellation point ------------ */
+
+static pthread_mutex_t ps_mu;
+static pthread_cond_t ps_cv;
+static volatile int ps_timed, ps_cleanup_held, ps_waiting;
+
+static void ps_cleanup(void *arg)
+{
+    (void)arg;
+    /* An errorcheck mutex: unlocking it succeeds only for its owner. */
+    ps_cleanup_held = pthread_mutex_unlock(&ps_mu) == 0;
+}
+
+static void *ps_waiter(void *arg)
+{
+    (void)arg;
+    EXPECT(pthread_mutex_lock(&ps_mu), 0);
+    pthread_cleanup_push(ps_cleanup, NULL);
+    for (;;) {          /* nobody signals: only the cancellation ends this */
+        ps_waiting = 1; /* with the mutex held: whoever takes it next finds it in the wait */
+        if (ps_timed) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 30;
+            pthread_cond_timedwait(&ps_cv, &ps_mu, &ts);
+        } else {
+            pthread_cond_wait(&ps_cv, &ps_mu);
+        }
+    }
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+static int mode_psharedcancel(void)
+{
+    pthread_mutexattr_t ma;
+    pthread_condattr_t ca;
+    EXPECT(pthread_mutexattr_init(&ma), 0);
+    EXPECT(pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED), 0);
+    EXPECT(pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK), 0);
+    EXPECT(pthread_condattr_init(&ca), 0);
+    EXPECT(pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED), 0);
+    EXPECT(pthread_mutex_init(&ps_mu, &ma), 0);
+    EXPECT(pthread_cond_init(&ps_cv, &ca), 0);
+    int good = 0;
+    for (int round = 0; round < 4; round++) {
+        ps_timed = round & 1;
+        ps_cleanup_held = ps_waiting = 0;
+        pthread_t t;
+        EXPECT(pthread_create(&t, NULL, ps_waiter, NULL), 0);
+        /* Once main has the mutex, the waiter is in the wait (it let the mutex go there). */
+        for (;;) {
+            EXPECT(pthread_mutex_lock(&ps_mu), 0);
+            if (ps_waiting)
+                break;
+            EXPECT(pthread_mutex_unlock(&ps_mu), 0);
+            sched_yield();
+        }
+        if (round >= 2) /* cancelled without the mutex held */
+            EXPECT(pthread_mutex_unlock(&ps_mu), 0);
+        EXPECT(pthread_cancel(t), 0);
+        if (round < 2)
+            EXPECT(pthread_mutex_unlock(&ps_mu), 0);
+        void *ret = NULL;
+        EXPECT(pthread_join(t, &ret), 0);
+        if (ret == PTHREAD_CANCELED && ps_cleanup_held)
+            good++;
+    }
+    printf("process-shared cond: cancelled in its wait, cleanup with the mutex held: %d of 4\n",
+           good);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -379,7 +456,9 @@ int main(int argc, char **argv)
         return mode_urg();
     if (!strcmp(mode, "sigqueue"))
         return mode_sigqueue();
+    if (!strcmp(mode, "psharedcancel"))
+        return mode_psharedcancel();
     fprintf(stderr, "usage: prog_thread_facts joined|masks|pending|semintr|forktid|forksetxid|urg|"
-                    "sigqueue\n");
+                    "sigqueue|psharedcancel\n");
     return 2;
 }
