@@ -440,9 +440,13 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, 
         return err ? err : EAGAIN;
     bool zeroed = false;
     struct sthread *st = sched_g_record(gp, &zeroed);
-    if (st && !zeroed)
+    /* Cleared even when the block says its pages are fresh: a G in its next life keeps its
+     * stack block, which still says so, with the last record in it (its freed fwd_info
+     * was freed again: pthread_detach/4-3 aborted; its exiting flag kept process signals
+     * away). The record's page is written next anyway. */
+    if (st)
         memset(st, 0, sizeof *st);
-    else if (!st && !(st = calloc(1, sizeof *st))) {
+    else if (!(st = calloc(1, sizeof *st))) {
         sched_spawn_abandon(gp);
         return EAGAIN;
     }

@@ -106,6 +106,7 @@ static const struct procsig_case procsig_cases[] = {
     {"parked", "parked: a signal nobody took at once was handled later: every time\n"},
     {"lastthread", "lastthread: handled by the thread before it ended: every time\n"},
     {"newm", "newm: handlers ran on threads of the program only: yes\n"},
+    {"recycle", "recycle: every thread took its signal and ended\n"},
 #define MASKED_OUT(call)                                                                           \
     call ": EINTR after the handler ran on main: pending before: yes, from a child: yes, from a "  \
          "thread while another takes it: yes; blocked again, none pending: yes\n"
@@ -220,6 +221,15 @@ Test(preload_signal, masked_waits_take_the_signals_their_mask_lets_through, .tim
     procsig_under_goshim("pselect");
     procsig_under_goshim("epoll_pwait");
     procsig_under_goshim("epoll_pwait2");
+}
+
+/* A thread record in a stack block a G kept for its next life was not cleared (the block
+ * said its pages were fresh): the last thread's siginfo pointer was freed again
+ * (pthread_detach/4-3 aborted with a double free) and its exiting flag kept process signals
+ * from the new thread (this mode hung). */
+Test(preload_regress, issue_13_record_in_a_reused_stack_block_was_stale, .timeout = 120)
+{
+    procsig_under_goshim("recycle");
 }
 
 /* A signal a thread sent itself while blocking it is still pending after exec. */

@@ -44,6 +44,11 @@
  *                           takes it too (the kernel prefers the main thread): the call
  *                           fails with EINTR, the handler ran on main before it returned,
  *                           SIGUSR1 is blocked again afterwards
+ *   prog_procsig recycle    threads of several stack sizes take a process signal each (the
+ *                           router keeps its siginfo in their records), detach themselves
+ *                           and end, again and again: their stack blocks, with the records
+ *                           in them, are reused (a stale siginfo pointer in a reused record
+ *                           was freed twice: pthread_detach/4-3 aborted)
  *
  * Output is fixed for each mode; exit 0.
  */
@@ -730,6 +735,62 @@ static int mode_masked(const char *mode)
     return 0;
 }
 
+/* ---- recycle: records in reused stack blocks start clean ------------------------------- */
+
+static sem_t rc_ready, rc_go, rc_done;
+
+static void *recycled(void *arg)
+{
+    (void)arg;
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    EXPECT(pthread_sigmask(SIG_UNBLOCK, &usr1, NULL), 0);
+    CHECK(sem_post(&rc_ready) == 0);
+    while (sem_wait(&rc_go) != 0) /* the signal comes here meanwhile */
+        ;
+    EXPECT(pthread_detach(pthread_self()), 0);
+    CHECK(sem_post(&rc_done) == 0);
+    return NULL;
+}
+
+static int mode_recycle(void)
+{
+    install(SIGUSR1, note, SA_RESTART);
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    EXPECT(pthread_sigmask(SIG_BLOCK, &usr1, NULL), 0);
+    EXPECT(sem_init(&rc_ready, 0, 0), 0);
+    EXPECT(sem_init(&rc_go, 0, 0), 0);
+    EXPECT(sem_init(&rc_done, 0, 0), 0);
+    static const size_t sizes[] = {0, 0, 64 << 10, 0};
+    long rounds = scaled(200), n = 0;
+    for (long i = 0; i < rounds; i++) {
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            pthread_attr_t a;
+            EXPECT(pthread_attr_init(&a), 0);
+            if (sizes[k])
+                EXPECT(pthread_attr_setstacksize(&a, sizes[k]), 0);
+            pthread_t t;
+            EXPECT(pthread_create(&t, &a, recycled, NULL), 0);
+            EXPECT(pthread_attr_destroy(&a), 0);
+            while (sem_wait(&rc_ready) != 0)
+                ;
+            int before = handled;
+            CHECK(kill(getpid(), SIGUSR1) == 0); /* only that thread takes it */
+            while (handled == before)            /* it runs the handler, parked or not */
+                sched_yield();
+            CHECK(sem_post(&rc_go) == 0);
+            while (sem_wait(&rc_done) != 0)
+                ;
+            n++;
+        }
+    }
+    printf("recycle: %s\n", n == rounds * 4 ? "every thread took its signal and ended" : "no");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -763,11 +824,14 @@ int main(int argc, char **argv)
         return mode_lastthread();
     if (!strcmp(mode, "newm"))
         return mode_newm();
+    if (!strcmp(mode, "recycle"))
+        return mode_recycle();
     if (!strcmp(mode, "ppoll") || !strcmp(mode, "pselect") || !strcmp(mode, "epoll_pwait") ||
         !strcmp(mode, "epoll_pwait2"))
         return mode_masked(mode);
-    fprintf(stderr,
-            "usage: prog_procsig sleep|sem|pause|join|restart|eintr|onlyone|sigwait|"
-            "sigchld|execpend|parked|lastthread|newm|ppoll|pselect|epoll_pwait|epoll_pwait2\n");
+    fprintf(
+        stderr,
+        "usage: prog_procsig sleep|sem|pause|join|restart|eintr|onlyone|sigwait|"
+        "sigchld|execpend|parked|lastthread|newm|recycle|ppoll|pselect|epoll_pwait|epoll_pwait2\n");
     return 2;
 }
