@@ -209,22 +209,22 @@ static void act_default(int sig)
         rt_syscall(SYS_tgkill, self_pid, rt_syscall(SYS_gettid, 0, 0, 0), sig);
 }
 
-/* Handlers of the program run on this thread (per G: its TLS; per M in GOSHIM_TLS=errno
- * mode), for the calls that wait with a mask of their own (shim_callmask). */
-static __thread uint32_t handlers_ran __attribute__((tls_model("initial-exec")));
-
 /* Run the program's handler for sig, here. */
 static void call_app(int sig, siginfo_t *info, void *uc)
 {
     struct sigaction a = app_act[sig];
-    handlers_ran++;
+    if (!goshim_vforked)
+        shim_handler_ran(); /* for the waits that end when a handler ran (shim_callmask) */
     if ((a.sa_flags & SA_RESETHAND) && a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN) {
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
         app_act[sig] = dfl;
         __atomic_and_fetch(&dispatched, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
         __atomic_and_fetch(&sched_routed_signals, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
-        REAL(sigaction)(sig, &dfl, NULL);
+        if (preempt_owns(sig))
+            preempt_app_action(sig, &dfl, NULL); /* goshim's handler stays */
+        else
+            REAL(sigaction)(sig, &dfl, NULL);
     }
     if (a.sa_flags & SA_SIGINFO) {
         if ((uintptr_t)a.sa_sigaction > 1)
@@ -663,7 +663,7 @@ static void install_mask(uint64_t real, uint64_t next)
 void shim_callmask_begin(struct shim_callmask *cm, const sigset_t *mask)
 {
     cm->old = sched_sigmask();
-    cm->ran = handlers_ran;
+    cm->ran = shim_handlers_ran();
     uint64_t want =
         set_bits(mask) & ~((1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1)) | never_blocked());
     cm->mask = want;
@@ -676,7 +676,7 @@ void shim_callmask_begin(struct shim_callmask *cm, const sigset_t *mask)
 
 bool shim_callmask_interrupted(const struct shim_callmask *cm)
 {
-    return handlers_ran != cm->ran;
+    return shim_handlers_ran() != cm->ran;
 }
 
 void shim_callmask_end(struct shim_callmask *cm)
@@ -781,10 +781,10 @@ GOSHIM_EXPORT int sigsuspend(const sigset_t *set)
     bool entered = entersyscallblock();
     int r, e;
     do {
-        uint32_t before = handlers_ran;
+        uint32_t before = shim_handlers_ran();
         r = REAL(sigsuspend)(&ks);
         e = errno;
-        if (handlers_ran != before)
+        if (shim_handlers_ran() != before)
             break;
     } while (r < 0 && e == EINTR);
     if (entered)

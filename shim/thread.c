@@ -99,6 +99,7 @@ struct sthread {
     siginfo_t *fwd_info;
     uint64_t sigwaiting;
     uint64_t hidden_mask;
+    uint32_t handlers_ran; /* handlers of the program run on it (shim_handler_ran); owner */
     char name[16];
     /* Per-thread kernel settings a G cannot have (its tid is not the
      * kernel's): accepted, kept and reported back, not enforced. */
@@ -1368,6 +1369,19 @@ void shim_sigwaiting(uint64_t set)
     struct sthread *st = goshim_active() ? self_thread() : NULL;
     if (st)
         __atomic_store_n(&st->sigwaiting, set, __ATOMIC_SEQ_CST);
+}
+
+void shim_handler_ran(void)
+{
+    struct sthread *st = goshim_on ? self_thread() : NULL;
+    if (st && st->magic == STHREAD_MAGIC)
+        st->handlers_ran++;
+}
+
+uint32_t shim_handlers_ran(void)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    return st ? st->handlers_ran : 0;
 }
 
 uint64_t shim_hidden_mask(void)

@@ -77,6 +77,9 @@ bool shim_forwarded_info(int sig, siginfo_t *out);
 void shim_sigwaiting(uint64_t set);
 /* Signals of the preemption kind the calling thread asked to block: reported, not installed. */
 uint64_t shim_hidden_mask(void);
+/* A handler of the program runs on the calling thread (the dispatcher); how many did. */
+void shim_handler_ran(void);
+uint32_t shim_handlers_ran(void);
 void shim_set_hidden_mask(uint64_t set);
 /* A wait with a signal mask of its own (ppoll, pselect, epoll_pwait, epoll_pwait2): begin
  * installs the call's mask as the thread's (handling what it lets through), interrupted
