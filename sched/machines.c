@@ -25,7 +25,9 @@
  * it runs no thread of the program, so the kernel must not pick it for
  * such a signal sent to the process (it would reach the router later
  * than one sent after it: real-time signals must stay in order). execute
- * installs the G's mask again.
+ * installs the G's mask again. A new M is born with every signal blocked
+ * but glibc's two, and lets its creator's mask in only once its GS base
+ * names it (newm, mstart): before that, it would pass for its creator's M.
  */
 #include <asm/prctl.h>
 #include <errno.h>
@@ -94,6 +96,8 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     long rc = rt_syscall(SYS_arch_prctl, ARCH_SET_GS, mp, 0);
     if (rc != 0)
         goshim_throw("mstart: arch_prctl(ARCH_SET_GS) failed");
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mp->sigmask, 0, sizeof mp->sigmask, 0,
+                0); /* the creator's (newm) */
     mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
     mp->cpuclock = libc_thread_cpuclock(mp->tid);
     preempt_m_init(mp);
@@ -178,8 +182,18 @@ static void newm(struct p *pp, bool spinning)
     mp->alllink = sched.allm;
     sched.allm = mp;
     runtime_unlock(&sched.lock);
+    /* The new thread inherits the creator's mask and GS base: until mstart points GS at
+     * the new M, the dispatcher would take it for the creator's M, running the
+     * creator's G, and run a process signal's handler here, on no thread of the program
+     * (1 run in 100 of a main thread parked in sleep, with the P handed to a new M).
+     * So it starts with every signal blocked but glibc's two (set*id reaches every
+     * thread) and installs the creator's mask, kept in mp->sigmask, once it is an M. */
+    uint64_t all = ~((1ULL << 31) | (1ULL << 32)), old = 0; /* glibc's 32 and 33 */
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
+    mp->sigmask = old;
     pthread_t th;
     err = libc_pthread_create(&th, &attr, mstart, mp);
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
     pthread_attr_destroy(&attr);
     if (err == 0)
         return;

@@ -27,8 +27,9 @@
  *
  * Differences from glibc: waiting with a recursive mutex locked N > 1
  * times releases it completely and takes it back N times deep (glibc
- * releases one level and so deadlocks); not a cancellation point yet (the
- * deferred-cancellation hook belongs to shim/thread.c).
+ * releases one level and so deadlocks). Process-shared conds stay glibc's
+ * but are cancellation points as natively: pthread_cancel wakes a waiter
+ * there with a broadcast (see wake_pshared_waiter in shim/thread.c).
  */
 #include <errno.h>
 #include <limits.h>
@@ -95,10 +96,24 @@ static void cond_wake(pthread_cond_t *c, int n)
     gfutex_wake(COND_SEQ(c), n);
 }
 
+/* A wait on a process-shared cond, glibc's, made a cancellation point (pthread_cancel wakes
+ * it: shim_pshared_cond_wait): on entry and once back, with the mutex held. */
+#define SHARED_WAIT(call)                                                                          \
+    ({                                                                                             \
+        shim_testcancel();                                                                         \
+        shim_pshared_cond_wait(c, m);                                                              \
+        int r_ = shim_cancel_pending() ? 0 : (call);                                               \
+        shim_pshared_cond_wait(NULL, NULL);                                                        \
+        shim_testcancel();                                                                         \
+        r_;                                                                                        \
+    })
+
 GOSHIM_EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
-    if (!sync_on() || (cond_flags(c) & COND_SHARED))
+    if (!sync_on())
         return REAL(pthread_cond_wait)(c, m);
+    if (cond_flags(c) & COND_SHARED)
+        return SHARED_WAIT(REAL(pthread_cond_wait)(c, m));
     chaos_point();
     return cond_wait(c, m, false, CLOCK_REALTIME, NULL);
 }
@@ -108,8 +123,10 @@ GOSHIM_EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
 {
     unsigned flags = cond_flags(c);
 
-    if (!sync_on() || (flags & COND_SHARED))
+    if (!sync_on())
         return REAL(pthread_cond_timedwait)(c, m, abstime);
+    if (flags & COND_SHARED)
+        return SHARED_WAIT(REAL(pthread_cond_timedwait)(c, m, abstime));
     if (!valid_nsec(abstime->tv_nsec))
         return EINVAL;
     return cond_wait(c, m, true, (flags & COND_MONOTONIC) ? CLOCK_MONOTONIC : CLOCK_REALTIME,
@@ -119,8 +136,10 @@ GOSHIM_EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
 GOSHIM_EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clk,
                                          const struct timespec *abstime)
 {
-    if (!sync_on() || (cond_flags(c) & COND_SHARED))
+    if (!sync_on())
         return REAL(pthread_cond_clockwait)(c, m, clk, abstime);
+    if (cond_flags(c) & COND_SHARED)
+        return SHARED_WAIT(REAL(pthread_cond_clockwait)(c, m, clk, abstime));
     if ((clk != CLOCK_REALTIME && clk != CLOCK_MONOTONIC) || !valid_nsec(abstime->tv_nsec))
         return EINVAL;
     return cond_wait(c, m, true, clk, abstime);

@@ -25,8 +25,14 @@
  * A signal sent to a waiting G with pthread_kill interrupts the wait: the
  * handler runs on the G, then the call fails with EINTR unless the handler
  * has SA_RESTART and the call is one Linux restarts (poll, select and
- * epoll_wait never are). Not yet: ppoll, pselect and epoll_pwait with a
- * signal mask hand the P off instead of parking.
+ * epoll_wait never are). ppoll, pselect, epoll_pwait and epoll_pwait2 with
+ * a signal mask park the same way, the mask being the thread's for the
+ * call (shim_callmask in shim/signal.c: the router sees it, so a process
+ * signal the mask lets through interrupts the call, its handler having run
+ * before it returns, and the old mask is back afterwards). Rejected:
+ * handing the P off and letting the kernel apply the mask (what this did
+ * first): the router never knew the thread took the signal, and the M, not
+ * the thread, held the wait.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -632,6 +638,31 @@ static int64_t ts_deadline(const struct timespec *ts)
     return nanotime() + (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
+/*
+ * The body of a wait with a signal mask of its own (shim_callmask): call, made with the
+ * mask installed, checks only (masked_deadline) if a handler ran already; a handler that
+ * ran during the call turns "nothing ready" into EINTR. Returns from the wrapper.
+ */
+#define MASKED_WAIT(mask, call)                                                                    \
+    do {                                                                                           \
+        struct shim_callmask cm_;                                                                  \
+        shim_callmask_begin(&cm_, (mask));                                                         \
+        int r_ = (call);                                                                           \
+        int e_ = errno;                                                                            \
+        if (r_ == 0 && shim_callmask_interrupted(&cm_)) {                                          \
+            r_ = -1;                                                                               \
+            e_ = EINTR;                                                                            \
+        }                                                                                          \
+        shim_callmask_end(&cm_);                                                                   \
+        errno = e_;                                                                                \
+        return r_;                                                                                 \
+    } while (0)
+
+static int64_t masked_deadline(const struct shim_callmask *cm, int64_t deadline)
+{
+    return shim_callmask_interrupted(cm) ? 0 : deadline;
+}
+
 struct pollarg {
     struct pollfd *fds;
     nfds_t n;
@@ -683,9 +714,12 @@ GOSHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 {
     if (!io_active())
         return REAL(ppoll)(fds, n, ts, mask);
-    if (mask || (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)))
-        return HANDOFF_WITH(entersyscallblock, REAL(ppoll)(fds, n, ts, mask));
-    return do_poll(fds, n, ts && ts->tv_sec == 0 && ts->tv_nsec == 0 ? 0 : ts_deadline(ts));
+    if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+        return HANDOFF_WITH(entersyscallblock, REAL(ppoll)(fds, n, ts, mask)); /* EINVAL */
+    int64_t deadline = ts && ts->tv_sec == 0 && ts->tv_nsec == 0 ? 0 : ts_deadline(ts);
+    if (!mask)
+        return do_poll(fds, n, deadline);
+    MASKED_WAIT(mask, do_poll(fds, n, masked_deadline(&cm_, deadline)));
 }
 
 struct selectarg {
@@ -760,9 +794,12 @@ GOSHIM_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct t
 {
     if (!io_active())
         return REAL(pselect)(n, r, w, e, ts, mask);
-    if (mask || (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)))
-        return HANDOFF_WITH(entersyscallblock, REAL(pselect)(n, r, w, e, ts, mask));
-    return do_select(n, r, w, e, ts && ts->tv_sec == 0 && ts->tv_nsec == 0 ? 0 : ts_deadline(ts));
+    if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
+        return HANDOFF_WITH(entersyscallblock, REAL(pselect)(n, r, w, e, ts, mask)); /* EINVAL */
+    int64_t deadline = ts && ts->tv_sec == 0 && ts->tv_nsec == 0 ? 0 : ts_deadline(ts);
+    if (!mask)
+        return do_select(n, r, w, e, deadline);
+    MASKED_WAIT(mask, do_select(n, r, w, e, masked_deadline(&cm_, deadline)));
 }
 
 struct epollarg {
@@ -777,33 +814,40 @@ static long epoll_check(void *arg)
     return rt_syscall6(SYS_epoll_wait, a->epfd, (long)a->ev, a->max, 0, 0, 0);
 }
 
-/* A user epoll fd is readable when it has events: wait on it like a read. */
-static int do_epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+/* A user epoll fd is readable when it has events: wait on it like a read (until deadline:
+ * a nanotime, -1 for ever, 0 for a check). */
+static int do_epoll_wait(int epfd, struct epoll_event *ev, int max, int64_t deadline)
 {
     shim_testcancel();
     struct epollarg a = {epfd, ev, max};
     long r = epoll_check(&a);
     if (r == -EINTR)
         r = epoll_check(&a);
-    if (r != 0 || timeout == 0)
+    if (r != 0 || deadline == 0)
         return (int)io_result(r);
     struct waitset ws;
     ws_init(&ws, 1); /* on the stack: cannot fail */
     ws_add(&ws, epfd, 1);
     if (ws.n == 0) {
         ws_done(&ws);
-        return HANDOFF(REAL(epoll_wait)(epfd, ev, max, timeout));
+        int64_t left = deadline < 0 ? -1 : (deadline - nanotime() + 999999) / 1000000;
+        return HANDOFF(REAL(epoll_wait)(epfd, ev, max, left < 0 && deadline >= 0 ? 0 : (int)left));
     }
-    r = ws_wait(&ws, epoll_check, &a, ms_deadline(timeout));
+    r = ws_wait(&ws, epoll_check, &a, deadline);
     ws_done(&ws);
     return (int)io_result(r);
+}
+
+static int64_t epoll_deadline(int timeout)
+{
+    return timeout == 0 ? 0 : ms_deadline(timeout);
 }
 
 GOSHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
 {
     if (!io_active())
         return REAL(epoll_wait)(epfd, ev, max, timeout);
-    return do_epoll_wait(epfd, ev, max, timeout);
+    return do_epoll_wait(epfd, ev, max, epoll_deadline(timeout));
 }
 
 GOSHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
@@ -811,9 +855,24 @@ GOSHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int tim
 {
     if (!io_active())
         return REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
-    if (mask)
-        return HANDOFF_WITH(entersyscallblock, REAL(epoll_pwait)(epfd, ev, max, timeout, mask));
-    return do_epoll_wait(epfd, ev, max, timeout);
+    int64_t deadline = epoll_deadline(timeout);
+    if (!mask)
+        return do_epoll_wait(epfd, ev, max, deadline);
+    MASKED_WAIT(mask, do_epoll_wait(epfd, ev, max, masked_deadline(&cm_, deadline)));
+}
+
+/* glibc >= 2.35 only: made as the system call (as glibc makes it) where goshim does not
+ * park it, so that the library loads on 2.34 too. */
+GOSHIM_EXPORT int epoll_pwait2(int epfd, struct epoll_event *ev, int max, const struct timespec *ts,
+                               const sigset_t *mask)
+{
+    if (!io_active() || (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)))
+        return (int)io_result(
+            rt_syscall6(SYS_epoll_pwait2, epfd, (long)ev, max, (long)ts, (long)mask, 8));
+    int64_t deadline = ts && ts->tv_sec == 0 && ts->tv_nsec == 0 ? 0 : ts_deadline(ts);
+    if (!mask)
+        return do_epoll_wait(epfd, ev, max, deadline);
+    MASKED_WAIT(mask, do_epoll_wait(epfd, ev, max, masked_deadline(&cm_, deadline)));
 }
 
 /* ---- creating, duplicating and closing fds ------------------------------------------- */

@@ -99,6 +99,7 @@ static __thread bool on_router __attribute__((tls_model("initial-exec")));
 static void dispatch(int sig, siginfo_t *info, void *uc);
 static const siginfo_t *unparked(const siginfo_t *info, siginfo_t *copy);
 static bool router_busy(void);
+static uint64_t set_bits(const sigset_t *set);
 
 static void router_kick(void)
 {
@@ -212,13 +213,18 @@ static void act_default(int sig)
 static void call_app(int sig, siginfo_t *info, void *uc)
 {
     struct sigaction a = app_act[sig];
+    if (!goshim_vforked)
+        shim_handler_ran(); /* for the waits that end when a handler ran (shim_callmask) */
     if ((a.sa_flags & SA_RESETHAND) && a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN) {
         struct sigaction dfl;
         memset(&dfl, 0, sizeof dfl);
         app_act[sig] = dfl;
         __atomic_and_fetch(&dispatched, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
         __atomic_and_fetch(&sched_routed_signals, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
-        REAL(sigaction)(sig, &dfl, NULL);
+        if (preempt_owns(sig))
+            preempt_app_action(sig, &dfl, NULL); /* goshim's handler stays */
+        else
+            REAL(sigaction)(sig, &dfl, NULL);
     }
     if (a.sa_flags & SA_SIGINFO) {
         if ((uintptr_t)a.sa_sigaction > 1)
@@ -287,6 +293,8 @@ static void dispatch(int sig, siginfo_t *info, void *uc)
             call_app(sig, info, uc); /* a fault is handled where it happened */
         else
             post(sig, info); /* landed on a scheduler context: to a thread that takes it */
+    } else if (on_g && preempt_owns(sig) && (shim_hidden_mask() & (1ULL << (sig - 1)))) {
+        post(sig, info); /* blocked here in the program's view: to a thread that takes it */
     } else if (on_g && !shim_main_takes(sig, gp)) {
         call_app(sig, info, uc); /* the thread the kernel would have chosen */
     } else {
@@ -357,6 +365,9 @@ static void *router_main(void *arg)
             uint64_t bit = 1ULL << (sig - 1);
             if (si.si_code == SHIM_SI_BELL && si.si_pid == self_pid) {
                 shim_recheck_signal(sig, &si);
+            } else if (preempt_owns(sig)) {
+                if (!shim_route_signal(sig, &si)) /* never blocked: cannot wait in the kernel */
+                    shim_pend_on_main(sig, &si);
             } else if ((__atomic_load_n(&parked, __ATOMIC_SEQ_CST) & bit) ||
                        !shim_route_signal(sig, &si)) {
                 /* Nobody takes it: blocked here first, then back to the kernel for the
@@ -482,12 +493,47 @@ static bool dispatchable(int sig)
            sig != SIGSETXID_NO;
 }
 
+/*
+ * The program's action for a signal of preemption's kind (SIGURG, or the real-time signal
+ * preemption moved to): goshim's handler stays installed and chains to what
+ * preempt_app_action records, which for a handler of the program is the dispatcher (the
+ * program's action kept in app_act): so the program's own SIGURG goes where the kernel
+ * would send it and waits, pending, while the thread blocks it in its own view (the
+ * signal is never blocked in fact), as any other signal.
+ */
+static int owned_action(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    uint64_t bit = 1ULL << (sig - 1);
+    struct sigaction prev;
+    preempt_app_action(sig, NULL, &prev);
+    if (__atomic_load_n(&dispatched, __ATOMIC_SEQ_CST) & bit)
+        prev = app_act[sig];
+    if (act) {
+        bool handler = (act->sa_flags & SA_SIGINFO)
+                           ? (uintptr_t)act->sa_sigaction > 1
+                           : act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN;
+        app_act[sig] = *act;
+        if (handler) {
+            struct sigaction k = *act;
+            k.sa_sigaction = dispatch;
+            k.sa_flags = (act->sa_flags | SA_SIGINFO) & ~SA_RESETHAND;
+            preempt_app_action(sig, &k, NULL);
+            __atomic_or_fetch(&dispatched, bit, __ATOMIC_SEQ_CST);
+        } else {
+            preempt_app_action(sig, act, NULL);
+            __atomic_and_fetch(&dispatched, ~bit, __ATOMIC_SEQ_CST);
+        }
+        router_kick();
+    }
+    if (old)
+        *old = prev;
+    return 0;
+}
+
 GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-    if (goshim_on && preempt_owns(sig)) {
-        preempt_app_action(sig, act, old);
-        return 0;
-    }
+    if (goshim_on && preempt_owns(sig))
+        return owned_action(sig, act, old);
     if (!goshim_on || !dispatchable(sig) || (act && goshims_own(act))) {
         int r = REAL(sigaction)(sig, act, old);
         if (r == 0 && act && dispatchable(sig)) {
@@ -587,6 +633,58 @@ static uint64_t preempt_signals(void)
     return set;
 }
 
+/* The current G's mask becomes next (real before): what it now blocks and was routed here
+ * goes to another thread; what it now lets through is handled at once. */
+static void install_mask(uint64_t real, uint64_t next)
+{
+    sched_set_sigmask(next);
+    if (next & ~real)
+        shim_give_back_blocked(next & ~real); /* routed here, now blocked: for another thread */
+    if (real & ~next) {
+        /* Left in the kernel for the process: this M takes them now (its mask lets them
+         * through); the router lets them through again, for the next ones. */
+        if (__atomic_fetch_and(&parked, ~(real & ~next), __ATOMIC_SEQ_CST) & real & ~next)
+            router_kick();
+        shim_deliver_signals(); /* sent while blocked: handled now */
+    }
+}
+
+/*
+ * ppoll, pselect, epoll_pwait and epoll_pwait2 with a mask (shim/net.c) wait on the
+ * netpoller like their plain forms, with the given mask as the thread's for the call
+ * (the kernel's sigprocmask-wait-restore, atomically): the router sees it, so a process
+ * signal it lets through comes to this thread and interrupts the wait; a signal the mask
+ * lets through that is pending already is handled at once. A handler that ran during the
+ * call makes it fail with EINTR unless descriptors were ready (as the kernel's, whose
+ * ready descriptors win). Afterwards the old mask is back, and what it blocks that was
+ * routed here meanwhile goes to another thread (the kernel restores the mask before it
+ * could deliver such a signal, which stays pending for the process).
+ */
+void shim_callmask_begin(struct shim_callmask *cm, const sigset_t *mask)
+{
+    cm->old = sched_sigmask();
+    cm->ran = shim_handlers_ran();
+    uint64_t want =
+        set_bits(mask) & ~((1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1)) | never_blocked());
+    cm->mask = want;
+    cm->hidden = shim_hidden_mask();
+    shim_set_hidden_mask(set_bits(mask) & preempt_signals());
+    install_mask(cm->old, want);
+    if (cm->hidden & ~set_bits(mask))
+        shim_deliver_signals();
+}
+
+bool shim_callmask_interrupted(const struct shim_callmask *cm)
+{
+    return shim_handlers_ran() != cm->ran;
+}
+
+void shim_callmask_end(struct shim_callmask *cm)
+{
+    shim_set_hidden_mask(cm->hidden);
+    install_mask(cm->mask, cm->old);
+}
+
 /* pthread_sigmask for the current G: 0 or an errno value. SIGKILL and SIGSTOP are never
  * added, glibc's own two never shown, as natively. */
 static int g_sigmask(int how, const sigset_t *set, sigset_t *old)
@@ -606,18 +704,11 @@ static int g_sigmask(int how, const sigset_t *set, sigset_t *old)
     uint64_t next = how == SIG_BLOCK ? cur | want : how == SIG_UNBLOCK ? cur & ~want : want;
     next &= ~((1ULL << (SIGKILL - 1)) | (1ULL << (SIGSTOP - 1)) | (1ULL << (SIGCANCEL_NO - 1)) |
               (1ULL << (SIGSETXID_NO - 1)));
+    uint64_t hidden = shim_hidden_mask();
     shim_set_hidden_mask(next & preempt_signals());
-    next &= ~never_blocked();
-    sched_set_sigmask(next);
-    if (next & ~real)
-        shim_give_back_blocked(next & ~real); /* routed here, now blocked: for another thread */
-    if (real & ~next) {
-        /* Left in the kernel for the process: this M takes them now (its mask lets them
-         * through); the router lets them through again, for the next ones. */
-        if (__atomic_fetch_and(&parked, ~(real & ~next), __ATOMIC_SEQ_CST) & real & ~next)
-            router_kick();
-        shim_deliver_signals(); /* sent while blocked: handled now */
-    }
+    install_mask(real, next & ~never_blocked());
+    if (hidden & ~next)
+        shim_deliver_signals(); /* of preemption's kind, sent while blocked: handled now */
     return 0;
 }
 
@@ -667,25 +758,37 @@ GOSHIM_EXPORT int sigsuspend(const sigset_t *set)
 {
     if (!goshim_active())
         return REAL(sigsuspend)(set);
-    uint64_t want, old = sched_sigmask();
+    uint64_t want, old = sched_sigmask(), hidden = shim_hidden_mask();
     memcpy(&want, set, sizeof want);
     shim_sigwaiting(~want); /* the router's view: it takes what the wait lets through */
+    shim_set_hidden_mask(want & preempt_signals());
     sched_set_sigmask(want & ~never_blocked());
     int ran = shim_deliver_signals();
     sched_set_sigmask(old);
+    shim_set_hidden_mask(hidden);
     if (ran) {
         shim_sigwaiting(0);
         errno = EINTR;
         return -1;
     }
-    if (!entersyscallblock()) {
-        int r = REAL(sigsuspend)(set);
-        shim_sigwaiting(0);
-        return r;
-    }
-    int r = REAL(sigsuspend)(set);
-    int e = errno;
-    exitsyscall();
+    /* The kernel never blocks goshim's own signals for the wait (the program's of their
+     * kind come as bells, when the wait lets them through), and goshim's handler ending
+     * the wait is no handler of the program's: it waits again. */
+    uint64_t kset = want & ~preempt_signals();
+    sigset_t ks;
+    sigemptyset(&ks);
+    memcpy(&ks, &kset, sizeof kset);
+    bool entered = entersyscallblock();
+    int r, e;
+    do {
+        uint32_t before = shim_handlers_ran();
+        r = REAL(sigsuspend)(&ks);
+        e = errno;
+        if (shim_handlers_ran() != before)
+            break;
+    } while (r < 0 && e == EINTR);
+    if (entered)
+        exitsyscall();
     shim_sigwaiting(0);
     errno = e;
     return r;
@@ -699,6 +802,7 @@ GOSHIM_EXPORT int sigpending(sigset_t *set)
     if (r == 0 && goshim_active()) {
         uint64_t mine = shim_pending_signals(), word;
         memcpy(&word, set, sizeof word);
+        word &= ~preempt_signals(); /* goshim's own, on its way (the program's come as marks) */
         word |= mine;
         memcpy(set, &word, sizeof word);
     }
@@ -785,6 +889,9 @@ GOSHIM_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struc
             siginfo_t orig;
             *info = *unparked(info, &orig);
         }
+        if (r > 0 && preempt_owns(r) && info->si_pid == self_pid &&
+            (info->si_code == SI_QUEUE || info->si_code == SI_TIMER))
+            continue; /* preemption's request or slice timer, not the program's */
         if (r <= 0 || info->si_code != SHIM_SI_BELL || info->si_pid != self_pid)
             break;
         /* A bell: taken here like a handler would take it (the signal may have been

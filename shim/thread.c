@@ -78,6 +78,9 @@ struct sthread {
     int cancelstate;    /* PTHREAD_CANCEL_ENABLE/DISABLE */
     int canceltype;     /* PTHREAD_CANCEL_DEFERRED/ASYNCHRONOUS (stored only) */
     uint32_t cancelreq; /* pthread_cancel was called */
+    /* The process-shared cond it waits on in glibc (shim_pshared_cond_wait), or NULL; lock. */
+    pthread_cond_t *pshared_cond;
+    pthread_mutex_t *pshared_mutex; /* the mutex of that wait; lock */
     /* Signals sent to it and not yet delivered (bit sig-1): whoever clears a bit delivers
      * it (see "pthread_kill" below); atomic. procpend: which of them were sent to the
      * process and routed here (they go back to the process if it exits or blocks them);
@@ -97,6 +100,7 @@ struct sthread {
     siginfo_t *fwd_info;
     uint64_t sigwaiting;
     uint64_t hidden_mask;
+    uint32_t handlers_ran; /* handlers of the program run on it (shim_handler_ran); owner */
     char name[16];
     /* Per-thread kernel settings a G cannot have (its tid is not the
      * kernel's): accepted, kept and reported back, not enforced. */
@@ -438,9 +442,13 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, 
         return err ? err : EAGAIN;
     bool zeroed = false;
     struct sthread *st = sched_g_record(gp, &zeroed);
-    if (st && !zeroed)
+    /* Cleared even when the block says its pages are fresh: a G in its next life keeps its
+     * stack block, which still says so, with the last record in it (its freed fwd_info
+     * was freed again: pthread_detach/4-3 aborted; its exiting flag kept process signals
+     * away). The record's page is written next anyway. */
+    if (st)
         memset(st, 0, sizeof *st);
-    else if (!st && !(st = calloc(1, sizeof *st))) {
+    else if (!(st = calloc(1, sizeof *st))) {
         sched_spawn_abandon(gp);
         return EAGAIN;
     }
@@ -696,6 +704,54 @@ GOSHIM_EXPORT void pthread_testcancel(void)
     shim_testcancel();
 }
 
+/*
+ * A process-shared cond is glibc's (shim/cond.c): a thread waiting on one sleeps in glibc's
+ * futex wait, on its M, where goshim's wake-ups do not reach, and glibc's own cancellation
+ * signals a kernel tid the thread does not have. So pthread_cancel wakes every waiter of
+ * that cond with a broadcast (a spurious wake-up for the others, which POSIX allows and
+ * they wait again after); the target comes back from glibc with the mutex re-acquired and
+ * acts on the cancellation there, as a cancellation point does. Unless the canceller holds
+ * the wait's mutex, the target may be between announcing the wait and glibc's registering
+ * it as a waiter (it holds the mutex all that time): then the broadcast is repeated until
+ * it has left the wait, a few times at once, then every millisecond, for a second at most.
+ * Under st->lock, so the cond is never touched after its waiter left it (the program may
+ * destroy it then). Rejected: a signal to its M that runs glibc's own
+ * cancellation there, which would unwind through glibc's internal cleanup (its cond
+ * wait's, which re-takes the mutex) that goshim's unwinder does not run; waits in slices,
+ * which wake every waiter of every process-shared cond all the time.
+ */
+static void wake_pshared_waiter(struct sthread *st)
+{
+    unsigned me = sched.tls_full ? tls_tcb_tid(tls_self()) : 0;
+    for (int i = 0; i < 1000; i++) {
+        runtime_lock(&st->lock);
+        pthread_cond_t *c = st->pshared_cond;
+        bool held = c && me && (unsigned)st->pshared_mutex->__data.__owner == me;
+        if (c)
+            REAL(pthread_cond_broadcast)(c);
+        runtime_unlock(&st->lock);
+        if (!c || held) /* held: the target waits in glibc already, and has been woken */
+            return;
+        if (i < 8) {
+            sched_goyield();
+        } else {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+        }
+    }
+}
+
+void shim_pshared_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    if (!st)
+        return;
+    runtime_lock(&st->lock);
+    st->pshared_cond = c;
+    st->pshared_mutex = m;
+    runtime_unlock(&st->lock);
+}
+
 GOSHIM_EXPORT int pthread_cancel(pthread_t t)
 {
     struct sthread *st;
@@ -711,12 +767,16 @@ GOSHIM_EXPORT int pthread_cancel(pthread_t t)
     /* Wake it if it waits at a cancellation point (any other wait of it
      * just sees a spurious wake-up and waits again). */
     runtime_lock(&st->lock);
+    bool pshared = false;
     if (st->gp && st->cancelstate == PTHREAD_CANCEL_ENABLE) {
         gfutex_interrupt(st->gp);
         if (st->canceltype == PTHREAD_CANCEL_ASYNCHRONOUS)
             sched_preempt_g(st->gp); /* running: cancelled where it is preempted */
+        pshared = st->pshared_cond != NULL;
     }
     runtime_unlock(&st->lock);
+    if (pshared)
+        wake_pshared_waiter(st);
     return 0;
 }
 
@@ -957,6 +1017,10 @@ void shim_thread_adopted_main(void)
  * it back to the router, which picks again (the kernel keeps such a signal
  * pending for the process, for any thread).
  */
+/* glibc's own two real-time signals (nptl). */
+#define SIGCANCEL_NO 32
+#define SIGSETXID_NO 33
+
 static inline uint64_t sigbit(int sig)
 {
     return 1ULL << (sig - 1);
@@ -1031,7 +1095,7 @@ static void pend_self(struct sthread *st, int sig, int code)
  * (real-time ones queue: those stay the kernel's, on this M). */
 static bool kept_for_self(struct sthread *st, int sig, int code)
 {
-    if (sig <= 0 || sig >= SIGRTMIN || !(sched_sigmask() & sigbit(sig)))
+    if (sig <= 0 || sig >= SIGRTMIN || !((sched_sigmask() | st->hidden_mask) & sigbit(sig)))
         return false;
     pend_self(st, sig, code);
     return true;
@@ -1057,6 +1121,55 @@ GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
     return 0;
 }
 
+/* pthread_sigqueue: as pthread_kill, with the siginfo (SI_QUEUE, the value) kept for the
+ * target's handler or sigwaitinfo (glibc's would hand the fake tid to the kernel: ESRCH). */
+GOSHIM_EXPORT int pthread_sigqueue(pthread_t t, int sig, const union sigval value)
+{
+    struct sthread *st = goshim_on ? lookup(t) : NULL;
+    if (!st || !goshim_active())
+        return REAL(pthread_sigqueue)(glibc_id(t, st), sig, value);
+    if (sig < 0 || sig >= 65 || sig == SIGCANCEL_NO || sig == SIGSETXID_NO)
+        return EINVAL;
+    if (__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE))
+        return ESRCH;
+    if (sig == 0)
+        return 0;
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    si.si_signo = sig;
+    si.si_code = SI_QUEUE;
+    si.si_pid = getpid();
+    si.si_uid = getuid();
+    si.si_value = value;
+    runtime_lock(&thr_lock);
+    keep_info(st, sig, &si);
+    runtime_unlock(&thr_lock);
+    if (st == self_thread()) {
+        __atomic_or_fetch(&st->sigpending, sigbit(sig), __ATOMIC_SEQ_CST);
+        shim_deliver_signals(); /* unless it blocks sig: then it waits, as natively */
+        return 0;
+    }
+    runtime_lock(&st->lock);
+    int err = signal_thread_locked(st, sig, false);
+    runtime_unlock(&st->lock);
+    return err;
+}
+
+/* A signal of goshim's own kind (the preemption signal's number) sent by the program that
+ * no thread takes now: pending for the main thread (the kernel would keep it for the
+ * process; goshim cannot leave it there, its OS threads never block it). */
+void shim_pend_on_main(int sig, const siginfo_t *info)
+{
+    runtime_lock(&thr_lock);
+    if (main_thread.gp && !main_thread.exiting) {
+        keep_info(&main_thread, sig, info);
+        runtime_lock(&main_thread.lock);
+        signal_thread_locked(&main_thread, sig, true);
+        runtime_unlock(&main_thread.lock);
+    }
+    runtime_unlock(&thr_lock);
+}
+
 GOSHIM_EXPORT int raise(int sig)
 {
     struct sthread *st = goshim_active() ? self_thread() : NULL;
@@ -1079,7 +1192,7 @@ static void keep_info(struct sthread *st, int sig, const siginfo_t *info)
 /* Does gp (st's thread) take sig now: it does not block it or waits for it. */
 static bool takes(struct sthread *st, struct g *gp, uint64_t bit)
 {
-    return !(sched_gsigmask(gp) & bit) ||
+    return !((sched_gsigmask(gp) | __atomic_load_n(&st->hidden_mask, __ATOMIC_RELAXED)) & bit) ||
            (__atomic_load_n(&st->sigwaiting, __ATOMIC_SEQ_CST) & bit);
 }
 
@@ -1266,6 +1379,19 @@ void shim_sigwaiting(uint64_t set)
         __atomic_store_n(&st->sigwaiting, set, __ATOMIC_SEQ_CST);
 }
 
+void shim_handler_ran(void)
+{
+    struct sthread *st = goshim_on ? self_thread() : NULL;
+    if (st && st->magic == STHREAD_MAGIC)
+        st->handlers_ran++;
+}
+
+uint32_t shim_handlers_ran(void)
+{
+    struct sthread *st = goshim_active() ? self_thread() : NULL;
+    return st ? st->handlers_ran : 0;
+}
+
 uint64_t shim_hidden_mask(void)
 {
     struct sthread *st = goshim_active() ? self_thread() : NULL;
@@ -1276,7 +1402,7 @@ void shim_set_hidden_mask(uint64_t set)
 {
     struct sthread *st = goshim_active() ? self_thread() : NULL;
     if (st)
-        st->hidden_mask = set;
+        __atomic_store_n(&st->hidden_mask, set, __ATOMIC_RELAXED); /* the router reads it */
 }
 
 int shim_deliver_signals(void)
@@ -1284,7 +1410,7 @@ int shim_deliver_signals(void)
     struct sthread *st = goshim_active() ? self_thread() : NULL;
     if (!st)
         return 0;
-    uint64_t mask = sched_sigmask();
+    uint64_t mask = sched_sigmask() | st->hidden_mask;
     if (!__atomic_load_n(&st->sigpending, __ATOMIC_RELAXED))
         return 0;
     uint64_t set = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & ~mask;

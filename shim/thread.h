@@ -20,6 +20,9 @@ void shim_thread_adopted_main(void);
  */
 #include <stdbool.h>
 void shim_testcancel(void);
+/* The process-shared cond the calling thread is about to wait on in glibc with mutex m
+ * (NULL: it is back): pthread_cancel wakes it there (shim/thread.c). */
+void shim_pshared_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
 bool shim_cancel_pending(void);
 
 /*
@@ -70,12 +73,27 @@ void shim_recheck_signal(int sig, const siginfo_t *bell);
 void shim_give_back_blocked(uint64_t blocked);
 /* shim/signal.c: hand sig to the router as if it had just been sent to the process. */
 void shim_signal_repost(int sig, const siginfo_t *info);
+void shim_pend_on_main(int sig, const siginfo_t *info);
 bool shim_main_takes(int sig, struct g *self);
 bool shim_forwarded_info(int sig, siginfo_t *out);
 void shim_sigwaiting(uint64_t set);
 /* Signals of the preemption kind the calling thread asked to block: reported, not installed. */
 uint64_t shim_hidden_mask(void);
+/* A handler of the program runs on the calling thread (the dispatcher); how many did. */
+void shim_handler_ran(void);
+uint32_t shim_handlers_ran(void);
 void shim_set_hidden_mask(uint64_t set);
+/* A wait with a signal mask of its own (ppoll, pselect, epoll_pwait, epoll_pwait2): begin
+ * installs the call's mask as the thread's (handling what it lets through), interrupted
+ * says whether a handler of the program ran on this thread since, end puts the old mask
+ * back (shim/signal.c). */
+struct shim_callmask {
+    uint64_t old, mask, hidden;
+    uint32_t ran;
+};
+void shim_callmask_begin(struct shim_callmask *cm, const sigset_t *mask);
+bool shim_callmask_interrupted(const struct shim_callmask *cm);
+void shim_callmask_end(struct shim_callmask *cm);
 /* Before an exec: what goshim keeps pending for the thread goes to the kernel (returned);
  * after a failed exec, back. */
 uint64_t shim_exec_prepare(void);

@@ -105,6 +105,16 @@ static const struct procsig_case procsig_cases[] = {
     {"execpend", "after exec: SIGUSR1 pending: yes, blocked: yes\n"},
     {"parked", "parked: a signal nobody took at once was handled later: every time\n"},
     {"lastthread", "lastthread: handled by the thread before it ended: every time\n"},
+    {"newm", "newm: handlers ran on threads of the program only: yes\n"},
+    {"recycle", "recycle: every thread took its signal and ended\n"},
+#define MASKED_OUT(call)                                                                           \
+    call ": EINTR after the handler ran on main: pending before: yes, from a child: yes, from a "  \
+         "thread while another takes it: yes; blocked again, none pending: yes\n"
+    {"ppoll", MASKED_OUT("ppoll")},
+    {"pselect", MASKED_OUT("pselect")},
+    {"epoll_pwait", MASKED_OUT("epoll_pwait")},
+    {"epoll_pwait2", MASKED_OUT("epoll_pwait2")},
+#undef MASKED_OUT
 };
 
 Test(preload_signal, process_signals_natively, .timeout = 120)
@@ -189,6 +199,39 @@ Test(preload_regress, issue_13_signal_to_an_ending_thread_was_lost, .timeout = 1
     procsig_under_goshim("lastthread");
 }
 
+/* A new OS thread inherited its creator's mask and GS base: until it set its own GS, the
+ * dispatcher took it for its creator's M and ran a process signal's handler there, on no
+ * thread of the program (process_signal_interrupts_the_main_threads_sleep failed 1 run in
+ * 60; this mode, 32 threads handing their P off at once under a flood of signals, failed
+ * 1 run in 2 before the fix). */
+Test(preload_regress, issue_13_handler_ran_on_a_starting_os_thread, .timeout = 240)
+{
+    long runs = test_scale(8);
+    for (long i = 0; i < runs; i++)
+        procsig_under_goshim("newm");
+}
+
+/* ppoll, pselect, epoll_pwait and epoll_pwait2 with a mask that lets SIGUSR1 through, in a
+ * main thread that blocks it: the process's SIGUSR1 interrupts the call with its handler on
+ * main, also when another thread takes it (the router did not see the call's mask: it chose
+ * that thread, and the call ran to its timeout), and the mask is back afterwards. */
+Test(preload_signal, masked_waits_take_the_signals_their_mask_lets_through, .timeout = 120)
+{
+    procsig_under_goshim("ppoll");
+    procsig_under_goshim("pselect");
+    procsig_under_goshim("epoll_pwait");
+    procsig_under_goshim("epoll_pwait2");
+}
+
+/* A thread record in a stack block a G kept for its next life was not cleared (the block
+ * said its pages were fresh): the last thread's siginfo pointer was freed again
+ * (pthread_detach/4-3 aborted with a double free) and its exiting flag kept process signals
+ * from the new thread (this mode hung). */
+Test(preload_regress, issue_13_record_in_a_reused_stack_block_was_stale, .timeout = 120)
+{
+    procsig_under_goshim("recycle");
+}
+
 /* A signal a thread sent itself while blocking it is still pending after exec. */
 Test(preload_signal, pending_signal_survives_exec, .timeout = 60)
 {
@@ -201,8 +244,20 @@ Test(preload_signal, pending_signal_survives_exec, .timeout = 60)
 #define PENDING_OUT "creator has SIGUSR1 pending: yes; the new thread: no\n"
 #define SEMINTR_OUT "sem_timedwait: -1 EINTR\n"
 
+#define URG_OUT                                                                                    \
+    "urg: never pending nor taken while threads compute: yes\n"                                    \
+    "urg: raised while blocked: pending yes, handler ran no; sigwait took it: yes; "               \
+    "pthread_kill'ed: pending yes; unblocked: handler ran 1 time(s), on this thread: yes; the "    \
+    "old set had it: yes\n"
+#define SIGQUEUE_OUT "pthread_sigqueue: to a parked thread: yes; to a computing one: yes\n"
+#define PSCANCEL_OUT                                                                               \
+    "process-shared cond: cancelled in its wait, cleanup with the mutex held: 4 of 4\n"
+
 Test(preload_signal, thread_facts_natively, .timeout = 60)
 {
+    expect_native_prints("prog_thread_facts", "urg", URG_OUT);
+    expect_native_prints("prog_thread_facts", "sigqueue", SIGQUEUE_OUT);
+    expect_native_prints("prog_thread_facts", "psharedcancel", PSCANCEL_OUT);
     expect_native_prints("prog_thread_facts", "masks", MASKS_OUT);
     expect_native_prints("prog_thread_facts", "pending", PENDING_OUT);
     expect_native_prints("prog_thread_facts", "semintr", SEMINTR_OUT);
@@ -214,6 +269,33 @@ Test(preload_signal, sigmask_old_set_is_what_the_program_set, .timeout = 60)
 {
     expect_preloaded_prints("prog_thread_facts", "masks", "GOSHIM_PROCS=1", MASKS_OUT, 1);
     expect_preloaded_prints("prog_thread_facts", "masks", "GOSHIM_PROCS=2", MASKS_OUT, 1);
+}
+
+/* goshim's preemption signal never shows; the program's own SIGURG, blocked, waits pending
+ * (sigpending, sigwait) and runs its handler once unblocked (the handler ran at once, and
+ * sigwait then waited for ever). */
+Test(preload_signal, preemption_signal_is_invisible_and_the_programs_sigurg_its_own, .timeout = 90)
+{
+    expect_preloaded_prints("prog_thread_facts", "urg", "GOSHIM_PROCS=1", URG_OUT, 3);
+    expect_preloaded_prints("prog_thread_facts", "urg", "GOSHIM_PROCS=2", URG_OUT, 3);
+}
+
+/* pthread_sigqueue to another thread, parked or computing: its handler gets SI_QUEUE and
+ * the value (glibc's handed the fake tid to the kernel: ESRCH). */
+Test(preload_signal, pthread_sigqueue_reaches_its_thread_with_the_value, .timeout = 60)
+{
+    expect_preloaded_prints("prog_thread_facts", "sigqueue", "GOSHIM_PROCS=1", SIGQUEUE_OUT, 3);
+    expect_preloaded_prints("prog_thread_facts", "sigqueue", "GOSHIM_PROCS=2", SIGQUEUE_OUT, 3);
+}
+
+/* pthread_cancel of a thread in a wait on a process-shared cond (glibc's): it never took
+ * effect (pthread_cond_wait/2-3 and pthread_cond_timedwait/2-6 hung). */
+Test(preload_signal, cancel_takes_effect_in_a_process_shared_cond_wait, .timeout = 90)
+{
+    expect_preloaded_prints("prog_thread_facts", "psharedcancel", "GOSHIM_PROCS=1", PSCANCEL_OUT,
+                            5);
+    expect_preloaded_prints("prog_thread_facts", "psharedcancel", "GOSHIM_PROCS=2", PSCANCEL_OUT,
+                            5);
 }
 
 /* The creator's pending SIGUSR1 (raised while blocked) showed up in its new thread, which

@@ -31,6 +31,24 @@
  *                           it ended (natively kill() picks it at once; under goshim the
  *                           signal reached the router after the thread had ended, and
  *                           nobody took it)
+ *   prog_procsig newm       main blocks SIGUSR1, 32 threads that take it block in flock (the
+ *                           P handed off: new OS threads start) while a child floods the
+ *                           process with SIGUSR1: every handler runs on a thread of the
+ *                           program (under goshim a new OS thread, before it knew which M it
+ *                           was, ran one on no thread at all: 1 run in 100 of mode sleep)
+ *   prog_procsig ppoll|pselect|epoll_pwait|epoll_pwait2
+ *                           main and a worker block SIGUSR1; main waits on a pipe nobody
+ *                           writes with a mask that lets SIGUSR1 through, with it pending
+ *                           already (sent to the process), sent by a child during the wait,
+ *                           and sent by a thread (kill of the process) while another thread
+ *                           takes it too (the kernel prefers the main thread): the call
+ *                           fails with EINTR, the handler ran on main before it returned,
+ *                           SIGUSR1 is blocked again afterwards
+ *   prog_procsig recycle    threads of several stack sizes take a process signal each (the
+ *                           router keeps its siginfo in their records), detach themselves
+ *                           and end, again and again: their stack blocks, with the records
+ *                           in them, are reused (a stale siginfo pointer in a reused record
+ *                           was freed twice: pthread_detach/4-3 aborted)
  *
  * Output is fixed for each mode; exit 0.
  */
@@ -45,6 +63,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/select.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -513,6 +536,261 @@ static int mode_execcheck(void)
     return 0;
 }
 
+/* ---- newm: handlers run on threads of the program only -------------------------------- */
+
+static __thread int a_thread; /* set by each thread of the program before it takes SIGUSR1 */
+static volatile sig_atomic_t on_none;
+static int lockpath_fd;
+
+static void note_thread(int sig)
+{
+    (void)sig;
+    handled++;
+    if (!a_thread)
+        on_none = 1;
+}
+
+static void *flock_waiter(void *arg)
+{
+    (void)arg;
+    a_thread = 1;
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    EXPECT(pthread_sigmask(SIG_UNBLOCK, &usr1, NULL), 0);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", lockpath_fd);
+    int fd = open(path, O_RDWR); /* a description of its own: flock blocks on main's lock */
+    CHECK(fd >= 0);
+    CHECK(flock(fd, LOCK_EX) == 0); /* SA_RESTART: a handler does not end it */
+    CHECK(flock(fd, LOCK_UN) == 0);
+    close(fd);
+    return NULL;
+}
+
+static int mode_newm(void)
+{
+    enum { NT = 32 };
+    a_thread = 1;
+    install(SIGUSR1, note_thread, SA_RESTART);
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    EXPECT(pthread_sigmask(SIG_BLOCK, &usr1, NULL), 0); /* the threads take it, not main */
+    char tmpl[] = "/tmp/prog_procsig_XXXXXX";
+    lockpath_fd = mkstemp(tmpl);
+    CHECK(lockpath_fd >= 0);
+    unlink(tmpl);
+    CHECK(flock(lockpath_fd, LOCK_EX) == 0);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        for (;;) { /* until killed */
+            kill(parent, SIGUSR1);
+            struct timespec ts = {0, 20 * 1000}; /* pacing, not synchronisation */
+            nanosleep(&ts, NULL);
+        }
+    }
+    pthread_t t[NT];
+    for (int i = 0; i < NT; i++)
+        EXPECT(pthread_create(&t[i], NULL, flock_waiter, NULL), 0);
+    CHECK(flock(lockpath_fd, LOCK_UN) == 0);
+    for (int i = 0; i < NT; i++)
+        EXPECT(pthread_join(t[i], NULL), 0);
+    sigset_t none;
+    sigemptyset(&none);
+    while (!handled) /* the flood goes on: one comes here at the latest */
+        sigsuspend(&none);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    printf("newm: handlers ran on threads of the program only: %s\n", on_none ? "no" : "yes");
+    return 0;
+}
+
+/* ---- ppoll and friends: the call's mask is the thread's for the call ------------------ */
+
+static int worker_stop_fd[2];
+static volatile int wait_over;
+
+/* Takes SIGUSR1 (on_other if it runs its handler) until told to stop. */
+static void *usr1_taker(void *arg)
+{
+    int fd = *(int *)arg;
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    EXPECT(pthread_sigmask(SIG_UNBLOCK, &usr1, NULL), 0);
+    char c;
+    while (read(fd, &c, 1) < 0 && errno == EINTR)
+        ;
+    return NULL;
+}
+
+/* Blocks SIGUSR1 (inherited) and sends it to the process every 20 ms while main waits. */
+static void *usr1_sender(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 250 && !wait_over; i++) {
+        kill(getpid(), SIGUSR1);
+        struct timespec ts = {0, 20 * 1000 * 1000}; /* pacing, not synchronisation */
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void *blocking_worker(void *arg)
+{
+    (void)arg;
+    char c;
+    while (read(worker_stop_fd[0], &c, 1) < 0 && errno == EINTR) /* parked, SIGUSR1 blocked */
+        ;
+    return NULL;
+}
+
+/* One wait of the kind mode names on fd (never readable), 5 s at most, with mask. */
+static int masked_wait(const char *mode, int fd, int epfd, const sigset_t *mask)
+{
+    struct timespec five = {5, 0};
+    if (!strcmp(mode, "ppoll")) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        return ppoll(&pfd, 1, &five, mask);
+    }
+    if (!strcmp(mode, "pselect")) {
+        fd_set r;
+        FD_ZERO(&r);
+        FD_SET(fd, &r);
+        return pselect(fd + 1, &r, NULL, NULL, &five, mask);
+    }
+    struct epoll_event ev;
+    if (!strcmp(mode, "epoll_pwait"))
+        return epoll_pwait(epfd, &ev, 1, 5000, mask);
+    return epoll_pwait2(epfd, &ev, 1, &five, mask);
+}
+
+static int mode_masked(const char *mode)
+{
+    install(SIGUSR1, note, 0);
+    sigset_t usr1, open_set, now;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    EXPECT(pthread_sigmask(SIG_BLOCK, &usr1, NULL), 0);
+    CHECK(pipe(worker_stop_fd) == 0);
+    pthread_t w;
+    EXPECT(pthread_create(&w, NULL, blocking_worker, NULL), 0); /* blocks SIGUSR1 too */
+    int p[2];
+    CHECK(pipe(p) == 0);
+    int epfd = epoll_create1(0);
+    CHECK(epfd >= 0);
+    struct epoll_event ev = {.events = EPOLLIN};
+    ev.data.fd = p[0];
+    CHECK(epoll_ctl(epfd, EPOLL_CTL_ADD, p[0], &ev) == 0);
+    pthread_sigmask(SIG_BLOCK, NULL, &open_set);
+    sigdelset(&open_set, SIGUSR1);
+    bool ok[3];
+    for (int round = 0; round < 3; round++) {
+        handled = on_main = on_other = 0;
+        int fd = -1, stopfd[2];
+        pthread_t taker, sender;
+        if (round == 0) {
+            CHECK(kill(getpid(), SIGUSR1) == 0); /* pending for the process: nobody takes it */
+        } else if (round == 1) {
+            fd = killer(SIGUSR1, 250);
+            close(fd);
+        } else {
+            CHECK(pipe(stopfd) == 0);
+            wait_over = 0;
+            EXPECT(pthread_create(&taker, NULL, usr1_taker, &stopfd[0]), 0);
+            EXPECT(pthread_create(&sender, NULL, usr1_sender, NULL), 0);
+        }
+        int r = masked_wait(mode, p[0], epfd, &open_set);
+        int e = errno;
+        int ran = on_main; /* main blocks SIGUSR1 but during the call */
+        if (round == 1)
+            end_killer();
+        if (round == 2) {
+            wait_over = 1;
+            EXPECT(pthread_join(sender, NULL), 0);
+            CHECK(write(stopfd[1], "x", 1) == 1);
+            EXPECT(pthread_join(taker, NULL), 0);
+            close(stopfd[0]);
+            close(stopfd[1]);
+        }
+        pthread_sigmask(SIG_BLOCK, NULL, &now);
+        /* Before the call the taker of round 2 may get some: not main. */
+        ok[round] = r == -1 && e == EINTR && ran && (round == 2 || !on_other) &&
+                    sigismember(&now, SIGUSR1) == 1;
+        if (!ok[round])
+            fprintf(stderr, "%s round %d: returned %d errno %d, handled %d on main %d other %d\n",
+                    mode, round, r, e, (int)handled, ran, (int)on_other);
+    }
+    CHECK(write(worker_stop_fd[1], "x", 1) == 1);
+    EXPECT(pthread_join(w, NULL), 0);
+    sigset_t pend;
+    sigpending(&pend);
+    printf("%s: EINTR after the handler ran on main: pending before: %s, from a child: %s, from "
+           "a thread while another takes it: %s; blocked again, none pending: %s\n",
+           mode, ok[0] ? "yes" : "no", ok[1] ? "yes" : "no", ok[2] ? "yes" : "no",
+           sigismember(&pend, SIGUSR1) == 0 ? "yes" : "no");
+    return 0;
+}
+
+/* ---- recycle: records in reused stack blocks start clean ------------------------------- */
+
+static sem_t rc_ready, rc_go, rc_done;
+
+static void *recycled(void *arg)
+{
+    (void)arg;
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    EXPECT(pthread_sigmask(SIG_UNBLOCK, &usr1, NULL), 0);
+    CHECK(sem_post(&rc_ready) == 0);
+    while (sem_wait(&rc_go) != 0) /* the signal comes here meanwhile */
+        ;
+    EXPECT(pthread_detach(pthread_self()), 0);
+    CHECK(sem_post(&rc_done) == 0);
+    return NULL;
+}
+
+static int mode_recycle(void)
+{
+    install(SIGUSR1, note, SA_RESTART);
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    EXPECT(pthread_sigmask(SIG_BLOCK, &usr1, NULL), 0);
+    EXPECT(sem_init(&rc_ready, 0, 0), 0);
+    EXPECT(sem_init(&rc_go, 0, 0), 0);
+    EXPECT(sem_init(&rc_done, 0, 0), 0);
+    static const size_t sizes[] = {0, 0, 64 << 10, 0};
+    long rounds = scaled(200), n = 0;
+    for (long i = 0; i < rounds; i++) {
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            pthread_attr_t a;
+            EXPECT(pthread_attr_init(&a), 0);
+            if (sizes[k])
+                EXPECT(pthread_attr_setstacksize(&a, sizes[k]), 0);
+            pthread_t t;
+            EXPECT(pthread_create(&t, &a, recycled, NULL), 0);
+            EXPECT(pthread_attr_destroy(&a), 0);
+            while (sem_wait(&rc_ready) != 0)
+                ;
+            int before = handled;
+            CHECK(kill(getpid(), SIGUSR1) == 0); /* only that thread takes it */
+            while (handled == before)            /* it runs the handler, parked or not */
+                sched_yield();
+            CHECK(sem_post(&rc_go) == 0);
+            while (sem_wait(&rc_done) != 0)
+                ;
+            n++;
+        }
+    }
+    printf("recycle: %s\n", n == rounds * 4 ? "every thread took its signal and ended" : "no");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -544,7 +822,16 @@ int main(int argc, char **argv)
         return mode_parked();
     if (!strcmp(mode, "lastthread"))
         return mode_lastthread();
-    fprintf(stderr, "usage: prog_procsig sleep|sem|pause|join|restart|eintr|onlyone|sigwait|"
-                    "sigchld|execpend|parked|lastthread\n");
+    if (!strcmp(mode, "newm"))
+        return mode_newm();
+    if (!strcmp(mode, "recycle"))
+        return mode_recycle();
+    if (!strcmp(mode, "ppoll") || !strcmp(mode, "pselect") || !strcmp(mode, "epoll_pwait") ||
+        !strcmp(mode, "epoll_pwait2"))
+        return mode_masked(mode);
+    fprintf(
+        stderr,
+        "usage: prog_procsig sleep|sem|pause|join|restart|eintr|onlyone|sigwait|"
+        "sigchld|execpend|parked|lastthread|newm|recycle|ppoll|pselect|epoll_pwait|epoll_pwait2\n");
     return 2;
 }

@@ -12,6 +12,18 @@
  *                               EDEADLK: both sides' thread had the same fake tid)
  *   prog_thread_facts forksetxid  with threads running, fork; the child calls seteuid (it
  *                               hung in glibc's set*id round)
+ *   prog_thread_facts urg       SIGURG (goshim's preemption signal by default) as natively:
+ *                               while two threads compute, never pending nor taken by a
+ *                               zero-timeout sigtimedwait; then, with a handler of the
+ *                               program and SIGURG blocked, a raised and a pthread_kill'ed
+ *                               SIGURG wait pending (sigpending shows it, the handler does
+ *                               not run), sigwait takes one, unblocking runs the handler once
+ *   prog_thread_facts sigqueue  pthread_sigqueue to a parked and to a computing thread: the
+ *                               handler runs on that thread with SI_QUEUE and the value
+ *   prog_thread_facts psharedcancel  pthread_cancel of threads waiting on a process-shared
+ *                               cond (untimed and timed, the canceller holding the mutex or
+ *                               not): each ends cancelled, its cleanup handler run with the
+ *                               mutex held (they never ended)
  *
  * Output is fixed for each mode; exit 0.
  */
@@ -196,6 +208,235 @@ static int mode_forksetxid(void)
     return 0;
 }
 
+/* ---- urg: goshim's own signal never shows; the program's own SIGURG is its own ---------- */
+
+static volatile int computing;
+static volatile sig_atomic_t urg_ran;
+static pthread_t urg_main;
+static volatile sig_atomic_t urg_elsewhere;
+
+static void *compute(void *arg)
+{
+    volatile unsigned long n = 0;
+    while (computing)
+        n++;
+    return arg;
+}
+
+static void on_urg(int sig)
+{
+    (void)sig;
+    urg_ran++;
+    if (!pthread_equal(pthread_self(), urg_main))
+        urg_elsewhere = 1;
+}
+
+static void *kill_main_urg(void *arg)
+{
+    (void)arg;
+    EXPECT(pthread_kill(urg_main, SIGURG), 0);
+    return NULL;
+}
+
+static int mode_urg(void)
+{
+    urg_main = pthread_self();
+    sigset_t urg, pend, none;
+    sigemptyset(&urg);
+    sigaddset(&urg, SIGURG);
+    sigemptyset(&none);
+    EXPECT(pthread_sigmask(SIG_BLOCK, &urg, NULL), 0);
+    /* No handler: goshim preempts the computing threads meanwhile. */
+    pthread_t t[2];
+    computing = 1;
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_create(&t[i], NULL, compute, NULL), 0);
+    int seen = 0;
+    long rounds = scaled(2000);
+    for (long i = 0; i < rounds; i++) {
+        CHECK(sigpending(&pend) == 0);
+        if (sigismember(&pend, SIGURG) == 1)
+            seen++;
+        struct timespec zero = {0, 0};
+        if (sigtimedwait(&urg, NULL, &zero) == SIGURG)
+            seen++;
+        sched_yield();
+    }
+    computing = 0;
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_join(t[i], NULL), 0);
+    printf("urg: never pending nor taken while threads compute: %s\n", seen ? "no" : "yes");
+    /* The program's own SIGURG, blocked: pending, taken by sigwait, handled on unblock. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_urg;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGURG, &sa, NULL) == 0);
+    CHECK(raise(SIGURG) == 0);
+    CHECK(sigpending(&pend) == 0);
+    int raised = sigismember(&pend, SIGURG) == 1;
+    int sig = 0;
+    EXPECT(sigwait(&urg, &sig), 0);
+    CHECK(sigpending(&pend) == 0);
+    int taken = sig == SIGURG && sigismember(&pend, SIGURG) == 0;
+    pthread_t k;
+    EXPECT(pthread_create(&k, NULL, kill_main_urg, NULL), 0);
+    EXPECT(pthread_join(k, NULL), 0);
+    CHECK(sigpending(&pend) == 0);
+    int killed = sigismember(&pend, SIGURG) == 1;
+    int before = urg_ran;
+    sigset_t old;
+    EXPECT(pthread_sigmask(SIG_UNBLOCK, &urg, &old), 0);
+    int ran = urg_ran - before;
+    printf("urg: raised while blocked: pending %s, handler ran %s; sigwait took it: %s; "
+           "pthread_kill'ed: pending %s; unblocked: handler ran %d time(s), on this thread: "
+           "%s; the old set had it: %s\n",
+           raised ? "yes" : "no", before ? "yes" : "no", taken ? "yes" : "no",
+           killed ? "yes" : "no", ran, urg_elsewhere ? "no" : "yes",
+           sigismember(&old, SIGURG) == 1 ? "yes" : "no");
+    return 0;
+}
+
+/* ---- sigqueue: pthread_sigqueue reaches its thread with its value ---------------------- */
+
+static sem_t queued_sem, release_sem;
+static pthread_t queued_to;
+static volatile int queued_ok, queued_code, queued_value;
+
+static void on_queued(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    queued_ok = pthread_equal(pthread_self(), queued_to);
+    queued_code = si->si_code;
+    queued_value = si->si_value.sival_int;
+    sem_post(&queued_sem);
+}
+
+static void *parked_target(void *arg)
+{
+    (void)arg;
+    while (sem_wait(&release_sem) != 0)
+        ;
+    return NULL;
+}
+
+static void *computing_target(void *arg)
+{
+    (void)arg;
+    volatile unsigned long n = 0;
+    while (computing)
+        n++;
+    return NULL;
+}
+
+static int mode_sigqueue(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_queued;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    CHECK(sigaction(SIGUSR2, &sa, NULL) == 0);
+    EXPECT(sem_init(&queued_sem, 0, 0), 0);
+    EXPECT(sem_init(&release_sem, 0, 0), 0);
+    int ok[2];
+    for (int round = 0; round < 2; round++) {
+        pthread_t t;
+        computing = 1;
+        EXPECT(pthread_create(&t, NULL, round == 0 ? parked_target : computing_target, NULL), 0);
+        queued_to = t;
+        queued_ok = 0;
+        union sigval v = {.sival_int = 40 + round};
+        EXPECT(pthread_sigqueue(t, SIGUSR2, v), 0);
+        while (sem_wait(&queued_sem) != 0)
+            ;
+        ok[round] = queued_ok && queued_code == SI_QUEUE && queued_value == 40 + round;
+        computing = 0;
+        CHECK(sem_post(&release_sem) == 0);
+        EXPECT(pthread_join(t, NULL), 0);
+        if (round == 1) /* the computing one did not wait on it */
+            while (sem_trywait(&release_sem) == 0)
+                ;
+    }
+    printf("pthread_sigqueue: to a parked thread: %s; to a computing one: %s\n",
+           ok[0] ? "yes" : "no", ok[1] ? "yes" : "no");
+    return 0;
+}
+
+/* ---- psharedcancel: a wait on a process-shared cond is a cancellation point ------------ */
+
+static pthread_mutex_t ps_mu;
+static pthread_cond_t ps_cv;
+static volatile int ps_timed, ps_cleanup_held, ps_waiting;
+
+static void ps_cleanup(void *arg)
+{
+    (void)arg;
+    /* An errorcheck mutex: unlocking it succeeds only for its owner. */
+    ps_cleanup_held = pthread_mutex_unlock(&ps_mu) == 0;
+}
+
+static void *ps_waiter(void *arg)
+{
+    (void)arg;
+    EXPECT(pthread_mutex_lock(&ps_mu), 0);
+    pthread_cleanup_push(ps_cleanup, NULL);
+    for (;;) {          /* nobody signals: only the cancellation ends this */
+        ps_waiting = 1; /* with the mutex held: whoever takes it next finds it in the wait */
+        if (ps_timed) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 30;
+            pthread_cond_timedwait(&ps_cv, &ps_mu, &ts);
+        } else {
+            pthread_cond_wait(&ps_cv, &ps_mu);
+        }
+    }
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+static int mode_psharedcancel(void)
+{
+    pthread_mutexattr_t ma;
+    pthread_condattr_t ca;
+    EXPECT(pthread_mutexattr_init(&ma), 0);
+    EXPECT(pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED), 0);
+    EXPECT(pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK), 0);
+    EXPECT(pthread_condattr_init(&ca), 0);
+    EXPECT(pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED), 0);
+    EXPECT(pthread_mutex_init(&ps_mu, &ma), 0);
+    EXPECT(pthread_cond_init(&ps_cv, &ca), 0);
+    int good = 0;
+    for (int round = 0; round < 4; round++) {
+        ps_timed = round & 1;
+        ps_cleanup_held = ps_waiting = 0;
+        pthread_t t;
+        EXPECT(pthread_create(&t, NULL, ps_waiter, NULL), 0);
+        /* Once main has the mutex, the waiter is in the wait (it let the mutex go there). */
+        for (;;) {
+            EXPECT(pthread_mutex_lock(&ps_mu), 0);
+            if (ps_waiting)
+                break;
+            EXPECT(pthread_mutex_unlock(&ps_mu), 0);
+            sched_yield();
+        }
+        if (round >= 2) /* cancelled without the mutex held */
+            EXPECT(pthread_mutex_unlock(&ps_mu), 0);
+        EXPECT(pthread_cancel(t), 0);
+        if (round < 2)
+            EXPECT(pthread_mutex_unlock(&ps_mu), 0);
+        void *ret = NULL;
+        EXPECT(pthread_join(t, &ret), 0);
+        if (ret == PTHREAD_CANCELED && ps_cleanup_held)
+            good++;
+    }
+    printf("process-shared cond: cancelled in its wait, cleanup with the mutex held: %d of 4\n",
+           good);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -211,6 +452,13 @@ int main(int argc, char **argv)
         return mode_forktid();
     if (!strcmp(mode, "forksetxid"))
         return mode_forksetxid();
-    fprintf(stderr, "usage: prog_thread_facts joined|masks|pending|semintr|forktid|forksetxid\n");
+    if (!strcmp(mode, "urg"))
+        return mode_urg();
+    if (!strcmp(mode, "sigqueue"))
+        return mode_sigqueue();
+    if (!strcmp(mode, "psharedcancel"))
+        return mode_psharedcancel();
+    fprintf(stderr, "usage: prog_thread_facts joined|masks|pending|semintr|forktid|forksetxid|urg|"
+                    "sigqueue|psharedcancel\n");
     return 2;
 }
