@@ -150,6 +150,17 @@ Test(preload_fs, detached_threads_reuse_their_blocks, .timeout = 60)
               out);
 }
 
+/* What exited threads touched deep in their stacks goes back once the process idles
+ * (natively at each exit: glibc's advise_stack_range). */
+Test(preload_fs, deep_stacks_of_exited_threads_are_released, .timeout = 60)
+{
+    static char out[1 << 14];
+    char penv[256];
+    expect_native_prints("prog_tcb_block", "deep 256 512", "deep: released yes\n");
+    run_preloaded_ok("prog_tcb_block", "deep 256 512", NULL, penv, sizeof penv, out, sizeof out);
+    cr_assert(strstr(out, "deep: released yes\n"), "%s", out);
+}
+
 /* fork from threads (the LDT is inherited), exec (the kernel drops it), vfork, daemon. */
 Test(preload_fs, fork_and_exec_in_every_method, .timeout = 60)
 {
