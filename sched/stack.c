@@ -75,9 +75,10 @@
  *
  * Memory. A stack on a warm global list or the arena free list is
  * MADV_DONTNEED'ed below its node (glibc does the same on thread exit), so
- * idle stacks hold no memory but their kept bytes (two pages for a TCB) —
- * when its thread went below the node's page at all (mincore of the page
- * below: a stack is used from the top down; see release_warm). Arena slots
+ * idle stacks hold no memory but their kept bytes (two pages for a TCB)
+ * and, warm ones, the 16 KiB below their node that glibc keeps too — when
+ * its thread went below that at all (mincore of the page below: a stack
+ * is used from the top down; see release_warm). Arena slots
  * are released as they go; warm stacks enter their list dirty (not looked
  * at) and stack_scavenge releases them when an M is about to sleep for
  * lack of work, one stack at a time until it is woken, as Go's background
@@ -167,6 +168,7 @@ enum {
     ALTSTACK_SIZE = 64 * 1024,     /* per-M alternate signal stack */
     ARCH_STACK_DEFAULT = 2 << 20,  /* glibc x86-64 ARCH_STACK_DEFAULT_SIZE */
     STACK_MIN = 16384,             /* glibc PTHREAD_STACK_MIN on x86-64 */
+    WARM_KEEP = STACK_MIN,         /* bytes below its node a warm stack keeps (release_warm) */
     MAX_MAP_COUNT_DEFAULT = 65530, /* DEFAULT_MAX_MAP_COUNT, when /proc is unreadable */
 };
 #define ARENA_CHUNK_TARGET ((size_t)512 << 20) /* aim for chunks of about this size */
@@ -714,9 +716,12 @@ static void flush_releases(struct iovec *v, size_t n)
 }
 
 /*
- * release_warm releases the memory of a list of stacks going warm, below
- * their nodes, where their thread went deeper than the node's page: the
- * page just below it is resident (mincore), else nothing is released. A
+ * release_warm releases the memory of a list of warm stacks below their
+ * nodes and the WARM_KEEP bytes under them, where their thread went deeper
+ * than that: the page just below is resident (mincore), else nothing is
+ * released. glibc keeps as much below the exiting frame of a cached stack
+ * (advise_stack_range keeps PTHREAD_STACK_MIN), and the next thread on it
+ * finds its first frames' pages in place instead of faulting them in. A
  * stack is used downwards from its top, so most threads touched nothing
  * below it, and the release cost a page-table walk each (an 8 MiB range:
  * 35% of a batch of 1000 create+joins, in unmap_page_range) for nothing.
@@ -730,16 +735,16 @@ static void release_warm(struct stacknode *list)
     size_t n = 0;
     for (struct stacknode *nd = list; nd; nd = nd->next) {
         char *top = (char *)((uintptr_t)nd & ~(uintptr_t)(pagesize - 1));
+        top = (size_t)(top - nd->st.lo) > WARM_KEEP ? top - WARM_KEEP : nd->st.lo;
         unsigned char in = 1;
-        if (top > nd->st.lo && rt_syscall(SYS_mincore, top - pagesize, pagesize, (long)&in) == 0 &&
-            !(in & 1))
-            continue; /* never went below the node's page */
+        if (top == nd->st.lo ||
+            (rt_syscall(SYS_mincore, top - pagesize, pagesize, (long)&in) == 0 && !(in & 1)))
+            continue; /* never went below the kept part */
         if (!prep_ok) {
-            release_memory(&nd->st);
+            rt_syscall(SYS_madvise, nd->st.lo, top - nd->st.lo, MADV_DONTNEED);
             continue;
         }
-        if (top > nd->st.lo)
-            v[n++] = (struct iovec){nd->st.lo, (size_t)(top - nd->st.lo)};
+        v[n++] = (struct iovec){nd->st.lo, (size_t)(top - nd->st.lo)};
         if (n == sizeof v / sizeof v[0]) {
             flush_releases(v, n);
             n = 0;
