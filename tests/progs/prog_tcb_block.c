@@ -4,7 +4,7 @@
  * block, as glibc puts it (sched/proc.c). Plain pthreads, the same output
  * natively.
  *
- *   usage: prog_tcb_block tls | layout | joinable | detached N | deep N KIB
+ *   usage: prog_tcb_block tls | layout | joinable | detached N | deep N KIB | heap N
  *
  * tls: threads of 64 KiB and of default stacks, made before and after a
  *   dlopen of libgoshim_tlsmod.so (dynamic TLS through each thread's DTV),
@@ -28,11 +28,15 @@
  *   steps (at most 10 s) until the process's resident memory is back within
  *   half of what the threads touched. Prints "deep: released yes" or
  *   "deep: released no (X MiB still resident of Y touched)".
+ * heap: N threads blocked at once in pthread_cond_wait; prints the malloc
+ *   heap in use (mallinfo2, every arena) they added, per thread:
+ *   "heap: X bytes a thread" (natively glibc's DTV).
  */
 #include <alloca.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
@@ -359,6 +363,49 @@ static int run_deep(long n, long kib)
     return 0;
 }
 
+static pthread_mutex_t heap_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t heap_cv = PTHREAD_COND_INITIALIZER,
+                      heap_started_cv = PTHREAD_COND_INITIALIZER;
+static long heap_started; /* heap_m */
+static int heap_go;       /* heap_m */
+
+static void *heap_worker(void *arg)
+{
+    pthread_mutex_lock(&heap_m);
+    heap_started++;
+    pthread_cond_signal(&heap_started_cv);
+    while (!heap_go)
+        pthread_cond_wait(&heap_cv, &heap_m);
+    pthread_mutex_unlock(&heap_m);
+    return arg;
+}
+
+static int run_heap(long n)
+{
+    pthread_t *t = calloc((size_t)n, sizeof *t);
+    pthread_attr_t a;
+    if (!t || pthread_attr_init(&a) != 0 || pthread_attr_setstacksize(&a, 64 * 1024) != 0)
+        return 1;
+    size_t before = mallinfo2().uordblks;
+    for (long i = 0; i < n; i++)
+        if (pthread_create(&t[i], &a, heap_worker, NULL) != 0) {
+            printf("heap: pthread_create failed after %ld\n", i);
+            return 1;
+        }
+    pthread_mutex_lock(&heap_m);
+    while (heap_started < n)
+        pthread_cond_wait(&heap_started_cv, &heap_m);
+    size_t during = mallinfo2().uordblks;
+    heap_go = 1;
+    pthread_cond_broadcast(&heap_cv);
+    pthread_mutex_unlock(&heap_m);
+    for (long i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    printf("heap: %ld bytes a thread\n", (long)(during - before) / n);
+    free(t);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     main_canary = canary();
@@ -373,6 +420,9 @@ int main(int argc, char **argv)
         return run_detached(atol(argv[2]));
     if (strcmp(mode, "deep") == 0 && argc > 3)
         return run_deep(atol(argv[2]), atol(argv[3]));
-    fprintf(stderr, "usage: %s tls | layout | joinable | detached N | deep N KIB\n", argv[0]);
+    if (strcmp(mode, "heap") == 0 && argc > 2)
+        return run_heap(atol(argv[2]));
+    fprintf(stderr, "usage: %s tls | layout | joinable | detached N | deep N KIB | heap N\n",
+            argv[0]);
     return 2;
 }
