@@ -378,6 +378,7 @@ void stopm(void)
         }
         runtime_unlock(&sched.lock);
         __atomic_fetch_add(&mp->nstopm, 1, __ATOMIC_RELAXED);
+        stack_scavenge(&mp->park); /* idle time releases exited threads' stack pages */
         if (until < 0) {
             notesleep(&mp->park);
         } else if (!m_sleep_until(mp, until)) {

@@ -73,11 +73,21 @@
  * unmapped. A miss on the P cache refills it with up to half its capacity
  * from the global cache in one lock hold, as Go's stackcacherefill.
  *
- * Memory. A stack entering a warm global list or the arena free list is
+ * Memory. A stack on a warm global list or the arena free list is
  * MADV_DONTNEED'ed below its node (glibc does the same on thread exit), so
- * idle stacks hold no memory but their kept bytes (two pages for a TCB) —
- * when its thread went below the node's page at all (mincore of the page
- * below: a stack is used from the top down; see release_warm).
+ * idle stacks hold no memory but their kept bytes (two pages for a TCB)
+ * and, warm ones, the 16 KiB below their node that glibc keeps too — when
+ * its thread went below that at all (mincore of the page below: a stack
+ * is used from the top down; see release_warm). Arena slots
+ * are released as they go; warm stacks enter their list dirty (not looked
+ * at) and stack_scavenge releases them when an M is about to sleep for
+ * lack of work, one stack at a time until it is woken, as Go's background
+ * scavenger gives back freed spans: the look alone (mincore) costs 1.1-2.5
+ * us here, a third of a create+join in batches of 1000, where every stack
+ * passes through the global list and the next batch would have reused its
+ * pages anyway. A dirty stack is taken before a clean one. So memory that
+ * exited threads touched deep in their stacks stays until the process
+ * first idles, at most STACK_GCACHE_MAX stacks' worth.
  * Stacks in a P cache keep theirs: the madvise costs ~1.6 us even on an
  * untouched 8 MiB range (measured here), more than the rest of a cache hit,
  * and the P cache is bounded.
@@ -85,8 +95,10 @@
  * Invariants.
  *  - A cached stack is not in use; its stacknode at node_of(st) is valid
  *    (cold span slots have none: they are only addresses in freev).
- *  - stk.n >= length of stk.head, c->nwarm >= length of c->warm (a counter
- *    is raised before its list gets the stack, global_put);
+ *  - stk.n >= length of stk.head + stk.dhead, c->nwarm >= length of
+ *    c->warm + c->dirty (a counter is raised before its list gets the
+ *    stack, global_put; a stack being scavenged is on neither list);
+ *    stk.ndirty == length of stk.dhead + every c->dirty.
  *    pc->n == length of pc->head, pc->on == length of pc->ohead.
  *  - Kept bytes are never written or released while their stack is cached.
  *  - STACK_USER memory is never written, cached or unmapped by us.
@@ -156,6 +168,7 @@ enum {
     ALTSTACK_SIZE = 64 * 1024,     /* per-M alternate signal stack */
     ARCH_STACK_DEFAULT = 2 << 20,  /* glibc x86-64 ARCH_STACK_DEFAULT_SIZE */
     STACK_MIN = 16384,             /* glibc PTHREAD_STACK_MIN on x86-64 */
+    WARM_KEEP = STACK_MIN,         /* bytes below its node a warm stack keeps (release_warm) */
     MAX_MAP_COUNT_DEFAULT = 65530, /* DEFAULT_MAX_MAP_COUNT, when /proc is unreadable */
 };
 #define ARENA_CHUNK_TARGET ((size_t)512 << 20) /* aim for chunks of about this size */
@@ -172,14 +185,15 @@ enum { SPAN_SLOTS_MAX = 4096 };
 
 /* A size class of span slots. size 0: unused entry. */
 struct spanclass {
-    size_t size, guard;     /* of every slot; set once, under lock */
-    struct stacknode *warm; /* freed slots keeping their kept bytes (TCB); lock */
-    unsigned nwarm;         /* at least the length of warm (see global_put); lock */
-    char **freev;           /* cold slots, all their memory released (zero pages); lock */
-    size_t nfree, capfree;  /* entries in freev, its capacity; lock */
-    char *next, *end;       /* uncarved part of the current span; lock */
-    char *prepared;         /* slots of the span below it are prepared (prepare_slots); lock */
-    size_t ncarved;         /* slots carved so far, all spans; lock */
+    size_t size, guard;      /* of every slot; set once, under lock */
+    struct stacknode *warm;  /* freed slots keeping their kept bytes (TCB); lock */
+    struct stacknode *dirty; /* the same, memory below the node not yet looked at; lock */
+    unsigned nwarm;          /* at least the length of warm + dirty (see global_put); lock */
+    char **freev;            /* cold slots, all their memory released (zero pages); lock */
+    size_t nfree, capfree;   /* entries in freev, its capacity; lock */
+    char *next, *end;        /* uncarved part of the current span; lock */
+    char *prepared;          /* slots of the span below it are prepared (prepare_slots); lock */
+    size_t ncarved;          /* slots carved so far, all spans; lock */
 };
 
 /* Cold slots wait in a batch for their memory's release (flush_cold). */
@@ -193,15 +207,17 @@ static struct {
     struct runtime_lock lock;
     struct spanclass cls[STACK_SPAN_CLASSES]; /* lock */
     struct stacknode *head;                   /* global cache; lock */
-    unsigned n;                               /* its length; lock */
-    struct stacknode *arena_free;             /* arena slots beyond STACK_GCACHE_MAX; lock */
-    struct coldslot cold[COLD_BATCH];         /* span slots going cold, memory not yet released;
+    struct stacknode *dhead;                  /* its dirty part (stack_scavenge); lock */
+    unsigned n;                               /* at least the length of head + dhead; lock */
+    unsigned ndirty; /* dirty warm stacks, every list; written under lock, read without */
+    struct stacknode *arena_free;     /* arena slots beyond STACK_GCACHE_MAX; lock */
+    struct coldslot cold[COLD_BATCH]; /* span slots going cold, memory not yet released;
                                                  lock */
-    unsigned ncold;                           /* lock */
-    char *arena_next, *arena_end;             /* uncarved part of the current arena chunk; lock */
-    unsigned long vmas;                       /* upper bound of VMAs charged to us; lock */
-    unsigned long vmas_scanned;               /* vmas right after the last /proc scan; lock */
-    int scanned;                              /* a scan happened; lock */
+    unsigned ncold;                   /* lock */
+    char *arena_next, *arena_end;     /* uncarved part of the current arena chunk; lock */
+    unsigned long vmas;               /* upper bound of VMAs charged to us; lock */
+    unsigned long vmas_scanned;       /* vmas right after the last /proc scan; lock */
+    int scanned;                      /* a scan happened; lock */
 } stk;
 
 /* Set once by stack_init (and the test hooks) before any concurrent use. */
@@ -463,6 +479,24 @@ static void populate_now(struct populate *pop)
 }
 
 /*
+ * warm_pop takes a warm stack, a dirty one first (its pages are likely
+ * still there for the next thread), or returns NULL. stk.lock held.
+ */
+static struct stacknode *warm_pop(struct stacknode **dirty, struct stacknode **clean)
+{
+    struct stacknode *nd = *dirty;
+    if (nd) {
+        *dirty = nd->next;
+        __atomic_store_n(&stk.ndirty, stk.ndirty - 1, __ATOMIC_RELAXED);
+        return nd;
+    }
+    nd = *clean;
+    if (nd)
+        *clean = nd->next;
+    return nd;
+}
+
+/*
  * span_get gives a slot of the (size, guard) class: a freed one, else one
  * carved from the class's span (mapping a new span when it is used up).
  * *fresh says the slot was just carved: its guard marker is still to be
@@ -486,9 +520,8 @@ static int span_get(size_t size, size_t guard, struct gstack *out, int *fresh, s
     if (i == STACK_SPAN_CLASSES)
         return -ENOSPC;
     *fresh = 0;
-    struct stacknode *nd = c->warm;
+    struct stacknode *nd = warm_pop(&c->dirty, &c->warm);
     if (nd) {
-        c->warm = nd->next;
         c->nwarm--;
         *out = nd->st;
         out->fresh = 0;
@@ -544,7 +577,7 @@ static int span_has_free(size_t size, size_t guard)
 {
     for (unsigned i = 0; i < STACK_SPAN_CLASSES && stk.cls[i].size; i++)
         if (stk.cls[i].size == size && stk.cls[i].guard == guard)
-            return stk.cls[i].warm || stk.cls[i].nfree;
+            return stk.cls[i].warm || stk.cls[i].dirty || stk.cls[i].nfree;
     return 0;
 }
 
@@ -683,9 +716,12 @@ static void flush_releases(struct iovec *v, size_t n)
 }
 
 /*
- * release_warm releases the memory of a list of stacks going warm, below
- * their nodes, where their thread went deeper than the node's page: the
- * page just below it is resident (mincore), else nothing is released. A
+ * release_warm releases the memory of a list of warm stacks below their
+ * nodes and the WARM_KEEP bytes under them, where their thread went deeper
+ * than that: the page just below is resident (mincore), else nothing is
+ * released. glibc keeps as much below the exiting frame of a cached stack
+ * (advise_stack_range keeps PTHREAD_STACK_MIN), and the next thread on it
+ * finds its first frames' pages in place instead of faulting them in. A
  * stack is used downwards from its top, so most threads touched nothing
  * below it, and the release cost a page-table walk each (an 8 MiB range:
  * 35% of a batch of 1000 create+joins, in unmap_page_range) for nothing.
@@ -699,16 +735,16 @@ static void release_warm(struct stacknode *list)
     size_t n = 0;
     for (struct stacknode *nd = list; nd; nd = nd->next) {
         char *top = (char *)((uintptr_t)nd & ~(uintptr_t)(pagesize - 1));
+        top = (size_t)(top - nd->st.lo) > WARM_KEEP ? top - WARM_KEEP : nd->st.lo;
         unsigned char in = 1;
-        if (top > nd->st.lo && rt_syscall(SYS_mincore, top - pagesize, pagesize, (long)&in) == 0 &&
-            !(in & 1))
-            continue; /* never went below the node's page */
+        if (top == nd->st.lo ||
+            (rt_syscall(SYS_mincore, top - pagesize, pagesize, (long)&in) == 0 && !(in & 1)))
+            continue; /* never went below the kept part */
         if (!prep_ok) {
-            release_memory(&nd->st);
+            rt_syscall(SYS_madvise, nd->st.lo, top - nd->st.lo, MADV_DONTNEED);
             continue;
         }
-        if (top > nd->st.lo)
-            v[n++] = (struct iovec){nd->st.lo, (size_t)(top - nd->st.lo)};
+        v[n++] = (struct iovec){nd->st.lo, (size_t)(top - nd->st.lo)};
         if (n == sizeof v / sizeof v[0]) {
             flush_releases(v, n);
             n = 0;
@@ -769,7 +805,6 @@ static void global_put(struct stacknode *first, unsigned n)
     }
     runtime_unlock(&stk.lock);
     GOSHIM_ASSERT(n == 0);
-    release_warm(warm);
     struct stacknode *cold2 = NULL;
     for (nd = cold; nd; nd = next) {
         next = nd->next;
@@ -804,17 +839,13 @@ static void global_put(struct stacknode *first, unsigned n)
         cold2 = top;
     }
     runtime_lock(&stk.lock);
-    while (warm) {
+    while (warm) { /* dirty: stack_scavenge looks at their memory later */
         nd = warm;
         warm = nd->next;
-        if (is_dflt(&nd->st)) {
-            nd->next = stk.head;
-            stk.head = nd;
-        } else {
-            struct spanclass *c = &stk.cls[nd->st.cls];
-            nd->next = c->warm;
-            c->warm = nd;
-        }
+        struct stacknode **list = is_dflt(&nd->st) ? &stk.dhead : &stk.cls[nd->st.cls].dirty;
+        nd->next = *list;
+        *list = nd;
+        __atomic_store_n(&stk.ndirty, stk.ndirty + 1, __ATOMIC_RELAXED);
     }
     while (cold2) {
         nd = cold2;
@@ -893,16 +924,14 @@ int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack 
     }
 
     runtime_lock(&stk.lock);
-    if (dflt && stk.head) {
-        struct stacknode *nd = stk.head;
-        stk.head = nd->next;
+    if (dflt && (stk.dhead || stk.head)) {
+        struct stacknode *nd = warm_pop(&stk.dhead, &stk.head);
         stk.n--;
         *out = nd->st;
         out->fresh = 0;
         /* Refill the P cache with up to half its capacity, as stackcacherefill. */
-        while (pc && stk.head && pc->n < STACK_PCACHE_MAX / 2) {
-            nd = stk.head;
-            stk.head = nd->next;
+        while (pc && (stk.dhead || stk.head) && pc->n < STACK_PCACHE_MAX / 2) {
+            nd = warm_pop(&stk.dhead, &stk.head);
             stk.n--;
             nd->next = pc->head;
             pc->head = nd;
@@ -1054,6 +1083,38 @@ void stack_cache_drain(struct stackcache *pc)
         global_put(pc->ohead, pc->on);
     pc->head = pc->ohead = NULL;
     pc->n = pc->on = 0;
+}
+
+/*
+ * stack_scavenge: see stack.h. One dirty stack at a time, off its list
+ * while its memory is looked at (still counted in its warm counter), so
+ * stop is seen within one stack. Scheduler context; stk.lock not held.
+ */
+void stack_scavenge(const struct note *stop)
+{
+    while (__atomic_load_n(&stk.ndirty, __ATOMIC_RELAXED) != 0 &&
+           !(stop && __atomic_load_n(&stop->key, __ATOMIC_ACQUIRE) != 0)) {
+        runtime_lock(&stk.lock);
+        struct stacknode **list = &stk.dhead, **clean = &stk.head;
+        for (unsigned i = 0; !*list && i < STACK_SPAN_CLASSES && stk.cls[i].size; i++) {
+            list = &stk.cls[i].dirty;
+            clean = &stk.cls[i].warm;
+        }
+        struct stacknode *nd = *list;
+        if (nd) {
+            *list = nd->next;
+            __atomic_store_n(&stk.ndirty, stk.ndirty - 1, __ATOMIC_RELAXED);
+        }
+        runtime_unlock(&stk.lock);
+        if (!nd)
+            return;
+        nd->next = NULL;
+        release_warm(nd);
+        runtime_lock(&stk.lock);
+        nd->next = *clean;
+        *clean = nd;
+        runtime_unlock(&stk.lock);
+    }
 }
 
 void stack_get_stats(struct stack_stats *out)

@@ -87,7 +87,8 @@ void stack_user(void *base, size_t size, struct gstack *out);
  * size and guard, arena stacks and span slots of other sizes go to pc
  * (two lists, each bounded by STACK_PCACHE_MAX; a full one spills half to
  * the global lists, where STACK_GCACHE_MAX of each kind stay warm, kept
- * bytes intact, and the rest go cold: kept object ended, memory released);
+ * bytes intact, their memory released by stack_scavenge, and the rest go
+ * cold: kept object ended, memory released);
  * others are unmapped. STACK_USER memory is never written nor unmapped.
  * *st is cleared.
  */
@@ -95,6 +96,18 @@ void stack_free(struct stackcache *pc, struct gstack *st);
 
 /* stack_cache_drain moves every stack of pc to the global cache (P destroyed). */
 void stack_cache_drain(struct stackcache *pc);
+
+struct note;
+/*
+ * stack_scavenge releases the memory the threads of warm global stacks
+ * left below their free node (those that went deeper than its page), for
+ * the stacks put there since the last scavenge ("dirty": a stack going
+ * warm is not looked at, so a batch of threads made again at once reuses
+ * it with no system call). Called by an M about to sleep for lack of
+ * work; returns when none is left or, within one stack, once *stop is
+ * woken (stop may be NULL). Scheduler context, no P needed.
+ */
+void stack_scavenge(const struct note *stop);
 
 /*
  * stack_set_keep_release installs fn, called with a free stack whose kept

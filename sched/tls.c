@@ -73,6 +73,58 @@
  * FS writes happen only in tls_x86_64.S (and the scheduler's switch):
  * the compiler caches TLS addresses inside a function, so a C frame must
  * end on the thread pointer it started on.
+ *
+ * Memory per thread (the TCB lives at the top of the G's stack block,
+ * sched/proc.c). Measured here (glibc 2.36, 4 KiB pages, x86-64; smaps of
+ * 100,000 threads blocked in pthread_cond_wait, 64 KiB stacks), a blocked
+ * thread holds:
+ *   - two pages of its block, 8192 B: the top one has the block header and
+ *     the shim's record (576 B), struct pthread (2304 B), the used static
+ *     TLS (~320 B) and the start of glibc's static TLS surplus (1664 B in
+ *     all: 3 x 192 + 4 x 144 + 512, _dl_tls_static_surplus_init); the
+ *     second the rest of the surplus and the thread's frames (the kept part
+ *     is 4928 B; 2 KiB more kept still left a blocked thread on two pages,
+ *     so its frames take under 1.2 KiB; 20,000 threads, smaps);
+ *   - on the heap: its struct g (328 B, a 336 B chunk) and its DTV (80 B,
+ *     dtv_trim; 296 B as glibc makes it), glibc's malloc's both;
+ *   - in the program: its pthread_t.
+ * 8641 B a thread in all (8866 B before dtv_trim), against 8552 B for a
+ * native thread (two pages and glibc's 296 B DTV).
+ *
+ * The floor. struct pthread, the static TLS and its surplus are one
+ * contiguous 4288 B below the thread pointer (the loader hands surplus
+ * offsets to dlopen'ed initial-exec modules at any time, and the thread's
+ * frames cannot share those bytes), so with the frames below them every
+ * thread with a glibc TCB touches two 4 KiB pages at least; what is above
+ * 8 KiB is heap. The DTV must stay glibc's malloc'ed (it frees it in
+ * _dl_deallocate_tls and reallocs it in _dl_resize_dtv). struct g could
+ * live in the second page (the room measured above): 8641 - 336 = ~8305 B,
+ * below native; that needs Gs whose memory comes and goes with their
+ * block, where today a G is never freed (as in Go, and lock-free readers
+ * such as sysmon rely on it): left for later.
+ *
+ * Why no transparent design reaches 2 x Go's 2.7 KB (5.4 KB) a thread:
+ *   - no surplus (glibc.rtld.optional_static_tls=0 and a smaller nns are
+ *     the user's tunables, read once by ld.so; goshim could only refuse
+ *     the surplus by overlapping it with frames): the top page would hold
+ *     3200 B and leave ~900 B for frames (a blocked thread's here take
+ *     up to 1.2 KiB: one page for some threads at best, 4.2 KB with the
+ *     DTV), but a dlopen of a module with initial-exec TLS (libGL,
+ *     sanitizer runtimes, many Python extensions) then fails with "cannot
+ *     allocate memory in static TLS block", or writes its TLS image into
+ *     live frames;
+ *   - TCBs packed in shared pages, away from the stacks (as the ldt
+ *     method's arena does): the surplus bytes still share pages with the
+ *     next TCB's used ones, so 4.3 KB each plus the stack's own page: 8.3 KB
+ *     and an arena of its own, no better than one block;
+ *   - one page for several threads' tops: each stack needs its guard page
+ *     right below its own range, so two blocks never share a page;
+ *   - stack copying or shared stacks (Go's growable stacks, libco's copy
+ *     on switch): a C program keeps pointers into a blocked thread's
+ *     frames (predicates, futex words, list nodes handed to other
+ *     threads), which would then point at another thread's frames;
+ *   - smaller pages: x86-64 has none under 4 KiB.
+ * So about 8.2-8.3 KB a thread is the floor of a transparent design here.
  */
 #include "tls.h"
 
@@ -691,9 +743,42 @@ int tls_init(int want)
 
 /* ---- TCBs ---- */
 
+/*
+ * dtv_trim gives a new TCB's DTV room for the modules that have TLS now
+ * only. glibc makes it DTV_SURPLUS (14) slots longer, so that threads need
+ * no resize for the next few dlopen'ed TLS modules: 224 of its 296 bytes
+ * here, a quarter of what a blocked thread has on the heap. A DTV too short
+ * for a module loaded later is what glibc already handles for any thread
+ * past the surplus (__tls_get_addr -> _dl_update_slotinfo -> _dl_resize_dtv,
+ * a realloc: the new DTV is glibc's malloc'ed, as it wants it). Its layout:
+ * dtv[-1] the length, dtv[0] the generation, dtv[1..length] one slot of 16
+ * bytes per module id, zero where no module has it (the allocation is
+ * calloc'ed, and _dl_allocate_tls_init sets a non-zero value in the slot of
+ * every module with TLS). The trimmed copy is malloc'ed with the malloc
+ * glibc's loader uses (the process's), the old one freed: its chunk serves
+ * the next TCB's DTV.
+ */
+static void dtv_trim(char *tcb)
+{
+    uintptr_t *dtv = (uintptr_t *)WORD(tcb, TCB_OFF_DTV); /* two words a slot */
+    size_t len = dtv[-2], used = len;
+    while (used > 0 && dtv[2 * used] == 0 && dtv[2 * used + 1] == 0)
+        used--;
+    if (len - used < 4)
+        return;
+    uintptr_t *n = malloc((used + 2) * 16);
+    if (!n)
+        return; /* keep glibc's */
+    memcpy(n, dtv - 2, (used + 2) * 16);
+    n[0] = used;
+    WORD(tcb, TCB_OFF_DTV) = (uintptr_t)(n + 2);
+    free(dtv - 2);
+}
+
 /* tcb_fill writes every field a new thread needs, keeping the stack fields. */
 static void tcb_fill(char *tcb)
 {
+    dtv_trim(tcb);
     WORD(tcb, TCB_OFF_TCB) = (uintptr_t)tcb;
     WORD(tcb, TCB_OFF_SELF) = (uintptr_t)tcb;
     *(int *)(tcb + TCB_OFF_MULTI) = 1;

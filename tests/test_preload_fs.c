@@ -150,6 +150,44 @@ Test(preload_fs, detached_threads_reuse_their_blocks, .timeout = 60)
               out);
 }
 
+/* What exited threads touched deep in their stacks goes back once the process idles
+ * (natively at each exit: glibc's advise_stack_range). */
+Test(preload_fs, deep_stacks_of_exited_threads_are_released, .timeout = 60)
+{
+    static char out[1 << 14];
+    char penv[256];
+    expect_native_prints("prog_tcb_block", "deep 256 512", "deep: released yes\n");
+    run_preloaded_ok("prog_tcb_block", "deep 256 512", NULL, penv, sizeof penv, out, sizeof out);
+    cr_assert(strstr(out, "deep: released yes\n"), "%s", out);
+}
+
+/* heap_per_thread runs prog_tcb_block heap 5000 (preloaded or not) and returns its figure. */
+static long heap_per_thread(int preload)
+{
+    static char out[1 << 14];
+    char penv[256];
+    struct pp_argv a;
+    if (preload) {
+        run_preloaded_ok("prog_tcb_block", "heap 5000", NULL, penv, sizeof penv, out, sizeof out);
+    } else {
+        int st = run_native("prog_tcb_block", pp_argv(&a, "prog_tcb_block", "heap 5000"), NULL, out,
+                            sizeof out);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "natively: status %d\n%s", st, out);
+    }
+    const char *p = strstr(out, "heap: ");
+    cr_assert_not_null(p, "%s", out);
+    return atol(p + 6);
+}
+
+/* A blocked thread's heap: glibc's DTV (natively all of it) with its slots for the
+ * modules loaded so far only, and goshim's task descriptor (336 B). */
+Test(preload_fs, blocked_threads_heap_is_a_trimmed_dtv_and_a_task, .timeout = 60)
+{
+    long nat = heap_per_thread(0), pre = heap_per_thread(1);
+    cr_assert(nat > 0, "natively %ld bytes a thread", nat);
+    cr_assert(pre <= nat + 200, "%ld heap bytes a thread under goshim, %ld natively", pre, nat);
+}
+
 /* fork from threads (the LDT is inherited), exec (the kernel drops it), vfork, daemon. */
 Test(preload_fs, fork_and_exec_in_every_method, .timeout = 60)
 {

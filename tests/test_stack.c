@@ -7,6 +7,7 @@
  * child and check how it died and what it wrote to stderr.
  */
 #include "../sched/stack.h"
+#include "../sched/lock.h"
 
 #include <criterion/criterion.h>
 
@@ -259,13 +260,54 @@ Test(stack, global_cache_reuse_releases_memory, .timeout = 10)
     memset(a.lo, 0x5a, (size_t)(a.hi - a.lo));
     stack_get_stats(&s0);
     stack_free(NULL, &a);
+    stack_scavenge(NULL);
     cr_assert_eq(stack_alloc(NULL, 0, page(), &b), 0);
     stack_get_stats(&s1);
     cr_assert_eq(b.lo, lo);
     cr_assert_eq(s1.cache_hits, s0.cache_hits + 1);
     cr_assert_eq(s1.mmaps, s0.mmaps);
-    cr_assert_eq(b.lo[0], 0, "a globally cached stack keeps no memory below its top page");
-    cr_assert_eq(b.hi[-page() - 1], 0);
+    cr_assert_eq(b.lo[0], 0, "a globally cached stack keeps no memory below its top part");
+    char *node_page = (char *)((uintptr_t)(stack_sp_top(&b) - 128) & ~(uintptr_t)(page() - 1));
+    cr_assert_eq(node_page[-16384 - 1], 0, "it keeps 16 KiB below its node's page, as glibc");
+    cr_assert_eq(node_page[-16384], 0x5a);
+}
+
+/* A stack going warm keeps its pages until stack_scavenge, which stops once its note is woken. */
+Test(stack, warm_stacks_are_released_by_the_scavenger, .timeout = 10)
+{
+    enum { N = 8 };
+    struct gstack st[N];
+    cr_assert_eq(stack_init(128 * 1024), 0);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
+        memset(st[i].lo, 0x5a, (size_t)(st[i].hi - st[i].lo) - page()); /* below the node page */
+    }
+    char *lo[N];
+    for (int i = 0; i < N; i++) {
+        lo[i] = st[i].lo;
+        stack_free(NULL, &st[i]);
+    }
+    cr_assert_eq(stack_alloc(NULL, 0, page(), &st[0]), 0);
+    cr_assert_eq(st[0].lo, lo[N - 1], "the last stack freed comes back first");
+    cr_assert_eq(st[0].lo[0], 0x5a, "a dirty warm stack is reused with its pages");
+    stack_free(NULL, &st[0]);
+
+    struct note woken = {1};
+    stack_scavenge(&woken);
+    unsigned char in = 0;
+    cr_assert_eq(mincore(lo[N - 1], page(), &in), 0);
+    cr_assert_eq(in & 1, 1, "the scavenger released memory after its note was woken");
+
+    stack_scavenge(NULL);
+    for (int i = 0; i < N; i++) {
+        in = 1;
+        cr_assert_eq(mincore(lo[i], page(), &in), 0);
+        cr_assert_eq(in & 1, 0, "stack %d kept its pages past the scavenger", i);
+    }
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
+        cr_assert_eq(st[i].lo[0], 0);
+    }
 }
 
 Test(stack, pcache_spills_half_and_refills, .timeout = 10)
@@ -319,6 +361,7 @@ static void global_cache_bound(int mprotect_mode)
     }
     for (int i = 0; i < N; i++)
         stack_free(NULL, &st[i]);
+    stack_scavenge(NULL);
     stack_get_stats(&s);
     cr_assert_eq(s.live, 0);
     if (!span) {
@@ -388,8 +431,9 @@ Test(stack, every_size_is_a_span_slot_reused_by_its_class, .timeout = 20)
     stack_free(&pc, &a);
     cr_assert_eq(pc.n, 0, "the default-size list holds only default-size stacks");
     cr_assert_eq(pc.on, 1, "other sizes have their own P list");
-    stack_cache_drain(&pc); /* to the class's warm list, memory released */
+    stack_cache_drain(&pc); /* to the class's warm list */
     cr_assert_eq(pc.on, 0);
+    stack_scavenge(NULL);                                 /* its memory released */
     cr_assert_eq(stack_alloc(&pc, 0, 4 * page(), &c), 0); /* another class */
     cr_assert_eq(c.guard, 4 * page());
     cr_assert_eq(stack_alloc(&pc, 200 * 1024, page(), &b), 0);
@@ -690,6 +734,7 @@ static void kept_bytes(int mprotect_mode)
     for (int i = 0; i < N; i++)
         stack_free(NULL, &st[i]);
     cr_assert_eq(kept_ended, EXTRA, "only the stacks beyond the warm bound end their kept bytes");
+    stack_scavenge(NULL);
     int warm = 0;
     for (int i = 0; i < N; i++) {
         cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);

@@ -4,7 +4,7 @@
  * block, as glibc puts it (sched/proc.c). Plain pthreads, the same output
  * natively.
  *
- *   usage: prog_tcb_block tls | layout | joinable | detached N
+ *   usage: prog_tcb_block tls | layout | joinable | detached N | deep N KIB | heap N
  *
  * tls: threads of 64 KiB and of default stacks, made before and after a
  *   dlopen of libgoshim_tlsmod.so (dynamic TLS through each thread's DTV),
@@ -23,10 +23,20 @@
  * detached: N detached threads, at most 64 alive at a time, each exits
  *   alone; then "detached: N done" (under GOSHIM_STATS the test checks that
  *   their blocks were reused, not made N times).
+ * deep: N threads of the default stack size each use KIB KiB of their
+ *   stack, all alive at once, then are joined; main then sleeps in 10 ms
+ *   steps (at most 10 s) until the process's resident memory is back within
+ *   half of what the threads touched. Prints "deep: released yes" or
+ *   "deep: released no (X MiB still resident of Y touched)".
+ * heap: N threads blocked at once in pthread_cond_wait; prints the malloc
+ *   heap in use (mallinfo2, every arena) they added, per thread:
+ *   "heap: X bytes a thread" (natively glibc's DTV).
  */
+#include <alloca.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <semaphore.h>
@@ -34,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static __thread long tvar = 77;
@@ -296,6 +307,105 @@ static int run_detached(long n)
     return 0;
 }
 
+static pthread_barrier_t deep_all;
+static size_t deep_bytes;
+
+static long resident_bytes(void)
+{
+    long size = 0, res = -1;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &size, &res) != 2)
+            res = -1;
+        fclose(f);
+    }
+    return res < 0 ? -1 : res * sysconf(_SC_PAGESIZE);
+}
+
+static void *deep_worker(void *arg)
+{
+    (void)arg;
+    volatile char *buf = alloca(deep_bytes);
+    for (size_t i = 0; i < deep_bytes; i += 512)
+        buf[i] = (char)i;
+    pthread_barrier_wait(&deep_all); /* every thread's pages are in at once */
+    return (void *)(uintptr_t)buf[deep_bytes / 2];
+}
+
+static int run_deep(long n, long kib)
+{
+    deep_bytes = (size_t)kib * 1024;
+    pthread_t *t = calloc((size_t)n, sizeof *t);
+    if (!t || pthread_barrier_init(&deep_all, NULL, (unsigned)n) != 0)
+        return 1;
+    long before = resident_bytes();
+    for (long i = 0; i < n; i++)
+        if (pthread_create(&t[i], NULL, deep_worker, NULL) != 0) {
+            printf("deep: pthread_create failed after %ld\n", i);
+            return 1;
+        }
+    for (long i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    long touched = n * (long)deep_bytes, left = 0;
+    for (int i = 0; i < 1000; i++) {
+        left = resident_bytes() - before;
+        if (left <= touched / 2)
+            break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (left <= touched / 2)
+        printf("deep: released yes\n");
+    else
+        printf("deep: released no (%ld MiB still resident of %ld touched)\n", left >> 20,
+               touched >> 20);
+    free(t);
+    return 0;
+}
+
+static pthread_mutex_t heap_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t heap_cv = PTHREAD_COND_INITIALIZER,
+                      heap_started_cv = PTHREAD_COND_INITIALIZER;
+static long heap_started; /* heap_m */
+static int heap_go;       /* heap_m */
+
+static void *heap_worker(void *arg)
+{
+    pthread_mutex_lock(&heap_m);
+    heap_started++;
+    pthread_cond_signal(&heap_started_cv);
+    while (!heap_go)
+        pthread_cond_wait(&heap_cv, &heap_m);
+    pthread_mutex_unlock(&heap_m);
+    return arg;
+}
+
+static int run_heap(long n)
+{
+    pthread_t *t = calloc((size_t)n, sizeof *t);
+    pthread_attr_t a;
+    if (!t || pthread_attr_init(&a) != 0 || pthread_attr_setstacksize(&a, 64 * 1024) != 0)
+        return 1;
+    size_t before = mallinfo2().uordblks;
+    for (long i = 0; i < n; i++)
+        if (pthread_create(&t[i], &a, heap_worker, NULL) != 0) {
+            printf("heap: pthread_create failed after %ld\n", i);
+            return 1;
+        }
+    pthread_mutex_lock(&heap_m);
+    while (heap_started < n)
+        pthread_cond_wait(&heap_started_cv, &heap_m);
+    size_t during = mallinfo2().uordblks;
+    heap_go = 1;
+    pthread_cond_broadcast(&heap_cv);
+    pthread_mutex_unlock(&heap_m);
+    for (long i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    printf("heap: %ld bytes a thread\n", (long)(during - before) / n);
+    free(t);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     main_canary = canary();
@@ -308,6 +418,11 @@ int main(int argc, char **argv)
         return run_joinable();
     if (strcmp(mode, "detached") == 0 && argc > 2)
         return run_detached(atol(argv[2]));
-    fprintf(stderr, "usage: %s tls | layout | joinable | detached N\n", argv[0]);
+    if (strcmp(mode, "deep") == 0 && argc > 3)
+        return run_deep(atol(argv[2]), atol(argv[3]));
+    if (strcmp(mode, "heap") == 0 && argc > 2)
+        return run_heap(atol(argv[2]));
+    fprintf(stderr, "usage: %s tls | layout | joinable | detached N | deep N KIB | heap N\n",
+            argv[0]);
     return 2;
 }
