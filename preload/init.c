@@ -54,8 +54,6 @@ __attribute__((constructor)) static void goshim_init(void)
         rt_print(2, "goshim: some libc functions are missing: staying off\n");
         return;
     }
-    tls_real_pthread_create = REAL(pthread_create);
-    tls_real_pthread_join = REAL(pthread_join);
 
     struct sched_config c;
     sched_config_from_env(&c);

@@ -64,6 +64,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#include "libc.h"
 #include "gfutex.h"
 #include "sched.h"
 #include <string.h>
@@ -563,7 +564,7 @@ int gfutex_deadline(clockid_t clock, const struct timespec *abstime, int64_t *ou
     int64_t base = 0; /* monotonic = abstime - clock_now + mono_now */
     if (clock == CLOCK_REALTIME) {
         struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now); /* vDSO; cannot fail for this clock */
+        libc_clock_gettime(CLOCK_REALTIME, &now); /* vDSO; cannot fail for this clock */
         int64_t mono = nanotime();
         int64_t rt = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
         base = mono - rt;

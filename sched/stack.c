@@ -127,6 +127,7 @@
  *  - Checking /proc/self/maps on every allocation: ~1 us per line, and the
  *    file has tens of thousands of lines near the limit.
  */
+#include "libc.h"
 #include "stack.h"
 
 #include "lock.h"
@@ -1137,11 +1138,12 @@ static void set_max_map_count(unsigned long n)
 static unsigned long read_max_map_count(void)
 {
     char buf[32];
-    int fd = open("/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
+    int fd =
+        (int)rt_syscall(SYS_openat, AT_FDCWD, "/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    long n = rt_syscall(SYS_read, fd, buf, sizeof buf - 1);
+    rt_syscall(SYS_close, fd, 0, 0);
     if (n <= 0)
         return 0;
     buf[n] = '\0';
@@ -1275,11 +1277,11 @@ int stack_overflow_init(stack_lookup_fn lookup)
     sa.sa_sigaction = sigfault_handler;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGSEGV, &sa, &old_segv) != 0)
+    if (libc_sigaction(SIGSEGV, &sa, &old_segv) != 0)
         return -errno;
-    if (sigaction(SIGBUS, &sa, &old_bus) != 0) {
+    if (libc_sigaction(SIGBUS, &sa, &old_bus) != 0) {
         int e = errno;
-        sigaction(SIGSEGV, &old_segv, NULL);
+        libc_sigaction(SIGSEGV, &old_segv, NULL);
         return -e;
     }
     installed = 1;

@@ -126,6 +126,7 @@
  *   - smaller pages: x86-64 has none under 4 KiB.
  * So about 8.2-8.3 KB a thread is the floor of a transparent design here.
  */
+#include "libc.h"
 #include "tls.h"
 
 #include "ldt.h"
@@ -169,9 +170,6 @@
 int tls_mode = TLS_MODE_ERRNO;
 int tls_fs_method = TLS_FS_NONE;
 int tls_test_no_fsgsbase;
-int (*tls_real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
-                               void *) = pthread_create;
-int (*tls_real_pthread_join)(pthread_t, void **) = pthread_join;
 
 /* Called from tls_x86_64.S when arch_prctl fails (FS unchanged). */
 __attribute__((noreturn)) void tls_setfs_failed(long err);
@@ -570,7 +568,7 @@ static void malloc_probe_fn(void *arg)
 static const char *probe_malloc_words(struct probe *pr)
 {
     char *fresh = pr->fresh;
-    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    void *libc = libc_dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
     glibc_malloc.malloc = libc ? (void *(*)(size_t))dlsym(libc, "malloc") : NULL;
     glibc_malloc.free = libc ? (void (*)(void *))dlsym(libc, "free") : NULL;
     if (!glibc_malloc.malloc || !glibc_malloc.free)
@@ -666,10 +664,10 @@ static const char *run_probe_thread(void *(*fn)(void *), struct probe *pr, bool 
         pthread_attr_setstack(&attr, pr->stack, pr->stack_size);
     else if (pthread_attr_getguardsize(&attr, &pr->guard) != 0 || pr->guard == 0)
         ret = (void *)fail("default guard size", " is 0");
-    if (!ret && tls_real_pthread_create(&th, &attr, fn, pr) != 0)
+    if (!ret && libc_pthread_create(&th, &attr, fn, pr) != 0)
         ret = (void *)fail("probe thread", " could not be created");
     else if (!ret)
-        tls_real_pthread_join(th, &ret);
+        libc_pthread_join(th, &ret);
     pthread_attr_destroy(&attr);
     return ret;
 }

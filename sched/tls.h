@@ -41,15 +41,6 @@ extern int tls_mode;      /* effective mode after tls_init */
 extern int tls_fs_method; /* read by the context-switch assembly; TLS_FS_NONE in errno mode */
 
 /*
- * The thread-creation functions the probes use. They default to libc's;
- * the shim, which interposes pthread_create, stores the real ones here
- * before calling tls_init.
- */
-extern int (*tls_real_pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
-                                      void *);
-extern int (*tls_real_pthread_join)(pthread_t, void **);
-
-/*
  * tls_init finds every glibc offset at run time and picks the FS method.
  * Run once, on an ordinary thread (the main thread or a real pthread),
  * before any TCB is made. want is the user's request (GOSHIM_TLS).

@@ -19,7 +19,10 @@
  * joinable: a joinable thread exits; 200 threads made and joined one by
  *   one after it never get its pthread_t or stack; its attributes still
  *   read its own stack and its join returns its value. Prints
- *   "joinable: ok" or what went wrong.
+ *   "joinable: ok" or what went wrong. Under GOSHIM_FS=ldt, where a TCB
+ *   lives apart from its stack (below 4 GiB), the exited thread's stack
+ *   may serve a later thread before the join (README, Limits): only its
+ *   pthread_t and attributes are checked there.
  * detached: N detached threads, at most 64 alive at a time, each exits
  *   alone; then "detached: N done" (under GOSHIM_STATS the test checks that
  *   their blocks were reused, not made N times).
@@ -42,6 +45,7 @@
 #include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -243,13 +247,15 @@ static int run_joinable(void)
     }
     pthread_attr_getstack(&aa, &abase, &asize);
     pthread_attr_destroy(&aa);
+    const char *fs = getenv("GOSHIM_FS");
+    bool stack_kept = !(fs && strcmp(fs, "ldt") == 0);
     for (int i = 0; i < 200; i++) {
         struct seen s;
         pthread_t b;
         pthread_create(&b, &small, later, &s);
         pthread_join(b, NULL);
-        if (pthread_equal(s.self, a) ||
-            ((char *)s.base < (char *)abase + asize && (char *)abase < (char *)s.base + s.size)) {
+        if (pthread_equal(s.self, a) || (stack_kept && (char *)s.base < (char *)abase + asize &&
+                                         (char *)abase < (char *)s.base + s.size)) {
             printf("joinable: thread %d got the unjoined thread's %s\n", i,
                    pthread_equal(s.self, a) ? "pthread_t" : "stack");
             return 1;
