@@ -411,11 +411,7 @@ static bool route_own(pid_t pid, int sig)
 static int send_own(int sig, int code, union sigval value)
 {
     siginfo_t si;
-    memset(&si, 0, sizeof si);
-    si.si_signo = sig;
-    si.si_code = code;
-    si.si_pid = self_pid;
-    si.si_uid = getuid();
+    shim_own_info(&si, sig, code);
     si.si_value = value;
     /* Nothing before it with the router: routed here at once if the locks are free (a
      * handler may have interrupted their holder). Else the router's, waited for. */

@@ -1032,11 +1032,7 @@ static bool takes(struct sthread *st, struct g *gp, uint64_t bit);
 static int ring(struct g *gp, int tid, int sig, bool proc)
 {
     siginfo_t si;
-    memset(&si, 0, sizeof si);
-    si.si_signo = sig;
-    si.si_code = SHIM_SI_BELL;
-    si.si_pid = getpid();
-    si.si_uid = getuid();
+    shim_own_info(&si, sig, SHIM_SI_BELL);
     si.si_errno = proc; /* routed: the router's recheck knows it from the bell */
     si.si_value.sival_ptr = gp;
     long rc = rt_syscall6(SYS_rt_tgsigqueueinfo, si.si_pid, tid, sig, (long)&si, 0, 0);
@@ -1080,11 +1076,7 @@ static void keep_info(struct sthread *st, int sig, const siginfo_t *info);
 static void pend_self(struct sthread *st, int sig, int code)
 {
     siginfo_t si;
-    memset(&si, 0, sizeof si);
-    si.si_signo = sig;
-    si.si_code = code;
-    si.si_pid = getpid();
-    si.si_uid = getuid();
+    shim_own_info(&si, sig, code);
     runtime_lock(&thr_lock);
     keep_info(st, sig, &si);
     runtime_unlock(&thr_lock);
@@ -1135,11 +1127,7 @@ GOSHIM_EXPORT int pthread_sigqueue(pthread_t t, int sig, const union sigval valu
     if (sig == 0)
         return 0;
     siginfo_t si;
-    memset(&si, 0, sizeof si);
-    si.si_signo = sig;
-    si.si_code = SI_QUEUE;
-    si.si_pid = getpid();
-    si.si_uid = getuid();
+    shim_own_info(&si, sig, SI_QUEUE);
     si.si_value = value;
     runtime_lock(&thr_lock);
     keep_info(st, sig, &si);
@@ -1334,11 +1322,7 @@ static void give_back(struct sthread *st, uint64_t bits)
         back &= ~sigbit(sig);
         siginfo_t si;
         if (!shim_forwarded_info(sig, &si)) {
-            memset(&si, 0, sizeof si);
-            si.si_signo = sig;
-            si.si_code = SI_USER;
-            si.si_pid = getpid();
-            si.si_uid = getuid();
+            shim_own_info(&si, sig, SI_USER);
         }
         shim_signal_repost(sig, &si);
     }

@@ -35,6 +35,8 @@ int shim_deliver_signals(void);
 /* Take the lowest signal of want pending for the calling thread (0 if none); info (if not
  * NULL) gets its siginfo. */
 #include <signal.h>
+#include <string.h>
+#include <unistd.h>
 #include <stdint.h>
 struct g;
 int shim_take_signal(uint64_t want, siginfo_t *info);
@@ -73,6 +75,15 @@ void shim_recheck_signal(int sig, const siginfo_t *bell);
 void shim_give_back_blocked(uint64_t blocked);
 /* shim/signal.c: hand sig to the router as if it had just been sent to the process. */
 void shim_signal_repost(int sig, const siginfo_t *info);
+/* The siginfo of a signal the process sends itself: sig, code, our pid and uid. */
+static inline void shim_own_info(siginfo_t *si, int sig, int code)
+{
+    memset(si, 0, sizeof *si);
+    si->si_signo = sig;
+    si->si_code = code;
+    si->si_pid = getpid();
+    si->si_uid = getuid();
+}
 void shim_pend_on_main(int sig, const siginfo_t *info);
 bool shim_main_takes(int sig, struct g *self);
 bool shim_forwarded_info(int sig, siginfo_t *out);
