@@ -109,7 +109,8 @@ static inline void expect_native_prints(const char *prog, const char *args, cons
 
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s %s natively: status %d\n%s", prog,
               args ? args : "", st, out);
-    cr_assert_str_eq(out, want, "%s %s natively", prog, args ? args : "");
+    cr_assert(strcmp(out, want) == 0, "%s %s natively printed:\n%s\ninstead of:\n%s", prog,
+              args ? args : "", out, want);
 }
 
 /*
