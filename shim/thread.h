@@ -110,4 +110,92 @@ void shim_callmask_end(struct shim_callmask *cm);
 uint64_t shim_exec_prepare(void);
 void shim_exec_failed(uint64_t raised);
 
+/*
+ * A thread's record (the shim's per-pthread state): in its thread's stack
+ * block (sched_g_record) or, for user stacks and the main thread, malloc'ed
+ * or static. thread.c makes and ends them; sigdeliver.c and tid.c read and
+ * mark them. sthread_lock is taken by whoever looks at other threads'
+ * records from outside them (the signal router) and around a record's end,
+ * so a record is never freed under the router.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <unwind.h>
+
+#include "sched/lock.h"
+
+struct g;
+
+#define STHREAD_MAGIC 0x67746872u /* "gthr" */
+
+enum { JS_JOINABLE, JS_DETACHED, JS_JOINING };
+
+struct sthread {
+    uint32_t magic;
+    uint32_t exited; /* futex word: 1 once the exit hook ran */
+    bool inblock;    /* lives in its thread's stack block (sched_g_record), not malloc'ed */
+    struct runtime_lock lock;
+    int joinstate; /* JS_*; lock */
+    bool is_main;
+    struct g *gp; /* its G while it runs; NULL after exit */
+    void *tcb;    /* the pthread_t (full mode) */
+    void *(*fn)(void *);
+    void *arg;
+    void *retval;
+    jmp_buf exit_jb;                 /* in thread_main: where an unwind ends */
+    uintptr_t exit_cfa;              /* thread_main's frame: unwinding past it ends the unwind */
+    __pthread_unwind_buf_t *cleanup; /* C cleanup buffers, innermost first */
+    struct _Unwind_Exception exc;
+    int cancelstate;    /* PTHREAD_CANCEL_ENABLE/DISABLE */
+    int canceltype;     /* PTHREAD_CANCEL_DEFERRED/ASYNCHRONOUS (stored only) */
+    uint32_t cancelreq; /* pthread_cancel was called */
+    /* The process-shared cond it waits on in glibc (shim_pshared_cond_wait), or NULL; lock. */
+    pthread_cond_t *pshared_cond;
+    pthread_mutex_t *pshared_mutex; /* the mutex of that wait; lock */
+    /* Signals sent to it and not yet delivered (bit sig-1): whoever clears a bit delivers
+     * it (see "pthread_kill" below); atomic. procpend: which of them were sent to the
+     * process and routed here (they go back to the process if it exits or blocks them);
+     * atomic. exiting: it takes no more (st->lock). */
+    uint64_t sigpending;
+    uint64_t procpend;
+    bool exiting;
+    /* Taken out of sigpending and rung on its own OS thread (shim_deliver_signals), not
+     * yet handled: the first bell of the signal that arrives there runs the handler (the
+     * kernel merges a bell into one of the same signal pending on that thread); atomic. */
+    uint64_t owed;
+    /* Process-directed signals forwarded to it (shim/signal.c): the set whose siginfo waits
+     * in fwd_info (allocated by the first forward, under sthread_lock), atomic; the signals it
+     * waits for in sigwait and friends, atomic; and the ones of never_blocked() that the
+     * program asked to block (reported back, never installed). */
+    uint64_t fwd;
+    siginfo_t *fwd_info;
+    uint64_t sigwaiting;
+    uint64_t hidden_mask;
+    uint32_t handlers_ran; /* handlers of the program run on it (shim_handler_ran); owner */
+    char name[16];
+    /* Per-thread kernel settings a G cannot have (its tid is not the
+     * kernel's): accepted, kept and reported back, not enforced. */
+    void ***keyblk;      /* errno mode: key values, 32 blocks of 32; both levels lazily */
+    cpu_set_t *affinity; /* lock; NULL until pthread_setaffinity_np (then freed with the record) */
+    int policy;
+    struct sched_param param;
+};
+
+extern struct runtime_lock sthread_lock;
+extern struct sthread sthread_main; /* the main thread's record */
+/* The process signals routed to st that it has not taken go back to the process
+ * (it exits, or blocks them): sigdeliver.c. */
+void sthread_give_back_signals(struct sthread *st, bool exiting);
+/* Unwind the calling thread st to its start (cancellation, pthread_exit): thread.c. */
+__attribute__((noreturn)) void sthread_unwind(struct sthread *st);
+/* The calling thread's record (NULL: not a goshim thread). */
+struct sthread *sthread_self(void);
+/* st's pthread_t: its TCB in full TLS mode, the record itself in errno mode. */
+pthread_t sthread_id(struct sthread *st);
+/* The record of pthread_t t, or NULL if t is not a goshim thread. */
+struct sthread *sthread_lookup(pthread_t t);
+/* glibc's own pthread_t for the main thread (differs from ours in errno mode). */
+pthread_t sthread_glibc_id(pthread_t t, struct sthread *st);
+
 #endif

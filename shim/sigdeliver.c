@@ -1,0 +1,526 @@
+/*
+ * Signals to threads: pthread_kill, pthread_sigqueue and raise, the
+ * process-directed signals the router (signal.c) hands to a thread, and
+ * their delivery on the thread's OS thread of the moment. Moved out of
+ * thread.c, which makes and ends the records these marks live in.
+ *
+ * pthread_kill to another thread, and process-directed signals routed to a
+ * thread (below): the signal is marked in the thread's pending set first,
+ * and whoever clears the mark delivers it, exactly once. A thread that
+ * runs, or sits in a system call, on an M is rung: the signal itself is
+ * queued to that M with rt_tgsigqueueinfo and a siginfo of goshim's own
+ * (si_code SHIM_SI_BELL, the G in si_value), so a system call it blocks in
+ * is interrupted by the kernel as natively. The dispatcher (shim/signal.c)
+ * runs the handler if the bell finds that G on that M and the mark still
+ * set; a bell that finds another G or the scheduler context there (the G
+ * parked, yielded or migrated between the check and the kill, or the M
+ * blocked the signal for the next G and only later let it through) is
+ * handed to the router, which looks at the thread again
+ * (shim_recheck_signal). Its wait is interrupted too, in case it parked
+ * meanwhile (to a G that did not park, a spurious wake-up of its next
+ * wait). A thread parked, or waiting for a P, has its wait interrupted: it
+ * raises the signal on its own OS thread as soon as it runs
+ * (shim_deliver_signals: back from a wait, a preemption, a yield, a
+ * hand-off), and the interrupted call returns EINTR or restarts as
+ * SA_RESTART says. A thread that blocks the signal keeps it marked
+ * (delivered when it unblocks it, or taken by sigwait). To itself, a
+ * standard signal it blocks waits in its own pending set, not its M's (the
+ * M runs other threads next, which must not see it); a real-time one stays
+ * the kernel's, which queues it. Real-time signals sent to another thread
+ * coalesce while they wait (one mark each).
+ *
+ * Rejected: a plain tgkill of the M seen running the thread (what this did
+ * first). Between the check and the kill the G may park and the M run a
+ * thread that blocks the signal: the signal then sat pending on that OS
+ * thread, for whatever thread it ran next with the signal open, or for
+ * ever (pthread_kill/8-1 hung at one P, 1 run in 3).
+ *
+ * Process-directed signals (shim/signal.c) come here through
+ * shim_route_signal, on the router thread: the main thread if it takes
+ * the signal, else the first thread that does; the siginfo goes with the
+ * signal (fwd_info) for the handler or sigwaitinfo to see. When none takes
+ * it, the router gives it back to the kernel, pending for the process. A
+ * thread that exits or blocks a routed signal before it is delivered gives
+ * it back to the router, which picks again (the kernel keeps such a signal
+ * pending for the process, for any thread).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sched/gfutex.h"
+#include "sched/preempt.h"
+#include "sched/throw.h"
+#include "sched/tls.h"
+#include "shim/shim.h"
+#include "shim/thread.h"
+
+/* glibc's own two real-time signals (nptl). */
+#define SIGCANCEL_NO 32
+#define SIGSETXID_NO 33
+
+static inline uint64_t sigbit(int sig)
+{
+    return 1ULL << (sig - 1);
+}
+
+static bool takes(struct sthread *st, struct g *gp, uint64_t bit);
+
+/* Ring gp's M: sig, queued to that OS thread with the bell's siginfo. */
+static int ring(struct g *gp, int tid, int sig, bool proc)
+{
+    siginfo_t si;
+    shim_own_info(&si, sig, SHIM_SI_BELL);
+    si.si_errno = proc; /* routed: the router's recheck knows it from the bell */
+    si.si_value.sival_ptr = gp;
+    long rc = rt_syscall6(SYS_rt_tgsigqueueinfo, si.si_pid, tid, sig, (long)&si, 0, 0);
+    return rc < 0 ? (int)-rc : 0;
+}
+
+/* Signal st's thread now (st->lock held): 0; ESRCH when it is exiting (it takes no more). */
+static int signal_thread_locked(struct sthread *st, int sig, bool proc)
+{
+    struct g *gp = st->gp;
+    if (!gp || st->exiting)
+        return ESRCH;
+    uint64_t bit = sigbit(sig);
+    if (proc)
+        __atomic_or_fetch(&st->procpend, bit, __ATOMIC_SEQ_CST);
+    __atomic_or_fetch(&st->sigpending, bit, __ATOMIC_SEQ_CST); /* before the status is read */
+    if (!takes(st, gp, bit) || gp == sched_self())
+        return 0; /* blocked: it waits for an unblock or a sigwait; or the caller's own,
+                     which it delivers once it has let go of the locks */
+    uint32_t status = sched_gstatus(gp);
+    int tid = sched_gtid(gp);
+    if (tid > 0 && (status == Gsyscall || status == Grunning))
+        ring(gp, tid, sig, proc); /* an error (the M is gone): the interrupt below */
+    gfutex_interrupt(gp);
+    return 0;
+}
+
+/* Take bits out of st's pending set: the ones this call cleared (they are its to deliver). */
+static uint64_t take_marks(struct sthread *st, uint64_t bits)
+{
+    uint64_t got = __atomic_fetch_and(&st->sigpending, ~bits, __ATOMIC_SEQ_CST) & bits;
+    if (got)
+        __atomic_and_fetch(&st->procpend, ~got, __ATOMIC_SEQ_CST);
+    return got;
+}
+
+static void keep_info(struct sthread *st, int sig, const siginfo_t *info);
+
+/* sig, which the calling thread blocks, waits in its own pending set, with the siginfo
+ * glibc's raise (SI_USER) or pthread_kill (SI_TKILL) would give it. */
+static void pend_self(struct sthread *st, int sig, int code)
+{
+    siginfo_t si;
+    shim_own_info(&si, sig, code);
+    runtime_lock(&sthread_lock);
+    keep_info(st, sig, &si);
+    runtime_unlock(&sthread_lock);
+    __atomic_or_fetch(&st->sigpending, sigbit(sig), __ATOMIC_SEQ_CST);
+}
+
+/* Kept in the calling thread's own pending set (true) if it blocks sig, a standard signal
+ * (real-time ones queue: those stay the kernel's, on this M). */
+static bool kept_for_self(struct sthread *st, int sig, int code)
+{
+    if (sig <= 0 || sig >= SIGRTMIN || !((sched_sigmask() | st->hidden_mask) & sigbit(sig)))
+        return false;
+    pend_self(st, sig, code);
+    return true;
+}
+
+GOSHIM_EXPORT int pthread_kill(pthread_t t, int sig)
+{
+    struct sthread *st = goshim_on ? sthread_lookup(t) : NULL;
+    if (!st || !goshim_active())
+        return REAL(pthread_kill)(sthread_glibc_id(t, st),
+                                  sig); /* glibc signals itself by gettid */
+    if (sig < 0 || sig >= 65)
+        return EINVAL;
+    if (st == sthread_self())
+        return kept_for_self(st, sig, SI_TKILL) ? 0
+                                                : REAL(pthread_kill)(sthread_glibc_id(t, st), sig);
+    /* A thread that has exited but is not joined yet: glibc >= 2.34 returns
+     * 0 and sends nothing (bug 19193; ESRCH only for binaries linked
+     * against the GLIBC_2.0 version, which goshim cannot tell apart). */
+    if (__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE) || sig == 0)
+        return 0;
+    runtime_lock(&st->lock);
+    signal_thread_locked(st, sig, false); /* ESRCH: exiting, as one that has exited */
+    runtime_unlock(&st->lock);
+    return 0;
+}
+
+/* pthread_sigqueue: as pthread_kill, with the siginfo (SI_QUEUE, the value) kept for the
+ * target's handler or sigwaitinfo (glibc's would hand the fake tid to the kernel: ESRCH). */
+GOSHIM_EXPORT int pthread_sigqueue(pthread_t t, int sig, const union sigval value)
+{
+    struct sthread *st = goshim_on ? sthread_lookup(t) : NULL;
+    if (!st || !goshim_active())
+        return REAL(pthread_sigqueue)(sthread_glibc_id(t, st), sig, value);
+    if (sig < 0 || sig >= 65 || sig == SIGCANCEL_NO || sig == SIGSETXID_NO)
+        return EINVAL;
+    if (__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE))
+        return ESRCH;
+    if (sig == 0)
+        return 0;
+    siginfo_t si;
+    shim_own_info(&si, sig, SI_QUEUE);
+    si.si_value = value;
+    runtime_lock(&sthread_lock);
+    keep_info(st, sig, &si);
+    runtime_unlock(&sthread_lock);
+    if (st == sthread_self()) {
+        __atomic_or_fetch(&st->sigpending, sigbit(sig), __ATOMIC_SEQ_CST);
+        shim_deliver_signals(); /* unless it blocks sig: then it waits, as natively */
+        return 0;
+    }
+    runtime_lock(&st->lock);
+    int err = signal_thread_locked(st, sig, false);
+    runtime_unlock(&st->lock);
+    return err;
+}
+
+/* A signal of goshim's own kind (the preemption signal's number) sent by the program that
+ * no thread takes now: pending for the main thread (the kernel would keep it for the
+ * process; goshim cannot leave it there, its OS threads never block it). */
+void shim_pend_on_main(int sig, const siginfo_t *info)
+{
+    runtime_lock(&sthread_lock);
+    if (sthread_main.gp && !sthread_main.exiting) {
+        keep_info(&sthread_main, sig, info);
+        runtime_lock(&sthread_main.lock);
+        signal_thread_locked(&sthread_main, sig, true);
+        runtime_unlock(&sthread_main.lock);
+    }
+    runtime_unlock(&sthread_lock);
+}
+
+GOSHIM_EXPORT int raise(int sig)
+{
+    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    if (!st || sig <= 0 || sig >= 65)
+        return REAL(raise)(sig);
+    return kept_for_self(st, sig, SI_USER) ? 0 : REAL(raise)(sig);
+}
+
+/* Keep info as what st's thread sees of sig (sthread_lock held, st alive). */
+static void keep_info(struct sthread *st, int sig, const siginfo_t *info)
+{
+    if (!st->fwd_info)
+        st->fwd_info = calloc(64, sizeof *st->fwd_info);
+    if (!st->fwd_info)
+        return; /* the handler sees the forwarding tgkill's siginfo instead */
+    st->fwd_info[sig - 1] = *info;
+    __atomic_or_fetch(&st->fwd, sigbit(sig), __ATOMIC_SEQ_CST);
+}
+
+/* Does gp (st's thread) take sig now: it does not block it or waits for it. */
+static bool takes(struct sthread *st, struct g *gp, uint64_t bit)
+{
+    return !((sched_gsigmask(gp) | __atomic_load_n(&st->hidden_mask, __ATOMIC_RELAXED)) & bit) ||
+           (__atomic_load_n(&st->sigwaiting, __ATOMIC_SEQ_CST) & bit);
+}
+
+/* ... and is not on its way out. */
+static bool takes_routed(struct sthread *st, struct g *gp, uint64_t bit)
+{
+    return !__atomic_load_n(&st->exiting, __ATOMIC_SEQ_CST) && takes(st, gp, bit);
+}
+
+bool shim_main_takes(int sig, struct g *self)
+{
+    struct g *mg = __atomic_load_n(&sthread_main.gp, __ATOMIC_ACQUIRE);
+    return mg && mg != self && takes_routed(&sthread_main, mg, sigbit(sig));
+}
+
+/* gp's live thread record (sthread_lock held), or NULL. */
+static struct sthread *record_of(struct g *gp)
+{
+    struct sthread *st = __atomic_load_n((struct sthread **)&gp->thr, __ATOMIC_ACQUIRE);
+    if (st && sched_gstatus(gp) != Gdead && st->magic == STHREAD_MAGIC && st->gp == gp)
+        return st;
+    return NULL;
+}
+
+/* Route sig (sthread_lock held). With try, every other lock is only tried: -1 if one was
+ * busy (nothing done); else whether a thread took it. */
+static int route_locked(int sig, const siginfo_t *info, bool try)
+{
+    uint64_t bit = sigbit(sig);
+    /* A thread picked may start its exit before it is signalled: then the next one. */
+    for (int round = 0; round < 4; round++) {
+        struct sthread *target = NULL;
+        struct g *mg = __atomic_load_n(&sthread_main.gp, __ATOMIC_ACQUIRE);
+        if (mg && takes_routed(&sthread_main, mg, bit)) {
+            target = &sthread_main;
+        } else {
+            if (try && !runtime_trylock(&sched.allglock))
+                return -1;
+            if (!try)
+                runtime_lock(&sched.allglock);
+            for (struct g *gp = sched.allg; gp && !target; gp = gp->alllink) {
+                struct sthread *st = record_of(gp);
+                if (st && takes_routed(st, gp, bit))
+                    target = st;
+            }
+            runtime_unlock(&sched.allglock);
+        }
+        if (!target)
+            return 0;
+        if (try && !target->fwd_info)
+            return -1; /* keep_info would allocate */
+        if (try && !runtime_trylock(&target->lock))
+            return -1;
+        keep_info(target, sig, info);
+        if (!try)
+            runtime_lock(&target->lock);
+        bool done = signal_thread_locked(target, sig, true) == 0;
+        runtime_unlock(&target->lock);
+        if (done)
+            return 1;
+    }
+    return 0;
+}
+
+bool shim_route_signal(int sig, const siginfo_t *info)
+{
+    runtime_lock(&sthread_lock);
+    int r = route_locked(sig, info, false);
+    runtime_unlock(&sthread_lock);
+    return r == 1;
+}
+
+int shim_route_signal_now(int sig, const siginfo_t *info)
+{
+    if (m_in_runtime() || !runtime_trylock(&sthread_lock))
+        return -1;
+    int r = route_locked(sig, info, true);
+    runtime_unlock(&sthread_lock);
+    return r;
+}
+
+void shim_recheck_signal(int sig, const siginfo_t *bell)
+{
+    struct g *gp = bell->si_value.sival_ptr;
+    if (!gp)
+        return;
+    runtime_lock(&sthread_lock);
+    struct sthread *st = record_of(gp);
+    if (st) {
+        runtime_lock(&st->lock);
+        /* Still marked: not delivered yet, nor given back (exit, block). */
+        if (__atomic_load_n(&st->sigpending, __ATOMIC_SEQ_CST) & sigbit(sig))
+            signal_thread_locked(st, sig, bell->si_errno != 0);
+        runtime_unlock(&st->lock);
+    }
+    runtime_unlock(&sthread_lock);
+}
+
+/* The siginfo st's thread sees for sig, which it has taken out of its pending set: the one
+ * it was routed with, else pthread_kill's. */
+static void taken_info(int sig, siginfo_t *out)
+{
+    if (shim_forwarded_info(sig, out))
+        return;
+    memset(out, 0, sizeof *out);
+    out->si_signo = sig;
+    out->si_code = SI_TKILL;
+    out->si_pid = getpid();
+    out->si_uid = getuid();
+}
+
+bool shim_bell_take(int sig, const siginfo_t *bell, struct g *cur, siginfo_t *out)
+{
+    out->si_signo = 0;
+    struct sthread *st = cur ? cur->thr : NULL;
+    if (!st || st->magic != STHREAD_MAGIC)
+        return bell->si_value.sival_ptr == cur;
+    /* Whoever it was for: the kernel merges a signal sent to an OS thread into one of the
+     * same number pending there, so this may also be cur's own bell or raise. */
+    if (take_marks(st, sigbit(sig)) ||
+        (__atomic_fetch_and(&st->owed, ~sigbit(sig), __ATOMIC_SEQ_CST) & sigbit(sig)))
+        taken_info(sig, out);
+    return bell->si_value.sival_ptr == cur;
+}
+
+/*
+ * Routed signals st's thread has not taken yet, among bits, go back to the
+ * router (its exit: all of them; a mask it installs: the ones it blocks).
+ * On the thread itself.
+ */
+static void give_back(struct sthread *st, uint64_t bits)
+{
+    runtime_lock(&st->lock);
+    uint64_t back = take_marks(st, bits & __atomic_load_n(&st->procpend, __ATOMIC_SEQ_CST));
+    runtime_unlock(&st->lock);
+    for (int sig = 1; back && sig <= 64; sig++) {
+        if (!(back & sigbit(sig)))
+            continue;
+        back &= ~sigbit(sig);
+        siginfo_t si;
+        if (!shim_forwarded_info(sig, &si)) {
+            shim_own_info(&si, sig, SI_USER);
+        }
+        shim_signal_repost(sig, &si);
+    }
+}
+
+void sthread_give_back_signals(struct sthread *st, bool exiting)
+{
+    if (exiting) {
+        runtime_lock(&st->lock);
+        __atomic_store_n(&st->exiting, true, __ATOMIC_SEQ_CST);
+        runtime_unlock(&st->lock);
+    }
+    give_back(st, ~0ULL);
+}
+
+void shim_give_back_blocked(uint64_t blocked)
+{
+    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    if (st && (__atomic_load_n(&st->procpend, __ATOMIC_SEQ_CST) & blocked))
+        give_back(st, blocked);
+}
+
+bool shim_forwarded_info(int sig, siginfo_t *out)
+{
+    struct sthread *st = goshim_on ? sthread_self() : NULL;
+    if (!st || st->magic != STHREAD_MAGIC || !st->fwd_info)
+        return false;
+    if (!(__atomic_fetch_and(&st->fwd, ~sigbit(sig), __ATOMIC_SEQ_CST) & sigbit(sig)))
+        return false;
+    *out = st->fwd_info[sig - 1];
+    return true;
+}
+
+void shim_sigwaiting(uint64_t set)
+{
+    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    if (st)
+        __atomic_store_n(&st->sigwaiting, set, __ATOMIC_SEQ_CST);
+}
+
+void shim_handler_ran(void)
+{
+    struct sthread *st = goshim_on ? sthread_self() : NULL;
+    if (st && st->magic == STHREAD_MAGIC)
+        st->handlers_ran++;
+}
+
+uint32_t shim_handlers_ran(void)
+{
+    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    return st ? st->handlers_ran : 0;
+}
+
+uint64_t shim_hidden_mask(void)
+{
+    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    return st ? st->hidden_mask : 0;
+}
+
+void shim_set_hidden_mask(uint64_t set)
+{
+    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    if (st)
+        __atomic_store_n(&st->hidden_mask, set, __ATOMIC_RELAXED); /* the router reads it */
+}
+
+int shim_deliver_signals(void)
+{
+    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    if (!st)
+        return 0;
+    uint64_t mask = sched_sigmask() | st->hidden_mask;
+    if (!__atomic_load_n(&st->sigpending, __ATOMIC_RELAXED))
+        return 0;
+    uint64_t set = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & ~mask;
+    if (!set)
+        return 0; /* all blocked: they wait */
+    set = take_marks(st, set);
+    __atomic_or_fetch(&st->owed, set, __ATOMIC_SEQ_CST);
+    int res = 0;
+    for (int sig = 1; sig <= 64; sig++) {
+        if (!(set & sigbit(sig)))
+            continue;
+        struct sigaction sa;
+        if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN && sa.sa_handler != SIG_DFL)
+            res = !(sa.sa_flags & SA_RESTART) ? 2 : res > 1 ? res : 1;
+        /* The kernel runs the handler before this returns, on this G: a bell to itself
+         * (see shim_bell_take; a plain tgkill merged into a bell pending here, and the
+         * bell then found nothing to deliver). */
+        ring(sched_self(), sched_mtid(), sig, false);
+    }
+    return res;
+}
+
+uint64_t shim_pending_signals(void)
+{
+    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    return st ? __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) : 0;
+}
+
+int shim_take_signal(uint64_t want, siginfo_t *info)
+{
+    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    if (!st)
+        return 0;
+    uint64_t pend = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & want;
+    while (pend) {
+        int sig = __builtin_ctzll(pend) + 1;
+        uint64_t bit = sigbit(sig);
+        if (take_marks(st, bit)) {
+            if (info)
+                taken_info(sig, info);
+            return sig;
+        }
+        pend &= ~bit; /* taken meanwhile by its own delivery */
+    }
+    return 0;
+}
+
+/*
+ * exec keeps the signals pending for the calling thread, and its mask: the
+ * ones goshim keeps for it (its own pending set) are raised
+ * on its OS thread, blocked, and the mask it asked for is installed whole
+ * (the preemption signal too). If exec fails they are taken back.
+ */
+uint64_t shim_exec_prepare(void)
+{
+    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    if (!st)
+        return 0;
+    uint64_t mask = sched_sigmask() | st->hidden_mask;
+    uint64_t raised = __atomic_exchange_n(&st->sigpending, 0, __ATOMIC_SEQ_CST);
+    uint64_t unblocked = raised & ~mask; /* delivered now, before the exec, as natively */
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, 0, 8, 0, 0);
+    for (int sig = 1; sig <= 64; sig++)
+        if (raised & sigbit(sig))
+            rt_syscall(SYS_tgkill, getpid(), sched_mtid(), sig);
+    return raised & ~unblocked;
+}
+
+void shim_exec_failed(uint64_t raised)
+{
+    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    if (!st)
+        return;
+    struct timespec zero = {0, 0};
+    for (int sig = 1; sig <= 64; sig++) {
+        if (!(raised & sigbit(sig)))
+            continue;
+        uint64_t one = sigbit(sig);
+        if (rt_syscall6(SYS_rt_sigtimedwait, (long)&one, 0, (long)&zero, 8, 0, 0) == sig)
+            __atomic_or_fetch(&st->sigpending, one, __ATOMIC_SEQ_CST);
+    }
+    uint64_t mask = sched_sigmask();
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, 0, 8, 0, 0);
+}
