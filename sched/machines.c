@@ -486,3 +486,32 @@ struct m *mget(void)
         goshim_throw("mget: idle list corrupt");
     return mp;
 }
+
+/* ---- helper threads: the runtime's own, which are no M (sysmon, the signal router) ---- */
+
+/* A helper's first act: it is no M. A new thread inherits its creator's GS base, an M's
+ * when an M starts it (a fork child restarting sysmon): setxid.c would take it for that M
+ * and clear the M's set*id mark instead of its own (seteuid in a fork child hung). */
+static void *helper_start(void *fn)
+{
+    rt_syscall(SYS_arch_prctl, ARCH_SET_GS, 0, 0);
+    return ((void *(*)(void *))fn)(NULL);
+}
+
+int sched_helper_thread(void *(*fn)(void *))
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    /* The new thread inherits the creator's mask: all blocked from its first
+     * instruction, but for glibc's SIGCANCEL and SIGSETXID (32, 33): set*id
+     * waits for every thread to take SIGSETXID (setxid.c). */
+    uint64_t all = ~((1ULL << 31) | (1ULL << 32)), old = 0;
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
+    int err = libc_pthread_create(&t, &attr, helper_start, (void *)fn);
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
+    pthread_attr_destroy(&attr);
+    return err;
+}
