@@ -49,7 +49,7 @@ void sched_fork_prepare(void)
         return;
     struct m *mp = acquirem(); /* released by the parent or child handler */
     void *real = mp->real_tcb;
-    if (sched.tls_full && mp->curfs != real) {
+    if (tls_full() && mp->curfs != real) {
         tls_malloc_move(mp->curfs, real);
         ctx_setfs(real);
     }
@@ -63,7 +63,7 @@ static struct m *fork_resume(void)
     if (mp == NULL)
         return NULL;
     fork_m = NULL;
-    if (sched.tls_full && mp->curfs != mp->real_tcb) {
+    if (tls_full() && mp->curfs != mp->real_tcb) {
         int e = errno_get();
         tls_malloc_move(mp->real_tcb, mp->curfs);
         ctx_setfs(mp->curfs);
@@ -92,7 +92,7 @@ static void reset_sched(struct m *mp)
      * thread's TCB is glibc's, but glibc forked on the M's own (sched_fork_prepare), where
      * the kernel wrote the new tid: unless the M is M0, the main thread kept its parent's
      * tid, in every child (pthread_cond_broadcast/2-3: EDEADLK in the 20 children). */
-    if (sched.tls_full && self && self->tcb)
+    if (tls_full() && self && self->tcb)
         tls_tcb_set_tid(self->tcb, (unsigned)mp->tid);
     mp->cpuclock = libc_thread_cpuclock(mp->tid);
     mp->preempt_req = mp->handoff_req = mp->preempt_pending = 0;

@@ -72,7 +72,7 @@ struct m *allocm(void)
  */
 static void m_low_g0tcb(struct m *mp)
 {
-    if (!sched.tls_full || tls_fs_method != TLS_FS_LDT)
+    if (!tls_full() || tls_fs_method != TLS_FS_LDT)
         return;
     void *t = tls_tcb_new();
     if (t && !ldt_owns(t)) { /* past the LDT cap: no gain */

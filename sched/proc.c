@@ -109,7 +109,7 @@ static void tcb_keep_release(struct gstack *st)
 
 void sched_tcb_layout_init(size_t record_size)
 {
-    tcbl.on = sched.tls_full && tls_fs_method != TLS_FS_LDT;
+    tcbl.on = tls_full() && tls_fs_method != TLS_FS_LDT;
     tcbl.rec = (record_size + 63) & ~(size_t)63;
     tcbl.extra = tcbl.rec + ((sizeof(struct tcbhdr) + 63) & ~(size_t)63);
     tcbl.keep = tcbl.on ? tls_tcb_space(tcbl.extra) : 0;
@@ -398,7 +398,7 @@ GOSHIM_NO_TSAN GOSHIM_G_ENTRY static void gostart(void *arg)
 {
     struct g *gp = arg;
     san_switch_end(NULL);
-    if (sched.tls_full)
+    if (tls_full())
         tls_thread_start();
     else
         errno_set(0);
@@ -418,7 +418,7 @@ GOSHIM_NO_TSAN static void mcall_schedule(void *arg)
 /* Switch the current G out to g0 and run fn there (it never returns). */
 void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *))
 {
-    if (!sched.tls_full)
+    if (!tls_full())
         gp->errno_save = errno_get();
     __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&mp->locks, 0, __ATOMIC_SEQ_CST);
@@ -426,7 +426,7 @@ void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *))
     san_switch_begin(&gp->san_fake, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
     ctx_mcall(&gp->sched, fn, NULL, mp->g0_sp);
     san_switch_end(gp->san_fake);
-    if (!sched.tls_full)
+    if (!tls_full())
         errno_set(gp->errno_save);
     /* Resumed, maybe on another M, with the locks == 1 execute gave. */
     __atomic_store_n(&getm()->locks, 0, __ATOMIC_SEQ_CST);
@@ -458,7 +458,7 @@ static void switch_out(struct m *mp, struct g *gp)
 GOSHIM_NO_TSAN void goexit(void)
 {
     struct g *gp = getg();
-    if (sched.tls_full)
+    if (tls_full())
         tls_thread_exit();
     struct m *mp = switch_enter(); /* its P may have been handed off: get one to exit on */
     mp->rel = (struct release){REL_EXIT, gp, NULL, NULL};
@@ -498,7 +498,7 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
     gp->want_stacksize = size;
     gp->want_guard = guard;
     gp->want_stackaddr = a ? a->stackaddr : NULL;
-    if (a && a->eager_tls && sched.tls_full && tls_bind_eager(pp, gp) != 0) {
+    if (a && a->eager_tls && tls_full() && tls_bind_eager(pp, gp) != 0) {
         gfput(pp, gp);
         *err = EAGAIN;
         return NULL;

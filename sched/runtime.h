@@ -255,7 +255,6 @@ struct schedt {
     uint64_t allglen; /* allglock */
     int32_t gomaxprocs;
     struct p *allp[MAX_PROCS];
-    int tls_full;          /* per-G TCBs in use */
     size_t tls_g_off;      /* offset of tls_g from the thread pointer */
     uint64_t nspawned;     /* atomic: Gs created (incl. reused) */
     uint64_t nmthreadfail; /* atomic: M creations that failed or hit the cap */

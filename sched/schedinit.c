@@ -39,8 +39,7 @@ int sched_init(const struct sched_config *c)
         nprocs = MAX_PROCS;
     sched.maxmcount = c->maxthreads > 0 ? c->maxthreads : 10000;
 
-    int mode = tls_init(c->tls_mode);
-    sched.tls_full = mode == TLS_MODE_FULL;
+    tls_init(c->tls_mode); /* tls_full() says what it chose */
     sched.tls_g_off = (size_t)((char *)&tls_g - (char *)tls_self());
 
     int rc = stack_init(c->stack_size);
@@ -67,7 +66,7 @@ int sched_init(const struct sched_config *c)
     }
     if (c->chaos)
         chaos_init(c->chaos_seed);
-    if (sched.tls_full)
+    if (tls_full())
         setxid_init();
     sched.starttime = nanotime();
     sched.started = true;
@@ -96,7 +95,7 @@ int sched_adopt_main(void)
         return ENOMEM;
     void *self = tls_self();
     void *g0tcb = self;
-    if (sched.tls_full) {
+    if (tls_full()) {
         g0tcb = tls_tcb_new();
         if (!g0tcb)
             return ENOMEM;

@@ -175,7 +175,7 @@ bool any_runq_nonempty(void)
 /* Install the M's own TCB as FS base again (full TLS mode). */
 void restore_own_fs(struct m *mp)
 {
-    if (sched.tls_full && mp->curfs != mp->g0tcb) {
+    if (tls_full() && mp->curfs != mp->g0tcb) {
         tls_malloc_move(mp->curfs, mp->g0tcb);
         ctx_setfs(mp->g0tcb);
         mp->curfs = mp->g0tcb;
@@ -357,7 +357,7 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
     gp->nswitch++;
     if (!(gp->flags & G_STARTED))
         bind_stack(mp, gp);
-    if (sched.tls_full) {
+    if (tls_full()) {
         if (!(gp->flags & G_STARTED))
             bind_tcb(mp, gp);
         if (gp->tcb != mp->curfs) {
@@ -392,7 +392,7 @@ GOSHIM_NO_TSAN void schedule(void)
         preemptq_leave(gp);
         mp->curg = gp;
         new_slice(mp->p);
-        if (!sched.tls_full)
+        if (!tls_full())
             tls_g = gp;
         if (gp->sigmask != mp->sigmask)
             m_apply_sigmask(mp, gp->sigmask);

@@ -37,7 +37,12 @@ enum tls_mode { TLS_MODE_FULL = 0, TLS_MODE_ERRNO = 1 };
 /* The values are known to setfs_x86_64.inc. */
 enum tls_fs_method { TLS_FS_WRFSBASE = 0, TLS_FS_ARCH_PRCTL = 1, TLS_FS_NONE = 2, TLS_FS_LDT = 3 };
 
-extern int tls_mode;      /* effective mode after tls_init */
+extern int tls_mode; /* effective mode after tls_init: the one record of it */
+/* Per-G TCBs in use (TLS_MODE_FULL): each G has its own TLS. */
+static inline bool tls_full(void)
+{
+    return tls_mode == TLS_MODE_FULL;
+}
 extern int tls_fs_method; /* read by the context-switch assembly; TLS_FS_NONE in errno mode */
 
 /*

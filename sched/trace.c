@@ -133,7 +133,7 @@ void stats_print(int fd)
         "goshim stats: procs=%d threads=%d tls=%s fs=%s gs_created=%lu switches=%lu steals=%lu "
         "stolen_gs=%lu global_batches=%lu overflows=%lu parks=%lu readies=%lu yields=%lu "
         "m_parks=%lu m_wakeups=%lu peak_ms=%d\n",
-        sched.gomaxprocs, c.mcount, sched.tls_full ? "full" : "errno",
+        sched.gomaxprocs, c.mcount, tls_full() ? "full" : "errno",
         tls_fs_method_name(tls_fs_method), (unsigned long)c.spawned, (unsigned long)c.schedules,
         (unsigned long)c.steals, (unsigned long)c.stolen, (unsigned long)c.globget,
         (unsigned long)c.overflows, (unsigned long)c.parks, (unsigned long)c.readies,

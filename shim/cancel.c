@@ -96,7 +96,7 @@ GOSHIM_EXPORT void pthread_testcancel(void)
  */
 static void wake_pshared_waiter(struct sthread *st)
 {
-    unsigned me = sched.tls_full ? tls_tcb_tid(tls_self()) : 0;
+    unsigned me = tls_full() ? tls_tcb_tid(tls_self()) : 0;
     for (int i = 0; i < 1000; i++) {
         runtime_lock(&st->lock);
         pthread_cond_t *c = st->pshared_cond;

@@ -66,14 +66,14 @@ enum {
 /* The owner id of gp (sync.h: gsync_self). */
 static int owner_id(struct g *gp)
 {
-    if (tls_mode == TLS_MODE_FULL)
+    if (tls_full())
         return gp->tcb ? (int)tls_tcb_tid(gp->tcb) : 0;
     return (int)(0x40000000u | (uint32_t)(gp->goid & 0x1fffffffu));
 }
 
 int gsync_self(void)
 {
-    if (tls_mode == TLS_MODE_FULL)
+    if (tls_full())
         return (int)tls_tcb_tid(tls_self());
     struct g *gp = sched_self();
     if (gp != NULL)

@@ -74,7 +74,7 @@ static uint32_t key_dtor_top;
 
 struct sthread *sthread_self(void)
 {
-    if (!sched.tls_full) { /* errno mode: TLS is the M's, the record hangs off the G */
+    if (!tls_full()) { /* errno mode: TLS is the M's, the record hangs off the G */
         struct g *gp = sched_self();
         return gp ? gp->thr : NULL;
     }
@@ -85,7 +85,7 @@ struct sthread *sthread_self(void)
 
 pthread_t sthread_id(struct sthread *st)
 {
-    return sched.tls_full ? (pthread_t)st->tcb : (pthread_t)st;
+    return tls_full() ? (pthread_t)st->tcb : (pthread_t)st;
 }
 
 /* The record of pthread_t t, or NULL if t is not a goshim thread. */
@@ -94,7 +94,7 @@ struct sthread *sthread_lookup(pthread_t t)
     struct sthread *st;
     if (t == 0)
         return NULL;
-    if (sched.tls_full)
+    if (tls_full())
         st = *(struct sthread **)((char *)t + tls_thr_off);
     else
         st = (struct sthread *)t;
@@ -130,7 +130,7 @@ static void **key_slot(struct sthread *st, pthread_key_t k, bool create)
 static void *key_get(pthread_key_t k)
 {
     struct sthread *st;
-    if (!goshim_on || sched.tls_full || !(st = sthread_self()))
+    if (!goshim_on || tls_full() || !(st = sthread_self()))
         return REAL(pthread_getspecific)(k);
     if (k >= NKEYS)
         return NULL;
@@ -141,7 +141,7 @@ static void *key_get(pthread_key_t k)
 __attribute__((noinline)) static int key_set(pthread_key_t k, const void *v)
 {
     struct sthread *st;
-    if (!goshim_on || sched.tls_full || !(st = sthread_self()))
+    if (!goshim_on || tls_full() || !(st = sthread_self()))
         return REAL(pthread_setspecific)(k, v);
     if (k >= NKEYS)
         return EINVAL;
@@ -215,7 +215,7 @@ static void free_thread(struct sthread *st)
     if (st->is_main)
         return; /* glibc's own TCB, a static record */
     __atomic_store_n(gone_slot(sthread_id(st)), (uintptr_t)sthread_id(st), __ATOMIC_RELEASE);
-    void *tcb = sched.tls_full ? st->tcb : NULL;
+    void *tcb = tls_full() ? st->tcb : NULL;
     bool inblock = st->inblock;
     if (st->keyblk)
         for (int i = 0; i < 32; i++)
@@ -237,7 +237,7 @@ static void free_thread(struct sthread *st)
  * goes to the exit hook (via the G) and the G ends. */
 static void thread_finish(struct sthread *st)
 {
-    if (sched.tls_full)
+    if (tls_full())
         tls_thread_exit(); /* C++ thread_local destructors first, as glibc */
     run_key_destructors();
     struct g *gp = sched_self();
@@ -418,7 +418,7 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, 
     gp->thr = st;
     st->gp = gp;
     st->tcb = gp->tcb;
-    if (sched.tls_full)
+    if (tls_full())
         *(struct sthread **)((char *)gp->tcb + tls_thr_off) = st;
     __atomic_add_fetch(&nthreads, 1, __ATOMIC_RELAXED);
     *thread = sthread_id(st); /* before the thread runs, as glibc */
@@ -544,7 +544,7 @@ GOSHIM_EXPORT void pthread_exit(void *retval)
 
 GOSHIM_EXPORT pthread_t pthread_self(void)
 {
-    if (goshim_on && !sched.tls_full) {
+    if (goshim_on && !tls_full()) {
         struct sthread *st = sthread_self();
         if (st && sched_self())
             return (pthread_t)st;

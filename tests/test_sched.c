@@ -124,7 +124,7 @@ Test(sched, errno_and_thread_locals_stay_per_g_across_migrations, .timeout = 300
 {
     skip_without_full_tls();
     start(2);
-    cr_assert(sched.tls_full, "per-G TLS is available on this machine");
+    cr_assert(tls_full(), "per-G TLS is available on this machine");
     migrations_wanted = test_scale(100000);
     sched_wg_init(&wg);
     sched_wg_add(&wg, 6);
@@ -179,7 +179,7 @@ Test(sched, errno_mode_keeps_errno_per_g, .timeout = 120)
     sched_config_from_env(&c);
     c.nprocs = 2;
     cr_assert_eq(sched_init(&c), 0);
-    cr_assert(!sched.tls_full);
+    cr_assert(!tls_full());
     migrations_wanted = test_scale(5000);
     sched_wg_init(&wg);
     sched_wg_add(&wg, 4);
@@ -472,7 +472,7 @@ static int main_moved;
 static void check_not_main(void *arg)
 {
     (void)arg;
-    if (!sched.tls_full || (!pthread_equal(pthread_self(), main_self) && tls_counter == 1000))
+    if (!tls_full() || (!pthread_equal(pthread_self(), main_self) && tls_counter == 1000))
         __atomic_fetch_add(&child_ok, 1, __ATOMIC_RELAXED);
     /* Keep the other P busy until the main G has been seen elsewhere. */
     for (int i = 0; i < 200000 && !__atomic_load_n(&main_moved, __ATOMIC_ACQUIRE); i++)
@@ -501,14 +501,14 @@ Test(sched, adopted_main_thread_keeps_its_tcb_and_migrates, .timeout = 60)
     for (int i = 0; i < 200000 && !moved; i++) {
         sched_gosched();
         moved = getm() != first;
-        if (sched.tls_full && (pthread_self() != main_self || errno != 1234 || tls_counter != 5))
+        if (tls_full() && (pthread_self() != main_self || errno != 1234 || tls_counter != 5))
             cr_assert_fail("main G lost its identity after a switch");
     }
     __atomic_store_n(&main_moved, 1, __ATOMIC_RELEASE);
     sched_wg_wait(&wg); /* parks the main G */
     cr_assert_eq(child_ok, 20, "every other G had its own TCB");
     cr_assert(moved, "the main G ran on another M at least once");
-    if (!sched.tls_full)
+    if (!tls_full())
         return; /* errno mode: TLS belongs to the M, not the G */
     cr_assert(pthread_equal(pthread_self(), main_self));
     cr_assert_eq(errno, 1234);

@@ -140,7 +140,7 @@ class Runtime:
         self.ms = sorted(walk(self.sched["allm"], "alllink"), key=lambda mp: int(mp["id"]))
         n = int(self.sched["gomaxprocs"])
         self.ps = [self.sched["allp"][i] for i in range(n) if int(self.sched["allp"][i]) != 0]
-        self.tls_full = int(self.sched["tls_full"]) != 0
+        self.tls_full = int(lib_symbol("tls_mode")) == int(gdb.parse_and_eval("TLS_MODE_FULL"))
         try:
             self.reasons = lib_symbol("reasons", "dump.c")
         except GoshimError:
