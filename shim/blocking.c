@@ -27,11 +27,7 @@
     {                                                                                              \
         if (!goshim_active())                                                                      \
             return REAL(name) args;                                                                \
-        if (!entry())                                                                              \
-            return REAL(name) args;                                                                \
-        ret res_ = REAL(name) args;                                                                \
-        exitsyscall();                                                                             \
-        return res_;                                                                               \
+        return HANDOFF_WITH(entry, REAL(name) args);                                               \
     }
 #include "shim/blocking.def"
 #undef BLOCKING
@@ -56,11 +52,9 @@ static mode_t open_mode(int flags, va_list ap)
         va_start(ap, flags);                                                                       \
         mode_t mode = open_mode(flags, ap);                                                        \
         va_end(ap);                                                                                \
-        if (!goshim_active() || !entersyscall())                                                   \
+        if (!goshim_active())                                                                      \
             return REAL(name) args;                                                                \
-        int fd = REAL(name) args;                                                                  \
-        exitsyscall();                                                                             \
-        return fd;                                                                                 \
+        return HANDOFF(REAL(name) args);                                                           \
     }
 OPEN_WRAPPER(open, (const char *path, int flags, ...), (path, flags, mode))
 OPEN_WRAPPER(open64, (const char *path, int flags, ...), (path, flags, mode))
@@ -238,9 +232,9 @@ GOSHIM_EXPORT long syscall(long nr, ...)
         }
     }
     int kind = on_g ? syscall_kind(nr) : 0;
-    if (kind == 0 || !(kind == 1 ? entersyscall() : entersyscallblock()))
+    if (kind == 0)
         return REAL(syscall)(nr, a, b, c, d, e, f);
-    long r = REAL(syscall)(nr, a, b, c, d, e, f);
-    exitsyscall();
-    return r;
+    if (kind == 1)
+        return HANDOFF(REAL(syscall)(nr, a, b, c, d, e, f));
+    return HANDOFF_WITH(entersyscallblock, REAL(syscall)(nr, a, b, c, d, e, f));
 }

@@ -286,21 +286,6 @@ static long io_result(long r)
     return r;
 }
 
-/* The call made as a system call that may block (entry: entersyscall, or
- * entersyscallblock for calls that block as a rule). */
-#define HANDOFF(call) HANDOFF_WITH(entersyscall, call)
-#define HANDOFF_WITH(entry, call)                                                                  \
-    ({                                                                                             \
-        __typeof__(call) r_;                                                                       \
-        if (entry()) {                                                                             \
-            r_ = (call);                                                                           \
-            exitsyscall();                                                                         \
-        } else {                                                                                   \
-            r_ = (call);                                                                           \
-        }                                                                                          \
-        r_;                                                                                        \
-    })
-
 static void io_init(struct io *io, int fd, int mode, int op, const struct iovec *iov, int iovcnt)
 {
     memset(io, 0, sizeof *io);

@@ -74,4 +74,21 @@ static inline int sync_wait(int kind, const void *obj, uint32_t *addr, uint32_t 
     return err;
 }
 
+/* The hand-off: call made as a system call that may block, the P left for
+ * sysmon to retake (entry: entersyscall), or handed off at once
+ * (entersyscallblock, for calls that block as a rule); when entry declines
+ * (no G, the P already handed off) the call is simply made. */
+#define HANDOFF(call) HANDOFF_WITH(entersyscall, call)
+#define HANDOFF_WITH(entry, call)                                                                  \
+    ({                                                                                             \
+        __typeof__(call) r_;                                                                       \
+        if (entry()) {                                                                             \
+            r_ = (call);                                                                           \
+            exitsyscall();                                                                         \
+        } else {                                                                                   \
+            r_ = (call);                                                                           \
+        }                                                                                          \
+        r_;                                                                                        \
+    })
+
 #endif
