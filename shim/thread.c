@@ -697,9 +697,7 @@ static void deliver_after_preemption(void)
 
 GOSHIM_EXPORT int pthread_getattr_np(pthread_t t, pthread_attr_t *attr)
 {
-    struct sthread *st = goshim_on ? sthread_lookup(t) : NULL;
-    if (!st || st->is_main)
-        return REAL(pthread_getattr_np)(sthread_glibc_id(t, st), attr);
+    STHREAD_OR_GLIBC(st, t, pthread_getattr_np, attr);
     int err = pthread_attr_init(attr);
     if (err)
         return err;
@@ -719,9 +717,7 @@ GOSHIM_EXPORT int pthread_getattr_np(pthread_t t, pthread_attr_t *attr)
 
 GOSHIM_EXPORT int pthread_setname_np(pthread_t t, const char *name)
 {
-    struct sthread *st = goshim_on ? sthread_lookup(t) : NULL;
-    if (!st || st->is_main)
-        return REAL(pthread_setname_np)(sthread_glibc_id(t, st), name);
+    STHREAD_OR_GLIBC(st, t, pthread_setname_np, name);
     size_t n = strlen(name);
     if (n >= sizeof st->name)
         return ERANGE;
@@ -731,9 +727,7 @@ GOSHIM_EXPORT int pthread_setname_np(pthread_t t, const char *name)
 
 GOSHIM_EXPORT int pthread_getname_np(pthread_t t, char *buf, size_t len)
 {
-    struct sthread *st = goshim_on ? sthread_lookup(t) : NULL;
-    if (!st || st->is_main)
-        return REAL(pthread_getname_np)(sthread_glibc_id(t, st), buf, len);
+    STHREAD_OR_GLIBC(st, t, pthread_getname_np, buf, len);
     size_t n = strlen(st->name);
     if (len < n + 1)
         return ERANGE;

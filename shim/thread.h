@@ -197,5 +197,12 @@ pthread_t sthread_id(struct sthread *st);
 struct sthread *sthread_lookup(pthread_t t);
 /* glibc's own pthread_t for the main thread (differs from ours in errno mode). */
 pthread_t sthread_glibc_id(pthread_t t, struct sthread *st);
+/* The opening of an interposer that acts on thread t: st is goshim's record
+ * of it; a thread goshim does not manage, and the main thread (whose kernel
+ * thread is its own), go to glibc's name with glibc's pthread_t. */
+#define STHREAD_OR_GLIBC(st, t, name, ...)                                                         \
+    struct sthread *st = goshim_on ? sthread_lookup(t) : NULL;                                     \
+    if (!st || st->is_main)                                                                        \
+    return REAL(name)(sthread_glibc_id(t, st), __VA_ARGS__)
 
 #endif

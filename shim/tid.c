@@ -24,9 +24,7 @@
 
 GOSHIM_EXPORT int pthread_getaffinity_np(pthread_t t, size_t size, cpu_set_t *set)
 {
-    struct sthread *st = goshim_on ? sthread_lookup(t) : NULL;
-    if (!st || st->is_main)
-        return REAL(pthread_getaffinity_np)(sthread_glibc_id(t, st), size, set);
+    STHREAD_OR_GLIBC(st, t, pthread_getaffinity_np, size, set);
     runtime_lock(&st->lock);
     bool have = st->affinity != NULL;
     cpu_set_t mine;
@@ -47,9 +45,7 @@ GOSHIM_EXPORT int pthread_getaffinity_np(pthread_t t, size_t size, cpu_set_t *se
 
 GOSHIM_EXPORT int pthread_setaffinity_np(pthread_t t, size_t size, const cpu_set_t *set)
 {
-    struct sthread *st = goshim_on ? sthread_lookup(t) : NULL;
-    if (!st || st->is_main)
-        return REAL(pthread_setaffinity_np)(sthread_glibc_id(t, st), size, set);
+    STHREAD_OR_GLIBC(st, t, pthread_setaffinity_np, size, set);
     cpu_set_t allowed, want;
     CPU_ZERO(&want);
     memcpy(&want, set, size < sizeof want ? size : sizeof want);
@@ -77,9 +73,7 @@ GOSHIM_EXPORT int pthread_setaffinity_np(pthread_t t, size_t size, const cpu_set
 
 GOSHIM_EXPORT int pthread_getschedparam(pthread_t t, int *policy, struct sched_param *param)
 {
-    struct sthread *st = goshim_on ? sthread_lookup(t) : NULL;
-    if (!st || st->is_main)
-        return REAL(pthread_getschedparam)(sthread_glibc_id(t, st), policy, param);
+    STHREAD_OR_GLIBC(st, t, pthread_getschedparam, policy, param);
     runtime_lock(&st->lock);
     *policy = st->policy;
     *param = st->param;
@@ -97,9 +91,7 @@ static int check_sched(int policy, int prio)
 
 GOSHIM_EXPORT int pthread_setschedparam(pthread_t t, int policy, const struct sched_param *param)
 {
-    struct sthread *st = goshim_on ? sthread_lookup(t) : NULL;
-    if (!st || st->is_main)
-        return REAL(pthread_setschedparam)(sthread_glibc_id(t, st), policy, param);
+    STHREAD_OR_GLIBC(st, t, pthread_setschedparam, policy, param);
     int err = check_sched(policy, param->sched_priority);
     if (err)
         return err;
@@ -112,9 +104,7 @@ GOSHIM_EXPORT int pthread_setschedparam(pthread_t t, int policy, const struct sc
 
 GOSHIM_EXPORT int pthread_setschedprio(pthread_t t, int prio)
 {
-    struct sthread *st = goshim_on ? sthread_lookup(t) : NULL;
-    if (!st || st->is_main)
-        return REAL(pthread_setschedprio)(sthread_glibc_id(t, st), prio);
+    STHREAD_OR_GLIBC(st, t, pthread_setschedprio, prio);
     runtime_lock(&st->lock);
     int err = check_sched(st->policy, prio);
     if (!err)
