@@ -132,12 +132,21 @@ Test(preload_dump, sigquit_dumps_every_thread_and_exits_2, .timeout = 60)
     char ready[16];
     struct child c;
     int st;
-    start(&c, "quit", "GOSHIM_DEADLOCK=off");
-    cr_assert(fgets(ready, sizeof ready, c.out) && !strcmp(ready, "ready\n"));
-    cr_assert_eq(kill(c.pid, SIGQUIT), 0);
-    read_err_until(&c, "\1", report, sizeof report); /* to EOF */
-    cr_assert_eq(waitpid(c.pid, &st, 0), c.pid);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d\n%s", st, report);
+    /* A dump is a snapshot: main prints "ready" just before its join, and a SIGQUIT
+     * that comes first finds it still running (said as such, with no backtrace; seen
+     * now and then on a loaded machine). Then the dump is taken again, in a new run. */
+    for (int attempt = 0; attempt < 5; attempt++) {
+        start(&c, "quit", "GOSHIM_DEADLOCK=off");
+        cr_assert(fgets(ready, sizeof ready, c.out) && !strcmp(ready, "ready\n"));
+        cr_assert_eq(kill(c.pid, SIGQUIT), 0);
+        read_err_until(&c, "\1", report, sizeof report); /* to EOF */
+        cr_assert_eq(waitpid(c.pid, &st, 0), c.pid);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d\n%s", st, report);
+        if (!strstr(report, "thread 1 (main) [running]"))
+            break;
+        fclose(c.out);
+        fclose(c.err);
+    }
     cr_assert(!strncmp(report, "SIGQUIT: quit\n", 14), "%s", report);
     int threads = 0, conds = 0;
     for (const char *p = report; (p = strstr(p, "\nthread ")); p++) {
