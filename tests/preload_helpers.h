@@ -148,4 +148,13 @@ static inline void expect_preloaded_prints(const char *prog, const char *args, c
                   args ? args : "", gs);
 }
 
+/* The same at one P and at two: the cases where threads share the only P, and where
+ * they run in parallel and migrate. */
+static inline void expect_prints_at_p1_and_p2(const char *prog, const char *args, const char *want,
+                                              long min_gs)
+{
+    expect_preloaded_prints(prog, args, "GOSHIM_PROCS=1", want, min_gs);
+    expect_preloaded_prints(prog, args, "GOSHIM_PROCS=2", want, min_gs);
+}
+
 #endif

@@ -38,8 +38,7 @@ Test(preload_fork, natively, .timeout = 60)
 /* The child makes 200 threads of its own; none of the parent's runs there. */
 Test(preload_fork, child_of_a_thread_runs_threads, .timeout = 60)
 {
-    expect_preloaded_prints("prog_fork", "threads", "GOSHIM_PROCS=1", THREADS_OUT, 7);
-    expect_preloaded_prints("prog_fork", "threads", "GOSHIM_PROCS=2", THREADS_OUT, 7);
+    expect_prints_at_p1_and_p2("prog_fork", "threads", THREADS_OUT, 7);
 }
 
 /* The child's only thread calls pthread_exit: that ends the child, status 0. */
@@ -70,8 +69,7 @@ Test(preload_fork, popen_posix_spawn_vfork_and_daemon, .timeout = 60)
  * the parent's poller and woke the reader with EBADF. */
 Test(preload_fork, vfork_child_close_leaves_the_parents_fds_alone, .timeout = 120)
 {
-    expect_preloaded_prints("prog_vfork", "close", "GOSHIM_PROCS=1", VFORK_CLOSE_OUT, 17);
-    expect_preloaded_prints("prog_vfork", "close", "GOSHIM_PROCS=2", VFORK_CLOSE_OUT, 17);
+    expect_prints_at_p1_and_p2("prog_vfork", "close", VFORK_CLOSE_OUT, 17);
 }
 
 /* While a vfork child waits before its exec, the parent's P goes on running other threads
@@ -79,8 +77,7 @@ Test(preload_fork, vfork_child_close_leaves_the_parents_fds_alone, .timeout = 12
  * hung at GOSHIM_PROCS=1). */
 Test(preload_fork, vfork_parent_waits_and_other_threads_run, .timeout = 60)
 {
-    expect_preloaded_prints("prog_vfork", "others", "GOSHIM_PROCS=1", VFORK_OTHERS_OUT, 2);
-    expect_preloaded_prints("prog_vfork", "others", "GOSHIM_PROCS=2", VFORK_OTHERS_OUT, 2);
+    expect_prints_at_p1_and_p2("prog_vfork", "others", VFORK_OTHERS_OUT, 2);
 }
 
 /* Handlers in POSIX order, on the forking thread's TLS. */
@@ -131,8 +128,7 @@ Test(preload_fork, fork_child_thread_has_a_tid_of_its_own, .timeout = 60)
 {
     const char *want = "timed lock of the mutex the fork child holds: ETIMEDOUT\n";
     expect_native_prints("prog_thread_facts", "forktid", want);
-    expect_preloaded_prints("prog_thread_facts", "forktid", "GOSHIM_PROCS=1", want, 2);
-    expect_preloaded_prints("prog_thread_facts", "forktid", "GOSHIM_PROCS=2", want, 2);
+    expect_prints_at_p1_and_p2("prog_thread_facts", "forktid", want, 2);
 }
 
 /* seteuid in the child of a threaded parent hung: the child's restarted helper threads
@@ -141,8 +137,7 @@ Test(preload_fork, setxid_in_a_fork_child_of_a_threaded_parent, .timeout = 60)
 {
     const char *want = "seteuid in the fork child: returned 0\n";
     expect_native_prints("prog_thread_facts", "forksetxid", want);
-    expect_preloaded_prints("prog_thread_facts", "forksetxid", "GOSHIM_PROCS=1", want, 3);
-    expect_preloaded_prints("prog_thread_facts", "forksetxid", "GOSHIM_PROCS=2", want, 3);
+    expect_prints_at_p1_and_p2("prog_thread_facts", "forksetxid", want, 3);
 }
 
 /* The children of a main thread that ran on another OS thread than its first all kept the
@@ -153,6 +148,5 @@ Test(preload_regress, issue_13_fork_children_of_main_share_a_tid, .timeout = 120
 {
     const char *want = "pshared: the second child waited for the first's mutex: every time\n";
     expect_native_prints("prog_fork", "pshared", want);
-    expect_preloaded_prints("prog_fork", "pshared", "GOSHIM_PROCS=1", want, 2);
-    expect_preloaded_prints("prog_fork", "pshared", "GOSHIM_PROCS=2", want, 2);
+    expect_prints_at_p1_and_p2("prog_fork", "pshared", want, 2);
 }

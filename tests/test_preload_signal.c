@@ -39,28 +39,24 @@ Test(preload_signal, natively, .timeout = 60)
 Test(preload_signal, sigwait_in_one_thread_blocked_in_all, .timeout = 120)
 {
     for (int i = 0; i < 5; i++) {
-        expect_preloaded_prints("prog_signals", "sigwait", "GOSHIM_PROCS=1", SIGWAIT_OUT, 6);
-        expect_preloaded_prints("prog_signals", "sigwait", "GOSHIM_PROCS=2", SIGWAIT_OUT, 6);
+        expect_prints_at_p1_and_p2("prog_signals", "sigwait", SIGWAIT_OUT, 6);
     }
 }
 
 Test(preload_signal, masks_are_per_thread_and_follow_it, .timeout = 60)
 {
-    expect_preloaded_prints("prog_signals", "mask", "GOSHIM_PROCS=1", MASK_OUT, 5);
-    expect_preloaded_prints("prog_signals", "mask", "GOSHIM_PROCS=2", MASK_OUT, 5);
+    expect_prints_at_p1_and_p2("prog_signals", "mask", MASK_OUT, 5);
 }
 
 Test(preload_signal, pthread_kill_to_parked_and_running_threads, .timeout = 60)
 {
-    expect_preloaded_prints("prog_signals", "targets", "GOSHIM_PROCS=1", TARGETS_OUT, 3);
-    expect_preloaded_prints("prog_signals", "targets", "GOSHIM_PROCS=2", TARGETS_OUT, 3);
+    expect_prints_at_p1_and_p2("prog_signals", "targets", TARGETS_OUT, 3);
 }
 
 /* Each thread's sigaltstack follows it: one with and one without share OS threads. */
 Test(preload_signal, sigaltstack_is_per_thread, .timeout = 60)
 {
-    expect_preloaded_prints("prog_signals", "altstack", "GOSHIM_PROCS=1", ALTSTACK_OUT, 5);
-    expect_preloaded_prints("prog_signals", "altstack", "GOSHIM_PROCS=2", ALTSTACK_OUT, 5);
+    expect_prints_at_p1_and_p2("prog_signals", "altstack", ALTSTACK_OUT, 5);
 }
 
 /* set*id from a thread: glibc's SIGSETXID round reaches every OS thread, goshim's included,
@@ -74,15 +70,13 @@ Test(preload_signal, setxid_from_a_thread_reaches_every_os_thread, .timeout = 60
     cr_assert(strstr(nat, "setresgid from a thread: every OS thread has the new gid\n") ||
                   strstr(nat, "setgid to the same group: returned\n"),
               "natively: %s", nat);
-    expect_preloaded_prints("prog_setxid", NULL, "GOSHIM_PROCS=1", nat, 8);
-    expect_preloaded_prints("prog_setxid", NULL, "GOSHIM_PROCS=2", nat, 8);
+    expect_prints_at_p1_and_p2("prog_setxid", NULL, nat, 8);
 }
 
 /* sigsuspend takes a signal left pending while the thread blocked it; raise and abort. */
 Test(preload_signal, sigsuspend_raise_abort, .timeout = 60)
 {
-    expect_preloaded_prints("prog_signals", "suspend", "GOSHIM_PROCS=1", SUSPEND_OUT, 2);
-    expect_preloaded_prints("prog_signals", "suspend", "GOSHIM_PROCS=2", SUSPEND_OUT, 2);
+    expect_prints_at_p1_and_p2("prog_signals", "suspend", SUSPEND_OUT, 2);
 }
 
 /* ---- signals sent to the process (issue 13) ------------------------------------------- */
@@ -128,8 +122,7 @@ static void procsig_under_goshim(const char *mode)
     for (size_t i = 0; i < sizeof procsig_cases / sizeof procsig_cases[0]; i++) {
         if (strcmp(procsig_cases[i].mode, mode) != 0)
             continue;
-        expect_preloaded_prints("prog_procsig", mode, "GOSHIM_PROCS=1", procsig_cases[i].out, 1);
-        expect_preloaded_prints("prog_procsig", mode, "GOSHIM_PROCS=2", procsig_cases[i].out, 1);
+        expect_prints_at_p1_and_p2("prog_procsig", mode, procsig_cases[i].out, 1);
         return;
     }
     cr_assert_fail("no case %s", mode);
@@ -267,8 +260,7 @@ Test(preload_signal, thread_facts_natively, .timeout = 60)
  * although the program had blocked it. */
 Test(preload_signal, sigmask_old_set_is_what_the_program_set, .timeout = 60)
 {
-    expect_preloaded_prints("prog_thread_facts", "masks", "GOSHIM_PROCS=1", MASKS_OUT, 1);
-    expect_preloaded_prints("prog_thread_facts", "masks", "GOSHIM_PROCS=2", MASKS_OUT, 1);
+    expect_prints_at_p1_and_p2("prog_thread_facts", "masks", MASKS_OUT, 1);
 }
 
 /* goshim's preemption signal never shows; the program's own SIGURG, blocked, waits pending
@@ -276,16 +268,14 @@ Test(preload_signal, sigmask_old_set_is_what_the_program_set, .timeout = 60)
  * sigwait then waited for ever). */
 Test(preload_signal, preemption_signal_is_invisible_and_the_programs_sigurg_its_own, .timeout = 90)
 {
-    expect_preloaded_prints("prog_thread_facts", "urg", "GOSHIM_PROCS=1", URG_OUT, 3);
-    expect_preloaded_prints("prog_thread_facts", "urg", "GOSHIM_PROCS=2", URG_OUT, 3);
+    expect_prints_at_p1_and_p2("prog_thread_facts", "urg", URG_OUT, 3);
 }
 
 /* pthread_sigqueue to another thread, parked or computing: its handler gets SI_QUEUE and
  * the value (glibc's handed the fake tid to the kernel: ESRCH). */
 Test(preload_signal, pthread_sigqueue_reaches_its_thread_with_the_value, .timeout = 60)
 {
-    expect_preloaded_prints("prog_thread_facts", "sigqueue", "GOSHIM_PROCS=1", SIGQUEUE_OUT, 3);
-    expect_preloaded_prints("prog_thread_facts", "sigqueue", "GOSHIM_PROCS=2", SIGQUEUE_OUT, 3);
+    expect_prints_at_p1_and_p2("prog_thread_facts", "sigqueue", SIGQUEUE_OUT, 3);
 }
 
 /* pthread_cancel of a thread in a wait on a process-shared cond (glibc's): it never took
@@ -302,13 +292,11 @@ Test(preload_signal, cancel_takes_effect_in_a_process_shared_cond_wait, .timeout
  * ran on the same OS thread. */
 Test(preload_signal, new_thread_starts_with_nothing_pending, .timeout = 60)
 {
-    expect_preloaded_prints("prog_thread_facts", "pending", "GOSHIM_PROCS=1", PENDING_OUT, 2);
-    expect_preloaded_prints("prog_thread_facts", "pending", "GOSHIM_PROCS=2", PENDING_OUT, 2);
+    expect_prints_at_p1_and_p2("prog_thread_facts", "pending", PENDING_OUT, 2);
 }
 
 /* It timed out after 10 s: the handler ran and the wait went on. */
 Test(preload_signal, sem_timedwait_fails_with_eintr, .timeout = 60)
 {
-    expect_preloaded_prints("prog_thread_facts", "semintr", "GOSHIM_PROCS=1", SEMINTR_OUT, 2);
-    expect_preloaded_prints("prog_thread_facts", "semintr", "GOSHIM_PROCS=2", SEMINTR_OUT, 2);
+    expect_prints_at_p1_and_p2("prog_thread_facts", "semintr", SEMINTR_OUT, 2);
 }

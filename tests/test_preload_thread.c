@@ -131,10 +131,8 @@ Test(preload_thread, async_cancel_blocked_or_spinning, .timeout = 60)
     const char *want = "cancel 0, join 0, PTHREAD_CANCELED: yes\n";
     expect_native_prints("prog_async_cancel", "mutex", want);
     expect_native_prints("prog_async_cancel", "spin", want);
-    expect_preloaded_prints("prog_async_cancel", "mutex", "GOSHIM_PROCS=1", want, 2);
-    expect_preloaded_prints("prog_async_cancel", "mutex", "GOSHIM_PROCS=2", want, 2);
-    expect_preloaded_prints("prog_async_cancel", "spin", "GOSHIM_PROCS=1", want, 2);
-    expect_preloaded_prints("prog_async_cancel", "spin", "GOSHIM_PROCS=2", want, 2);
+    expect_prints_at_p1_and_p2("prog_async_cancel", "mutex", want, 2);
+    expect_prints_at_p1_and_p2("prog_async_cancel", "spin", want, 2);
 }
 
 /* A second join of a joined thread went to glibc's join on a freed TCB and hung for ever;
@@ -143,8 +141,7 @@ Test(preload_thread, join_and_detach_of_a_joined_thread_give_esrch, .timeout = 6
 {
     const char *want = "second join: ESRCH; detach after join: ESRCH\n";
     expect_native_prints("prog_thread_facts", "joined", want);
-    expect_preloaded_prints("prog_thread_facts", "joined", "GOSHIM_PROCS=1", want, 2);
-    expect_preloaded_prints("prog_thread_facts", "joined", "GOSHIM_PROCS=2", want, 2);
+    expect_prints_at_p1_and_p2("prog_thread_facts", "joined", want, 2);
 }
 
 /* Thread CPU-time clocks measure the thread, not its OS thread (issue 13): a spinner and a
@@ -161,8 +158,6 @@ Test(preload_thread, cpu_clocks_measure_the_thread, .timeout = 60)
                        "clock_getres of a thread's clock: 0 s 1 ns\n";
     expect_native_prints("prog_cputime", "late", want);
     expect_native_prints("prog_cputime", "early", want);
-    expect_preloaded_prints("prog_cputime", "late", "GOSHIM_PROCS=1", want, 4);
-    expect_preloaded_prints("prog_cputime", "late", "GOSHIM_PROCS=2", want, 4);
-    expect_preloaded_prints("prog_cputime", "early", "GOSHIM_PROCS=1", want, 4);
-    expect_preloaded_prints("prog_cputime", "early", "GOSHIM_PROCS=2", want, 4);
+    expect_prints_at_p1_and_p2("prog_cputime", "late", want, 4);
+    expect_prints_at_p1_and_p2("prog_cputime", "early", want, 4);
 }

@@ -9,7 +9,8 @@
  *                       the process ends with status 0, as when any last thread exits
  *   prog_fork exec      16 threads fork+exec (this program, "exec-child N") at once;
  *                       every child prints its number through a pipe, every exit is 0
- *   prog_fork system    system() in one thread while another advances a counter
+ *   prog_fork system    system() in one thread while another advances a counter (the
+ *                       command waits until it has)
  *   prog_fork spawn     8 threads at once each run popen("echo N"), posix_spawn of
  *                       /bin/sh -c 'exit N', and vfork+exec of the same; then daemon()
  *                       in a forked child, whose detached grandchild reports through a pipe
@@ -190,25 +191,42 @@ static int mode_exec(void)
 
 static int stop_counter;
 static long counter;
+static int in_system;  /* main is about to call system() */
+static int advance[2]; /* the counter writes a byte here once it advanced past that */
 
+/* Counts; once main is in system(), 100 more steps tell the shell's read to go on. */
 static void *count(void *arg)
 {
     (void)arg;
+    long from = -1;
     while (!__atomic_load_n(&stop_counter, __ATOMIC_ACQUIRE)) {
-        __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+        long n = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+        if (from < 0 && __atomic_load_n(&in_system, __ATOMIC_ACQUIRE))
+            from = n;
+        if (from >= 0 && n - from == 100)
+            CHECK(write(advance[1], "x", 1) == 1);
         sched_yield();
     }
     return NULL;
 }
 
+/* The command waits for the counter's byte: it ends only if the counter ran meanwhile
+ * (a counter stuck behind system() hangs the test, which then fails by its timeout). */
 static int mode_system(void)
 {
     pthread_t c;
+    char cmd[128];
+    CHECK(pipe(advance) == 0);
+    snprintf(cmd, sizeof cmd, "echo from system; head -c 1 <&%d >/dev/null; exit 5", advance[0]);
     EXPECT(pthread_create(&c, NULL, count, NULL), 0);
     fflush(stdout);
-    int st = system("echo from system; exit 5");
+    long before = __atomic_load_n(&counter, __ATOMIC_RELAXED);
+    __atomic_store_n(&in_system, 1, __ATOMIC_RELEASE);
+    int st = system(cmd);
+    long after = __atomic_load_n(&counter, __ATOMIC_RELAXED);
     __atomic_store_n(&stop_counter, 1, __ATOMIC_RELEASE);
     EXPECT(pthread_join(c, NULL), 0);
+    counter = after - before;
     printf("system status %d, counter advanced: %s\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
            counter > 0 ? "yes" : "no");
     return 0;
