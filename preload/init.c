@@ -16,8 +16,6 @@
 
 #include "preload/detect.h"
 #include "preload/goshim.h"
-#include "sched/throw.h"
-#include "sched/tls.h"
 #include "shim/shim.h"
 #include "shim/thread.h"
 

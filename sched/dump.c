@@ -150,14 +150,6 @@ static const char *status_word(uint32_t st)
     }
 }
 
-struct g *sched_g_find_locked(bool (*match)(struct g *gp, void *arg), void *arg)
-{
-    for (struct g *gp = sched.allg; gp; gp = gp->alllink)
-        if (readgstatus(gp) != Gdead && match(gp, arg))
-            return gp;
-    return NULL;
-}
-
 /* ", held by thread N "name"" for a mutex waited on (the shim finds the holder). */
 static void mutex_owner(struct g *waiter, char *buf, size_t len)
 {

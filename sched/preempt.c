@@ -175,15 +175,6 @@ void preempt_refresh(void)
 
 /* ---- the handler -------------------------------------------------------------------- */
 
-static struct m *m_of_thread(void)
-{
-    uintptr_t gs = 0;
-    if (rt_syscall(SYS_arch_prctl, 0x1004 /* ARCH_GET_GS */, &gs, 0) != 0 || gs == 0)
-        return NULL;
-    struct m *mp = (struct m *)gs;
-    return mp->self == mp ? mp : NULL;
-}
-
 /* The application's handler for a signal that is not ours. */
 static void chain(int sig, siginfo_t *info, void *uc)
 {

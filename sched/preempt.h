@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "api.h" /* preempt_owns, preempt_app_action, preempt_refresh, GOSHIM_G_ENTRY */
+
 struct p;
 
 /* Start (sched_init): slice_ns 0 = off, PREEMPT_KERNEL = the kernel's
@@ -35,8 +37,6 @@ int64_t preempt_kernel_slice(int nprocs);
 /* sysmon: pp has run the same G past the slice: signal its M to preempt
  * the G, or (handoff) to let the P go where the G stands. */
 void preempt_request(struct p *pp, bool handoff);
-/* Rebuild the table of application text (after dlopen/dlclose). */
-void preempt_refresh(void);
 /* In a forked child: the new pid, the one M's slice timer. */
 void preempt_after_fork(void);
 /* On a new M's own thread, before it runs a G: its slice timer (the
@@ -46,13 +46,6 @@ void preempt_m_init(struct m *mp);
 /* Every M has its slice timer: sysmon leaves the rotation of Gs that were
  * only preempted to them. */
 bool preempt_timers_ok(void);
-
-/* The application's view of the signals goshim handles (shim's sigaction):
- * preempt_owns says whether sig is one; preempt_app_action records act (if
- * not NULL) as the application's handler, to which goshim chains, and
- * returns the previous one in old. */
-bool preempt_owns(int sig);
-void preempt_app_action(int sig, const struct sigaction *act, struct sigaction *old);
 
 struct preempt_stats {
     uint64_t requests, done, refused, stale, handoffs;
@@ -64,8 +57,5 @@ struct preempt_stats {
     const char *walker;       /* "libgcc" or "libunwind" */
 };
 void preempt_stats(struct preempt_stats *s);
-
-/* G entry functions: the walk's bottom. */
-#define GOSHIM_G_ENTRY __attribute__((section("goshim_bottom"), noinline))
 
 #endif

@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "api.h"
 #include "context.h"
 #include "lock.h"
 #include "stack.h"
@@ -121,9 +122,11 @@ struct release {
     void *lock;
 };
 
+/* Its first three fields are api.h's struct m_head, which the shim's inline gate reads. */
 struct m {
     struct m *self;     /* %gs:0 reads this: getm() */
     uintptr_t pend_rip; /* %gs:8: where a preempted G was interrupted (preempt.c) */
+    uint32_t pless;     /* its G runs on without the P it gave up that way (syscall.c) */
     int64_t id;
     struct g *curg;      /* G running on it, or NULL on g0; owner */
     struct p *p;         /* attached P; owner */
@@ -168,7 +171,6 @@ struct m {
     uint32_t preempt_refusals; /* requests refused as unsafe; atomic, sysmon reads */
     uint32_t preempt_nowalk;   /* the last refusal was in code of no loaded object (a JIT's);
                                   set by the handler, cleared by sysmon; atomic */
-    uint32_t pless;            /* its G runs on without the P it gave up that way (syscall.c) */
     clockid_t cpuclock;        /* its thread's CPU-time clock (sysmon tells running from blocked) */
     /* Its slice timer (preempt.c): a kernel timer on the thread's CPU
      * time that signals the thread itself at the scheduler tick; -1 none.
@@ -263,6 +265,11 @@ struct schedt {
 };
 
 extern struct schedt sched;
+
+_Static_assert(offsetof(struct m, self) == offsetof(struct m_head, self) &&
+                   offsetof(struct m, pend_rip) == offsetof(struct m_head, pend_rip) &&
+                   offsetof(struct m, pless) == offsetof(struct m_head, pless),
+               "struct m must begin with api.h's struct m_head");
 
 /*
  * Functions that are entered and never return (they end by switching to

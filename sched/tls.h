@@ -33,16 +33,11 @@
 #include <stddef.h>
 #include <stdbool.h>
 
-enum tls_mode { TLS_MODE_FULL = 0, TLS_MODE_ERRNO = 1 };
+#include "api.h" /* the mode, tls_self, tls_tcb_tid, tls_thread_exit */
+
 /* The values are known to setfs_x86_64.inc. */
 enum tls_fs_method { TLS_FS_WRFSBASE = 0, TLS_FS_ARCH_PRCTL = 1, TLS_FS_NONE = 2, TLS_FS_LDT = 3 };
 
-extern int tls_mode; /* effective mode after tls_init: the one record of it */
-/* Per-G TCBs in use (TLS_MODE_FULL): each G has its own TLS. */
-static inline bool tls_full(void)
-{
-    return tls_mode == TLS_MODE_FULL;
-}
 extern int tls_fs_method; /* read by the context-switch assembly; TLS_FS_NONE in errno mode */
 
 /*
@@ -64,9 +59,6 @@ const char *tls_fs_method_name(int method);
  * (so auto tries ldt next), as on the hosts without FSGSBASE.
  */
 extern int tls_test_no_fsgsbase;
-
-/* tls_self returns the current thread pointer (%fs:0). TLS-free. */
-void *tls_self(void);
 
 /* --- Full mode only. --- */
 
@@ -130,20 +122,12 @@ void tls_tcb_end(void *tcb);
  */
 void tls_tcb_destroy(void *tcb);
 
-/* tls_tcb_tid returns the fake tid stored in the TCB; tls_tcb_set_tid replaces it (a fork
- * child's G takes its process's real tid: fake tids are unique only within a process). */
-unsigned tls_tcb_tid(void *tcb);
+/* tls_tcb_set_tid replaces the fake tid stored in a TCB (tls_tcb_tid, api.h): a fork
+ * child's G takes its process's real tid (fake tids are unique only within a process). */
 void tls_tcb_set_tid(void *tcb, unsigned tid);
 
 /* tls_thread_start runs on the new thread, its TCB installed, before user code (__ctype_init). */
 void tls_thread_start(void);
-
-/*
- * tls_thread_exit runs on the thread as its last act: thread_local
- * destructors (__call_tls_dtors) and the dlerror state. Key destructors
- * are the shim's job.
- */
-void tls_thread_exit(void);
 
 /*
  * tls_malloc_move shares glibc's per-thread malloc state (tcache,

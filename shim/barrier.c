@@ -23,7 +23,6 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include "sched/gfutex.h"
 #include "shim/shim.h"
 #include "shim/sync.h"
 

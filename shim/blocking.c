@@ -136,7 +136,6 @@ static int syscall_kind(long nr)
 #include <linux/futex.h>
 #include <stdint.h>
 
-#include "sched/gfutex.h"
 #include "shim/thread.h"
 
 enum { FUTEX_KERNEL = 1 };

@@ -11,9 +11,6 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "sched/gfutex.h"
-#include "sched/throw.h"
-#include "sched/tls.h"
 #include "shim/shim.h"
 #include "shim/thread.h"
 

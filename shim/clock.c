@@ -15,7 +15,6 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "sched/sched.h"
 #include "shim/shim.h"
 
 /* The kernel's encoding of a thread CPU clock (CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED). */

@@ -36,7 +36,6 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "sched/gfutex.h"
 #include "shim/shim.h"
 #include "shim/sync.h"
 #include "shim/thread.h"

@@ -45,9 +45,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sched/gfutex.h"
-#include "sched/lock.h"
-#include "sched/tls.h"
 #include "shim/shim.h"
 #include "shim/sync.h"
 
@@ -66,9 +63,11 @@ enum {
 /* The owner id of gp (sync.h: gsync_self). */
 static int owner_id(struct g *gp)
 {
-    if (tls_full())
-        return gp->tcb ? (int)tls_tcb_tid(gp->tcb) : 0;
-    return (int)(0x40000000u | (uint32_t)(gp->goid & 0x1fffffffu));
+    if (tls_full()) {
+        void *tcb = sched_g_tcb(gp);
+        return tcb ? (int)tls_tcb_tid(tcb) : 0;
+    }
+    return (int)(0x40000000u | (uint32_t)(sched_g_id(gp) & 0x1fffffffu));
 }
 
 int gsync_self(void)

@@ -52,9 +52,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "sched/gfutex.h"
 #include "sched/netpoll.h"
-#include "sched/throw.h"
 #include "shim/shim.h"
 #include "shim/thread.h"
 

@@ -8,8 +8,7 @@
 #include <dlfcn.h>
 
 #include "shim/real.h"
-#include "sched/lock.h"
-#include "sched/throw.h"
+#include "sched/api.h"
 
 struct real_syms goshim_real;
 

@@ -35,7 +35,6 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "sched/gfutex.h"
 #include "shim/shim.h"
 #include "shim/sync.h"
 

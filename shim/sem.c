@@ -26,7 +26,6 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "sched/gfutex.h"
 #include "shim/shim.h"
 #include "shim/thread.h"
 

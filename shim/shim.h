@@ -18,8 +18,7 @@
 
 #include "shim/export.h"
 #include "shim/real.h"
-#include "sched/gfutex.h"
-#include "sched/sched.h"
+#include "sched/api.h"
 
 /* Set by the constructor (preload/init.c) once the runtime runs and the main
  * thread is the main G; defined in shim.c. */

@@ -53,10 +53,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "sched/gfutex.h"
-#include "sched/preempt.h"
-#include "sched/throw.h"
-#include "sched/tls.h"
 #include "shim/shim.h"
 #include "shim/thread.h"
 
@@ -95,9 +91,8 @@ static int signal_thread_locked(struct sthread *st, int sig, bool proc)
     if (!takes(st, gp, bit) || gp == sched_self())
         return 0; /* blocked: it waits for an unblock or a sigwait; or the caller's own,
                      which it delivers once it has let go of the locks */
-    uint32_t status = sched_gstatus(gp);
-    int tid = sched_gtid(gp);
-    if (tid > 0 && (status == Gsyscall || status == Grunning))
+    int tid = sched_g_cpu_tid(gp);
+    if (tid > 0)
         ring(gp, tid, sig, proc); /* an error (the M is gone): the interrupt below */
     gfutex_interrupt(gp);
     return 0;
@@ -244,10 +239,26 @@ bool shim_main_takes(int sig, struct g *self)
 /* gp's live thread record (sthread_lock held), or NULL. */
 static struct sthread *record_of(struct g *gp)
 {
-    struct sthread *st = __atomic_load_n((struct sthread **)&gp->thr, __ATOMIC_ACQUIRE);
-    if (st && sched_gstatus(gp) != Gdead && st->magic == STHREAD_MAGIC && st->gp == gp)
+    struct sthread *st = sched_g_thread(gp);
+    if (st && !sched_g_dead(gp) && st->magic == STHREAD_MAGIC && st->gp == gp)
         return st;
     return NULL;
+}
+
+struct routed_pick {
+    uint64_t bit;
+    struct sthread *st;
+};
+
+/* sched_g_find's match: gp's thread takes the routed signal pick->bit. */
+static bool picks_routed(struct g *gp, void *arg)
+{
+    struct routed_pick *pick = arg;
+    struct sthread *st = record_of(gp);
+    if (!st || !takes_routed(st, gp, pick->bit))
+        return false;
+    pick->st = st;
+    return true;
 }
 
 /* Route sig (sthread_lock held). With try, every other lock is only tried: -1 if one was
@@ -262,16 +273,12 @@ static int route_locked(int sig, const siginfo_t *info, bool try)
         if (mg && takes_routed(&sthread_main, mg, bit)) {
             target = &sthread_main;
         } else {
-            if (try && !runtime_trylock(&sched.allglock))
+            struct routed_pick pick = {.bit = bit};
+            bool busy;
+            if (sched_g_find(picks_routed, &pick, try, &busy))
+                target = pick.st;
+            else if (busy)
                 return -1;
-            if (!try)
-                runtime_lock(&sched.allglock);
-            for (struct g *gp = sched.allg; gp && !target; gp = gp->alllink) {
-                struct sthread *st = record_of(gp);
-                if (st && takes_routed(st, gp, bit))
-                    target = st;
-            }
-            runtime_unlock(&sched.allglock);
         }
         if (!target)
             return 0;
@@ -340,7 +347,7 @@ static void taken_info(int sig, siginfo_t *out)
 bool shim_bell_take(int sig, const siginfo_t *bell, struct g *cur, siginfo_t *out)
 {
     out->si_signo = 0;
-    struct sthread *st = cur ? cur->thr : NULL;
+    struct sthread *st = cur ? sched_g_thread(cur) : NULL;
     if (!st || st->magic != STHREAD_MAGIC)
         return bell->si_value.sival_ptr == cur;
     /* Whoever it was for: the kernel merges a signal sent to an OS thread into one of the

@@ -57,8 +57,6 @@
 #define SIGCANCEL_NO 32
 #define SIGSETXID_NO 33
 
-#include "sched/preempt.h"
-#include "sched/throw.h"
 #include "shim/shim.h"
 #include "shim/thread.h"
 
@@ -236,16 +234,6 @@ static void call_app(int sig, siginfo_t *info, void *uc)
     }
 }
 
-/* The M this thread is, from its GS base (0 on threads goshim does not run). */
-static struct m *this_m(void)
-{
-    unsigned long gs = 0;
-    if (rt_syscall(SYS_arch_prctl, ARCH_GET_GS, &gs, 0) != 0 || gs == 0)
-        return NULL;
-    struct m *mp = (struct m *)gs;
-    return mp->self == mp ? mp : NULL;
-}
-
 /* Sent to one thread: by tgkill, raise or pthread_kill, or a fault of the code it runs. */
 static bool thread_directed(int sig, const siginfo_t *info)
 {
@@ -266,12 +254,12 @@ static void dispatch(int sig, siginfo_t *info, void *uc)
         errno = saved;
         return;
     }
-    struct m *mp = on_router ? NULL : this_m();
-    struct g *gp = mp ? __atomic_load_n(&mp->curg, __ATOMIC_RELAXED) : NULL;
-    bool on_g = gp && !__atomic_load_n(&mp->ong0, __ATOMIC_RELAXED);
+    struct g *gp = NULL;
+    bool on_g = false;
+    bool on_m = !on_router && sched_signal_context(&gp, &on_g);
     if (on_router) {
         post(sig, info);
-    } else if (!mp) {
+    } else if (!on_m) {
         if (info->si_code != SHIM_SI_BELL)
             call_app(sig, info, uc); /* a thread of the program that goshim does not run */
     } else if (info->si_code == SHIM_SI_BELL && info->si_pid == self_pid) {

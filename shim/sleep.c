@@ -14,7 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sched/gfutex.h"
 #include "shim/shim.h"
 #include "shim/thread.h"
 

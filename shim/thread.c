@@ -47,10 +47,6 @@
 #include <unistd.h>
 #include <unwind.h>
 
-#include "sched/gfutex.h"
-#include "sched/preempt.h"
-#include "sched/throw.h"
-#include "sched/tls.h"
 #include "shim/shim.h"
 #include "shim/sync.h"
 #include "shim/thread.h"
@@ -76,7 +72,7 @@ struct sthread *sthread_self(void)
 {
     if (!tls_full()) { /* errno mode: TLS is the M's, the record hangs off the G */
         struct g *gp = sched_self();
-        return gp ? gp->thr : NULL;
+        return gp ? sched_g_thread(gp) : NULL;
     }
     struct sthread *st = tls_thr;
     __asm__ volatile("" ::: "memory");
@@ -240,10 +236,9 @@ static void thread_finish(struct sthread *st)
     if (tls_full())
         tls_thread_exit(); /* C++ thread_local destructors first, as glibc */
     run_key_destructors();
-    struct g *gp = sched_self();
     runtime_lock(&st->lock);
     if (st->joinstate != JS_DETACHED && !st->is_main)
-        gp->flags |= G_KEEP_TCB;
+        sched_keep_tcb();
     runtime_unlock(&st->lock);
     sthread_give_back_signals(st, true);
     if (__atomic_sub_fetch(&nthreads, 1, __ATOMIC_ACQ_REL) == 0)
@@ -253,17 +248,16 @@ static void thread_finish(struct sthread *st)
 /* Runs on g0 once gp's TCB is installed nowhere (see the top comment). */
 static void exit_hook(struct g *gp)
 {
-    struct sthread *st = gp->thr;
+    struct sthread *st = sched_g_thread(gp);
     if (!st)
         return;
-    gp->thr = NULL;
+    sched_g_set_thread(gp, NULL);
     runtime_lock(&st->lock);
     st->gp = NULL;
     bool detached = st->joinstate == JS_DETACHED;
-    if (!detached && (gp->flags & G_KEEP_TCB)) {
-        st->tcb = gp->tcb; /* the pthread_t stays valid until joined */
-        gp->tcb = NULL;
-    }
+    void *kept = detached ? NULL : sched_g_take_tcb(gp); /* detached: the G keeps it for reuse */
+    if (kept)
+        st->tcb = kept; /* the pthread_t stays valid until joined */
     if (!detached) {
         __atomic_store_n(&st->exited, 1, __ATOMIC_RELEASE);
         runtime_unlock(&st->lock);
@@ -396,7 +390,7 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, 
         return EAGAIN;
     }
     st->inblock = sched_g_record(gp, &zeroed) == st;
-    gp->arg = st;
+    sched_g_set_arg(gp, st);
     st->magic = STHREAD_MAGIC;
     st->fn = fn;
     st->arg = arg;
@@ -415,11 +409,11 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, 
     }
     struct sthread *creator = sthread_self();
     st->hidden_mask = creator ? creator->hidden_mask : 0; /* its mask is its creator's */
-    gp->thr = st;
+    sched_g_set_thread(gp, st);
     st->gp = gp;
-    st->tcb = gp->tcb;
+    st->tcb = sched_g_tcb(gp);
     if (tls_full())
-        *(struct sthread **)((char *)gp->tcb + tls_thr_off) = st;
+        *(struct sthread **)((char *)st->tcb + tls_thr_off) = st;
     __atomic_add_fetch(&nthreads, 1, __ATOMIC_RELAXED);
     *thread = sthread_id(st); /* before the thread runs, as glibc */
     uintptr_t was = (uintptr_t)*thread;
@@ -665,27 +659,31 @@ GOSHIM_EXPORT int sched_yield(void)
  * better named than by its address. */
 static void describe(struct g *gp, char *name, size_t nlen, char *obj, size_t olen)
 {
-    struct sthread *st = gp->thr;
+    struct sthread *st = sched_g_thread(gp);
     if (st && st->magic == STHREAD_MAGIC && st->name[0])
         snprintf(name, nlen, " \"%.15s\"", st->name);
     else if (st && st->is_main)
         snprintf(name, nlen, " (main)");
-    struct sthread *target = gp->waitobj;
-    if (gp->waitkind == WAIT_JOIN && target && target->magic == STHREAD_MAGIC && target->gp)
-        snprintf(obj, olen, "of thread %lu", (unsigned long)target->gp->goid);
-    else if (gp->waitkind == WAIT_IO && gp->waitobj)
-        snprintf(obj, olen, "on fd %d", (int)(intptr_t)gp->waitobj);
+    void *waitobj;
+    int kind = sched_g_waiting(gp, &waitobj);
+    struct sthread *target = waitobj;
+    if (kind == WAIT_JOIN && target && target->magic == STHREAD_MAGIC && target->gp)
+        snprintf(obj, olen, "of thread %lu", (unsigned long)sched_g_id(target->gp));
+    else if (kind == WAIT_IO && waitobj)
+        snprintf(obj, olen, "on fd %d", (int)(intptr_t)waitobj);
 }
 
 /* For dumps and leak reports (sched/dump.c): the G that gp's join or mutex wait needs. */
 static struct g *blocker(struct g *gp, int *gone_id)
 {
-    struct sthread *target = gp->waitobj;
+    void *waitobj;
+    int kind = sched_g_waiting(gp, &waitobj);
+    struct sthread *target = waitobj;
     *gone_id = 0;
-    if (gp->waitkind == WAIT_JOIN && target && target->magic == STHREAD_MAGIC)
+    if (kind == WAIT_JOIN && target && target->magic == STHREAD_MAGIC)
         return target->gp;
-    if (gp->waitkind == WAIT_MUTEX && gp->waitobj)
-        return gmutex_holder(gp->waitobj, gone_id);
+    if (kind == WAIT_MUTEX && waitobj)
+        return gmutex_holder(waitobj, gone_id);
     return NULL;
 }
 
@@ -704,9 +702,11 @@ GOSHIM_EXPORT int pthread_getattr_np(pthread_t t, pthread_attr_t *attr)
     runtime_lock(&st->lock);
     struct g *gp = st->gp;
     runtime_unlock(&st->lock);
-    if (gp && gp->stack.lo) {
-        pthread_attr_setstack(attr, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo));
-        pthread_attr_setguardsize(attr, gp->stack.guard);
+    void *lo;
+    size_t size, guard;
+    if (gp && sched_g_stack(gp, &lo, &size, &guard)) {
+        pthread_attr_setstack(attr, lo, size);
+        pthread_attr_setguardsize(attr, guard);
     }
     runtime_lock(&st->lock);
     pthread_attr_setdetachstate(attr, st->joinstate == JS_DETACHED ? PTHREAD_CREATE_DETACHED
@@ -769,5 +769,5 @@ void shim_thread_adopted_main(void)
     st->canceltype = PTHREAD_CANCEL_DEFERRED;
     tls_thr = st;
     st->gp = sched_self();
-    st->gp->thr = st;
+    sched_g_set_thread(st->gp, st);
 }

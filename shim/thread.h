@@ -123,7 +123,7 @@ void shim_exec_failed(uint64_t raised);
 #include <setjmp.h>
 #include <unwind.h>
 
-#include "sched/lock.h"
+#include "sched/api.h"
 
 struct g;
 

@@ -15,10 +15,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "sched/gfutex.h"
-#include "sched/preempt.h"
-#include "sched/throw.h"
-#include "sched/tls.h"
 #include "shim/shim.h"
 #include "shim/thread.h"
 

@@ -1,0 +1,347 @@
+/*
+ * The runtime's public interface: all that the layer above it, the shim and
+ * the preload, may use of sched/. The G, M and P stay opaque here (struct g
+ * and struct m are only named): the shim reads a G through the accessors
+ * below, never through its fields, and the runtime learns about threads'
+ * records and objects only through struct sched_hooks. sched/'s own files
+ * include sched.h, which adds the types (runtime.h) and the internals
+ * shared between them. Nothing here is exported from libgoshim.so.
+ */
+#ifndef GOSHIM_API_H
+#define GOSHIM_API_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "gfutex.h"
+#include "lock.h"
+#include "throw.h"
+
+struct g;
+struct m;
+
+/* ---- configuration (config.c) ---------------------------------------- */
+
+struct sched_config {
+    int nprocs;              /* GOSHIM_PROCS: number of P; 0 = usable CPUs */
+    int maxthreads;          /* GOSHIM_MAXTHREADS: cap on M */
+    size_t stack_size;       /* GOSHIM_STACK: default G stack; 0 = glibc's default */
+    int tls_mode;            /* GOSHIM_TLS: TLS_MODE_FULL or TLS_MODE_ERRNO */
+    int schedtrace_ms;       /* GOSHIM_SCHEDTRACE: 0 = off */
+    bool scheddetail;        /* GOSHIM_SCHEDDETAIL */
+    bool stats;              /* GOSHIM_STATS */
+    int64_t preempt_ns;      /* GOSHIM_PREEMPT: fixed time slice before async preemption; 0 = off;
+                                PREEMPT_KERNEL: the kernel's base slice while others wait */
+    int preempt_signal;      /* GOSHIM_PREEMPT_SIGNAL */
+    bool preempt_signal_set; /* GOSHIM_PREEMPT_SIGNAL was given */
+    bool preempt_handoff;    /* GOSHIM_PREEMPT_HANDOFF: hand off the P of a stuck G */
+    int preempt_walk;        /* GOSHIM_PREEMPT_WALK: PREEMPT_WALK_LIBGCC or _LIBUNWIND */
+    uint64_t chaos_seed;     /* GOSHIM_CHAOS */
+    int deadlock;            /* GOSHIM_DEADLOCK: DEADLOCK_*; applied by the preload only */
+    bool chaos;              /* GOSHIM_CHAOS was given */
+};
+
+/* Defaults, then the GOSHIM_ variables. A malformed value prints a message
+ * naming the variable and the accepted form, and the default is kept.
+ * Returns the number of malformed variables. */
+int sched_config_from_env(struct sched_config *c);
+/* Usable CPUs: the affinity mask, capped by the cgroup v2 cpu.max quota. */
+int sched_usable_cpus(void);
+
+/* ---- the C API -------------------------------------------------------- */
+
+/* Hook: the real pthread_create (the shim points it past its interposer). */
+
+/* Start the runtime: nprocs Ps, all idle; Ms start on demand. Call once,
+ * from an ordinary thread. Returns 0 or an errno value. */
+int sched_init(const struct sched_config *c);
+
+/*
+ * Turn the calling thread into M0 running the main G: the thread keeps its
+ * stack and glibc TCB (pthread_self, errno, __thread stay what they were)
+ * and from now on is a G like any other, which may park and migrate. M0's
+ * scheduler context gets a fresh TCB and stack. Call once, after
+ * sched_init, before spawning. Returns 0 or an errno value.
+ */
+int sched_adopt_main(void);
+
+struct spawn_attr {
+    size_t stacksize; /* 0 = default */
+    size_t guardsize; /* (size_t)-1 = default */
+    void *stackaddr;  /* user stack (pthread_attr_setstack) or NULL */
+    bool eager_tls;   /* bind the TCB now: gp->tcb is the pthread_t (full TLS mode) */
+    bool suspended;   /* leave the G waiting: the caller makes it runnable with goready */
+};
+
+/* Create a G running fn(arg). From a G: it goes to this P's runnext. From
+ * any other thread: to the global queue. Returns NULL with *err set
+ * (EAGAIN: no memory for a stack or TCB). */
+struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err);
+/* Throw away a G spawned suspended that never ran (its creation failed later). */
+void sched_spawn_abandon(struct g *gp);
+/* Hand over the TCB of a joined thread (installed nowhere): cached on the
+ * caller's P for the next spawn there, or destroyed. Full TLS mode. */
+void sched_tcb_free(void *tcb);
+/* Fix the layout of a thread's block (proc.c's top comment): record_size
+ * bytes for the shim's thread record. Once, after sched_init, before any
+ * spawn. */
+void sched_tcb_layout_init(size_t record_size);
+/* The record space in gp's block (gp spawned with eager_tls, suspended),
+ * or NULL when its TCB is not in its stack block. *zeroed: the bytes are
+ * zero (else the caller clears them). Valid until the TCB is freed. */
+void *sched_g_record(struct g *gp, bool *zeroed);
+
+/* The current G, or NULL when not called from a G. */
+struct g *sched_self(void);
+/* The kernel tid of the calling M. */
+int sched_mtid(void);
+
+/* Signal masks (bit sig-1) are per G: the M installs its G's when it
+ * switches to it, with a system call only when the two differ. */
+uint64_t sched_sigmask(void);          /* the current G's */
+void sched_set_sigmask(uint64_t set);  /* the current G's, applied to its M now */
+uint64_t sched_gsigmask(struct g *gp); /* another G's, a snapshot */
+uint64_t thread_sigmask(void);         /* the calling OS thread's, from the kernel */
+/* Start one of goshim's own threads (sysmon, the waker): detached, a small
+ * stack, and every signal blocked, so that a signal for the process
+ * reaches one of the program's threads, as natively. 0 or an errno value. */
+int sched_helper_thread(void *(*fn)(void *));
+/* The signals with a program handler, which the shim routes to a thread (bit sig-1,
+ * atomic): an idle M blocks them besides its last G's mask (machines.c). */
+extern uint64_t sched_routed_signals;
+/* sigaltstack is per G too: the current G's, as the system call (0 or an
+ * errno value). */
+int sched_sigaltstack(const stack_t *ss, stack_t *old);
+
+/* Go's Gosched: the G goes to the global run queue and others run. */
+void sched_gosched(void);
+/* goyield: like Gosched, but to the tail of the local run queue. */
+void sched_goyield(void);
+/* sched_yield(2) for the program: returns at once when no G waits anywhere, else sched_goyield. */
+bool sched_yield_explicit(void);
+
+/* Park the current G. unlockf(gp, lock) runs once the G is switched out
+ * and its TCB is no longer installed anywhere; if it returns false the G
+ * is made runnable again at once. */
+void gopark(bool (*unlockf)(struct g *, void *), void *lock, int reason);
+/* Make a parked G runnable (to the readier's runnext when the readier is a
+ * G; else to the global queue), waking an idle P if there is one. */
+void goready(struct g *gp);
+/* gopark's usual unlockf: unlock a runtime_lock. */
+bool park_unlock(struct g *gp, void *lock);
+
+/*
+ * What the runtime asks of the layer above it, the shim, which knows the
+ * threads' records, names and objects. The preload sets them
+ * (sched_set_hooks); each may be NULL (unit tests, which link sched/
+ * alone), and none may block.
+ *   exited       a G ended: after its TCB is installed on no M (so a
+ *                joiner may free it), before the G is recycled; it may
+ *                take gp->tcb (set it to NULL) when the G had G_KEEP_TCB.
+ *   resumed      a G runs again after a preemption or a wait for a P, with
+ *                no wrapper around it to deliver the signals sent to it
+ *                meanwhile: this does.
+ *   describe     a G's name (" \"left\"") and, if it waits, its object, for
+ *                dumps and deadlock reports (dump.c).
+ *   blocker      the G whose progress gp's wait needs (a mutex's holder,
+ *                a joined thread), or NULL, with *gone_id set to the
+ *                holder's id when a mutex is held by no G that exists
+ *                (allglock held: sched_g_find_locked).
+ *   deadlock     DEADLOCK_*: what the detector does (GOSHIM_DEADLOCK); off
+ *                until the preload arms it, once the program runs.
+ */
+struct sched_hooks {
+    void (*exited)(struct g *gp);
+    void (*resumed)(void);
+    void (*describe)(struct g *gp, char *name, size_t nlen, char *obj, size_t olen);
+    struct g *(*blocker)(struct g *gp, int *gone_id);
+    int deadlock;
+};
+extern struct sched_hooks sched_hooks;
+void sched_set_hooks(const struct sched_hooks *h);
+/* gp has ended (a G is never freed: it may be asked about at any time). */
+bool sched_g_dead(struct g *gp);
+/* The kernel tid of the M on which gp runs or sits in a system call, 0 when
+ * it does neither (queued, parked, dead); a snapshot. */
+int sched_g_cpu_tid(struct g *gp);
+/* In a signal handler, on any thread: whether the thread is one of the
+ * runtime's Ms (false: a thread goshim does not run); then the G it runs
+ * (*gp, NULL on its scheduler context), and whether the handler
+ * interrupted that G's own code (*on_g) rather than a switch. */
+bool sched_signal_context(struct g **gp, bool *on_g);
+/* The first G, not dead, that match accepts; for the hooks (allglock held). */
+struct g *sched_g_find_locked(bool (*match)(struct g *gp, void *arg), void *arg);
+
+/* Deadlock reports and thread dumps (dump.c). A wrapper says what its G
+ * is about to wait for (cleared with WAIT_NONE once it is back); the shim
+ * names threads and objects. */
+enum waitkind {
+    WAIT_NONE,
+    WAIT_MUTEX,
+    WAIT_COND,
+    WAIT_RWLOCK,
+    WAIT_SEM,
+    WAIT_JOIN,
+    WAIT_BARRIER,
+    WAIT_ONCE,
+    WAIT_SLEEP,
+    WAIT_IO,
+    WAIT_FUTEX,
+    WAIT_SIGNAL,
+    WAIT_KINDS
+};
+enum { DEADLOCK_OFF, DEADLOCK_REPORT, DEADLOCK_ABORT };
+void sched_set_wait(int kind, void *obj);
+/* gp's name and, if it waits, what for (" \"left\" [mutex 0x..., held by thread 3]"). */
+void sched_describe(struct g *gp, char *buf, size_t len);
+void quit_install(void); /* a SIGQUIT handler, if the program has none */
+bool sched_quit_handler_is(void (*h)(int));
+
+/* Chaos mode (chaos.c). */
+extern bool sched_chaos;
+void chaos_yield(void); /* a wrapper boundary: maybe yield the P */
+/* Calls into goshim's wrappers by the running thread: per G with per-G
+ * TLS, per OS thread in errno mode. preempt.c tells a spinner by it (no
+ * call between two preemptions). One TLS increment, safe on any thread. */
+extern __thread uint64_t sched_ncalls
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+static inline void sched_note_call(void)
+{
+    sched_ncalls++;
+}
+static inline void chaos_point(void)
+{
+    if (__builtin_expect(sched_chaos, 0))
+        chaos_yield();
+}
+/* Ask gp, if it runs, to yield at its next safe point (preempt.c). */
+void sched_preempt_g(struct g *gp);
+
+/*
+ * acquirem marks the M of the calling G "inside the runtime" until
+ * releasem (see struct m); NULL (and nothing to release) when not on a G.
+ * A G that parks drops its marks: do not releasem after gopark returns.
+ */
+struct m *acquirem(void);
+void releasem(struct m *mp);
+/* True when the calling thread is an M inside the runtime (see struct m). */
+bool m_in_runtime(void);
+
+/* End the current G (what returning from its function does). */
+__attribute__((noreturn)) void goexit(void);
+
+/* ---- system calls and the gate ---------------------------------------- */
+
+/* Around a system call that may block (syscall.c): the P is handed off.
+ * entersyscall returns false when it did nothing (not on a G holding a P:
+ * a signal handler inside another call, or g0); then skip exitsyscall. */
+bool entersyscall(void);
+bool entersyscallblock(void); /* the same, handing the P off at once */
+void exitsyscall(void);
+/* A G whose P was handed off while it stayed away from the runtime takes
+ * one back at a wrapper's entry, yielding to the Gs that wait meanwhile. */
+void sched_pless_return(void);
+/*
+ * The head of every M, at the address %gs:0 holds on an M's thread: what
+ * the inline gate reads. struct m begins with these fields (runtime.h
+ * checks it); nothing else of an M is public.
+ */
+struct m_head {
+    struct m *self;     /* the M itself */
+    uintptr_t pend_rip; /* where a preempted G was interrupted (preempt.c's) */
+    uint32_t pless;     /* its G runs on without the P it gave up (syscall.c) */
+};
+/* The gate at a G's every entry into the shim, "may I run here": a G
+ * whose P was handed off while it stayed away takes one back (one load). */
+static inline void sched_gate(void)
+{
+    const struct m_head *h;
+    __asm__ volatile("mov %%gs:0, %0" : "=r"(h));
+    if (__builtin_expect(__atomic_load_n(&h->pless, __ATOMIC_SEQ_CST), 0))
+        sched_pless_return();
+}
+
+/* ---- per-G CPU-time clocks (cputime.c) -------------------------------- */
+
+/* gp's CPU time in ns (the calling G's, or any other's); the first call turns exact
+ * measurement on. */
+int64_t cputime_of(struct g *gp);
+/* The G whose fake tid (its TCB's) is tid, or NULL. */
+struct g *cputime_g_by_tid(unsigned tid);
+
+/* ---- a G as the shim sees it (api.c) ---------------------------------- */
+
+/* Its id (Go's goid): unique, never reused; the thread number of dumps. */
+uint64_t sched_g_id(struct g *gp);
+/* Its glibc TCB in full TLS mode (NULL before it is bound, or once taken). */
+void *sched_g_tcb(struct g *gp);
+/* The shim's record of the thread gp runs, or NULL: an acquire load; and
+ * setting it (a release store), before gp first runs or from its exit hook. */
+void *sched_g_thread(struct g *gp);
+void sched_g_set_thread(struct g *gp, void *thr);
+/* The argument its function gets: gp spawned suspended, not yet run. */
+void sched_g_set_arg(struct g *gp, void *arg);
+/* What gp waits for in a wrapper (enum waitkind, from sched_set_wait) and
+ * on which object; a snapshot. */
+int sched_g_waiting(struct g *gp, void **obj);
+/* Its stack: usable bytes from *lo, and the guard below them; false when
+ * it has none yet (not run); a snapshot. */
+bool sched_g_stack(struct g *gp, void **lo, size_t *size, size_t *guard);
+/* The calling G ends with a TCB its joiner still needs (a joinable
+ * pthread_t): its exited hook takes it with sched_g_take_tcb, and hands it
+ * back with sched_tcb_free, instead of the runtime recycling it. */
+void sched_keep_tcb(void);
+void *sched_g_take_tcb(struct g *gp); /* exited hook only; NULL if not kept */
+/* gp has ended (a G is never freed: it may be asked about at any time). */
+bool sched_g_dead(struct g *gp);
+/* The kernel tid of the M on which gp runs or sits in a system call, 0 when
+ * it does neither (queued, parked, dead); a snapshot. */
+int sched_g_cpu_tid(struct g *gp);
+/* In a signal handler, on any thread: whether the thread is one of the
+ * runtime's Ms (false: a thread goshim does not run); then the G it runs
+ * (*gp, NULL on its scheduler context), and whether the handler
+ * interrupted that G's own code (*on_g) rather than a switch. */
+bool sched_signal_context(struct g **gp, bool *on_g);
+/* The first G, not dead, that match accepts, with allglock taken (try:
+ * only tried; NULL and *busy if another holds it). */
+struct g *sched_g_find(bool (*match)(struct g *gp, void *arg), void *arg, bool try, bool *busy);
+
+/* ---- TLS (tls.c) ------------------------------------------------------ */
+
+/* GOSHIM_TLS: each G has its own glibc TCB (full), or the Ms' TCBs are
+ * shared and only errno is switched (errno mode). */
+enum tls_mode { TLS_MODE_FULL = 0, TLS_MODE_ERRNO = 1 };
+extern int tls_mode; /* effective mode after tls_init: the one record of it */
+/* Per-G TCBs in use (TLS_MODE_FULL): each G has its own TLS. */
+static inline bool tls_full(void)
+{
+    return tls_mode == TLS_MODE_FULL;
+}
+/* The current thread pointer (%fs:0). TLS-free. */
+void *tls_self(void);
+/* The fake tid stored in a TCB (full mode): what gettid says on that G. */
+unsigned tls_tcb_tid(void *tcb);
+/*
+ * The thread's last act, on its own TCB: thread_local destructors
+ * (__call_tls_dtors) and the dlerror state. Key destructors are the
+ * shim's job.
+ */
+void tls_thread_exit(void);
+
+/* ---- preemption (preempt.c) ------------------------------------------- */
+
+/* G entry functions: the bottom of the safety walk's unwinding. */
+#define GOSHIM_G_ENTRY __attribute__((section("goshim_bottom"), noinline))
+/* Rebuild the table of application text (after dlopen/dlclose). */
+void preempt_refresh(void);
+/* The application's view of the signals goshim handles (shim's sigaction):
+ * preempt_owns says whether sig is one; preempt_app_action records act (if
+ * not NULL) as the application's handler, to which goshim chains, and
+ * returns the previous one in old. */
+bool preempt_owns(int sig);
+void preempt_app_action(int sig, const struct sigaction *act, struct sigaction *old);
+
+#endif
