@@ -1,12 +1,14 @@
 /*
  * libgoshim.so as a whole: it loads under LD_PRELOAD without changing a
  * threaded program's behaviour, and it exports exactly what
- * preload/exports.map lists.
+ * preload/exports.map lists. And the two checks of the tree that make test-unit
+ * runs, check-exports.sh and check-layers.sh, catch what they are for.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -68,6 +70,78 @@ Test(exports, check_exports_script_catches_an_export_missing_from_the_map, .time
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1,
               "check-exports.sh must fail on an unlisted export: status %#x, output:\n%s", st, out);
     cr_assert(strstr(out, "unlisted_export_probe") != NULL, "it names the symbol:\n%s", out);
+}
+
+/* ---- scripts/check-layers.sh: the layering and size rules ---------------- */
+
+/* Write path (under dir, its folder made) with text, then n filler lines. */
+static void fixture_file(const char *dir, const char *path, const char *text, int n)
+{
+    char full[256], sub[256];
+    snprintf(full, sizeof full, "%s/%s", dir, path);
+    snprintf(sub, sizeof sub, "%s/%.*s", dir, (int)(strchr(path, '/') - path), path);
+    mkdir(sub, 0700);
+    FILE *f = fopen(full, "w");
+    cr_assert_not_null(f, "%s", full);
+    fputs(text, f);
+    for (int i = 0; i < n; i++)
+        fputs("    x++;\n", f);
+    if (n)
+        fputs("}\n", f);
+    fclose(f);
+}
+
+static int run_check_layers(const char *dir, char *out, size_t len)
+{
+    char build[256];
+    snprintf(build, sizeof build, "%s/build", dir); /* none: no symbol check */
+    char *const argv[] = {TEST_SCRIPTS_DIR "/check-layers.sh", (char *)dir, build, NULL};
+    return run_exec(argv[0], argv, NULL, NULL, out, len);
+}
+
+static void remove_tree(const char *dir)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+/* A tree that keeps every rule passes: an include of the public header, a
+ * function of 80 lines, a file of 800. */
+Test(exports, check_layers_passes_a_tree_that_keeps_the_rules, .timeout = 60)
+{
+    char dir[] = "/tmp/goshim-layers-XXXXXX", out[8192];
+    cr_assert_not_null(mkdtemp(dir));
+    fixture_file(dir, "sched/api.h", "int f(void);\n", 0);
+    fixture_file(dir, "shim/ok.c", "#include \"sched/api.h\"\nint g(int x)\n{\n", 77);
+    fixture_file(dir, "tests/long.c", "int h;\n", 798);
+    int st = run_check_layers(dir, out, sizeof out);
+    remove_tree(dir);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x, output:\n%s", st, out);
+}
+
+/* Each kind of breach fails the check and is named with its place. */
+Test(exports, check_layers_names_every_breach, .timeout = 60)
+{
+    char dir[] = "/tmp/goshim-layers-XXXXXX", out[8192];
+    cr_assert_not_null(mkdtemp(dir));
+    fixture_file(dir, "sched/up.c", "#include \"shim/shim.h\"\n", 0);
+    fixture_file(dir, "shim/deep.c", "#include \"sched/runtime.h\"\n#include \"preload/x.h\"\n", 0);
+    fixture_file(dir, "sched/fn.c", "int g(int x)\n{\n", 78);
+    fixture_file(dir, "tests/big.c", "int h;\n", 800);
+    int st = run_check_layers(dir, out, sizeof out);
+    remove_tree(dir);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %#x, output:\n%s", st, out);
+    const char *want[] = {"sched/up.c:1:",
+                          "must not include the layers above",
+                          "shim/deep.c:1:",
+                          "only sched/api.h",
+                          "shim/deep.c:2:",
+                          "shim/ must not include preload/",
+                          "sched/fn.c:1: g is 81 lines",
+                          "tests/big.c: 802 lines"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+        cr_assert(strstr(out, want[i]) != NULL, "missing \"%s\" in:\n%s", want[i], out);
 }
 
 #ifdef __SANITIZE_THREAD__
