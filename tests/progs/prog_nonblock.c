@@ -133,12 +133,29 @@ static void expect_blocks_again(int fd, int wfd, const char *name)
     ok(name);
 }
 
-int main(void)
+/* Write pages to fd until it says EAGAIN; the bytes it took (more than limit: exit 1). */
+static long fill(int fd, long limit, const char *what)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    char c;
+    static char page[4096];
+    long total = 0;
+    for (;;) {
+        ssize_t w = write(fd, page, sizeof page);
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return total;
+        CHECK(w > 0);
+        total += w;
+        if (total > limit) {
+            fprintf(stderr, "prog_nonblock: %s never filled\n", what);
+            exit(1);
+        }
+    }
+}
 
-    /* pipe2(O_NONBLOCK): empty read gives EAGAIN, both ends report O_NONBLOCK. */
+/* pipe2(O_NONBLOCK): empty read gives EAGAIN, both ends report O_NONBLOCK; cleared with
+ * F_SETFL, the read end blocks again until main writes. */
+static void pipe2_checks(void)
+{
+    char c;
     int p[2];
     CHECK(pipe2(p, O_NONBLOCK | O_CLOEXEC) == 0);
     EXPECT_EAGAIN(read(p[0], &c, 1));
@@ -146,13 +163,17 @@ int main(void)
     expect_nonblock(p[1], 1, "pipe2 write end");
     ok("pipe2_nonblock_read_eagain");
 
-    /* Cleared with F_SETFL: the read end blocks again until main writes. */
     set_nonblock(p[0], 0);
     expect_nonblock(p[0], 0, "pipe2 read end after F_SETFL clear");
     expect_blocks_again(p[0], p[1], "pipe_cleared_nonblock_blocks_again");
     CHECK(close(p[0]) == 0 && close(p[1]) == 0);
+}
 
-    /* pipe() + F_SETFL O_NONBLOCK on the write end: fill to EAGAIN, exactly the capacity. */
+/* pipe() + F_SETFL O_NONBLOCK on the write end: fill to EAGAIN, exactly the capacity; then
+ * F_GETFL reports exactly what was set: clearing restores the original flags. */
+static void pipe_fcntl_checks(void)
+{
+    int p[2];
     CHECK(pipe(p) == 0);
     int before_r = getfl(p[0]), before_w = getfl(p[1]);
     expect_nonblock(p[0], 0, "fresh pipe read end");
@@ -162,37 +183,28 @@ int main(void)
     expect_nonblock(p[0], 0, "pipe read end (other end set)");
     int cap = fcntl(p[1], F_GETPIPE_SZ);
     CHECK(cap > 0);
-    static char page[4096];
-    long total = 0;
-    for (;;) {
-        ssize_t w = write(p[1], page, sizeof page);
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
-        CHECK(w > 0);
-        total += w;
-        if (total > 64L * 1024 * 1024) {
-            fprintf(stderr, "prog_nonblock: pipe never filled\n");
-            return 1;
-        }
-    }
+    long total = fill(p[1], 64L * 1024 * 1024, "pipe");
     if (total != cap) {
         fprintf(stderr, "prog_nonblock: pipe took %ld bytes before EAGAIN, capacity %d\n", total,
                 cap);
-        return 1;
+        exit(1);
     }
     ok("pipe_fcntl_nonblock_write_full_eagain");
 
-    /* F_GETFL reports exactly what was set: clearing restores the original flags. */
     set_nonblock(p[1], 0);
     if (getfl(p[1]) != before_w || getfl(p[0]) != before_r) {
         fprintf(stderr, "prog_nonblock: F_GETFL after set+clear: %#o/%#o, before %#o/%#o\n",
                 getfl(p[0]), getfl(p[1]), before_r, before_w);
-        return 1;
+        exit(1);
     }
     ok("fcntl_getfl_reports_flags_as_set");
     CHECK(close(p[0]) == 0 && close(p[1]) == 0);
+}
 
-    /* socket(SOCK_NONBLOCK) listener: accept with nobody connecting gives EAGAIN. */
+/* socket(SOCK_NONBLOCK) listener: accept with nobody connecting gives EAGAIN; and (Linux)
+ * accept() does not pass the listener's O_NONBLOCK on. */
+static void listener_checks(void)
+{
     struct sockaddr_in a;
     int lfd = listener(SOCK_NONBLOCK, &a);
     expect_nonblock(lfd, 1, "SOCK_NONBLOCK listener");
@@ -200,7 +212,6 @@ int main(void)
     EXPECT_EAGAIN(accept4(lfd, NULL, NULL, SOCK_NONBLOCK));
     ok("socket_nonblock_accept_eagain");
 
-    /* Linux: accept() does not pass the listener's O_NONBLOCK on. */
     int cfd = connect_blocking(&a);
     struct pollfd pfd = {.fd = lfd, .events = POLLIN};
     EXPECT(poll(&pfd, 1, 5000), 1);
@@ -209,35 +220,45 @@ int main(void)
     expect_nonblock(afd, 0, "socket accepted from a non-blocking listener");
     CHECK(close(afd) == 0 && close(cfd) == 0 && close(lfd) == 0);
     ok("accept_does_not_inherit_nonblock");
+}
 
-    /* accept4(SOCK_NONBLOCK): the accepted socket's recv gives EAGAIN, then data. */
-    lfd = listener(0, &a);
+/* accept4(SOCK_NONBLOCK): the accepted socket's recv gives EAGAIN, then data; MSG_DONTWAIT
+ * on a blocking socket: EAGAIN for that call only; cleared with F_SETFL, the accepted
+ * socket blocks again until main sends. */
+static void accept4_checks(void)
+{
+    char c;
+    struct sockaddr_in a;
+    int lfd = listener(0, &a);
     expect_nonblock(lfd, 0, "blocking listener");
-    cfd = connect_blocking(&a);
-    afd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int cfd = connect_blocking(&a);
+    int afd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     CHECK(afd >= 0);
     expect_nonblock(afd, 1, "accept4(SOCK_NONBLOCK) socket");
     EXPECT_EAGAIN(recv(afd, &c, 1, 0));
     EXPECT_EAGAIN(read(afd, &c, 1));
     CHECK(send(cfd, "y", 1, 0) == 1);
-    pfd = (struct pollfd){.fd = afd, .events = POLLIN};
+    struct pollfd pfd = {.fd = afd, .events = POLLIN};
     EXPECT(poll(&pfd, 1, 5000), 1);
     CHECK(recv(afd, &c, 1, 0) == 1 && c == 'y');
     EXPECT_EAGAIN(recv(afd, &c, 1, 0));
     ok("accept4_nonblock_recv_eagain");
 
-    /* MSG_DONTWAIT on a blocking socket: EAGAIN for that call only. */
     EXPECT_EAGAIN(recv(cfd, &c, 1, MSG_DONTWAIT));
     expect_nonblock(cfd, 0, "blocking socket after recv(MSG_DONTWAIT)");
     ok("recv_msg_dontwait_eagain");
 
-    /* Cleared with F_SETFL: the accepted socket blocks again until main sends. */
     set_nonblock(afd, 0);
     expect_nonblock(afd, 0, "accept4 socket after F_SETFL clear");
     expect_blocks_again(afd, cfd, "socket_cleared_nonblock_blocks_again");
-    CHECK(close(afd) == 0 && close(cfd) == 0);
+    CHECK(close(afd) == 0 && close(cfd) == 0 && close(lfd) == 0);
+}
 
-    /* ioctl(FIONBIO) on a socketpair: read gives EAGAIN; F_GETFL agrees; FIONBIO 0 clears. */
+/* ioctl(FIONBIO) on a socketpair: read gives EAGAIN; F_GETFL agrees; FIONBIO 0 clears.
+ * socketpair(SOCK_NONBLOCK): write until the buffer is full, then EAGAIN. */
+static void socketpair_checks(void)
+{
+    char c;
     int sv[2];
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
     int on = 1;
@@ -251,68 +272,73 @@ int main(void)
     ok("ioctl_fionbio_socketpair_read_eagain");
     CHECK(close(sv[0]) == 0 && close(sv[1]) == 0);
 
-    /* socketpair(SOCK_NONBLOCK): write until the buffer is full, then EAGAIN. */
+    static char page[4096];
     CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0);
-    for (total = 0;;) {
-        ssize_t w = write(sv[0], page, sizeof page);
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
-        CHECK(w > 0);
-        total += w;
-        if (total > 256L * 1024 * 1024) {
-            fprintf(stderr, "prog_nonblock: socketpair never filled\n");
-            return 1;
-        }
-    }
+    fill(sv[0], 256L * 1024 * 1024, "socketpair");
     EXPECT_EAGAIN(send(sv[0], page, sizeof page, 0));
     ok("socketpair_nonblock_write_full_eagain");
     CHECK(close(sv[0]) == 0 && close(sv[1]) == 0);
+}
 
-    /* Non-blocking connect to a listener: 0 or EINPROGRESS, then POLLOUT and SO_ERROR 0. */
-    lfd = listener(0, &a);
-    cfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+/* SO_ERROR of fd, once poll says it is writable (a non-blocking connect has ended). */
+static int connect_result(int fd, short *revents)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    EXPECT(poll(&pfd, 1, 5000), 1);
+    *revents = pfd.revents;
+    int soerr = -1;
+    socklen_t slen = sizeof soerr;
+    CHECK(getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen) == 0);
+    return soerr;
+}
+
+/* Non-blocking connect to a listener: 0 or EINPROGRESS, then POLLOUT and SO_ERROR 0. */
+static void connect_checks(void)
+{
+    struct sockaddr_in a;
+    int lfd = listener(0, &a);
+    int cfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     CHECK(cfd >= 0);
     int r = connect(cfd, (struct sockaddr *)&a, sizeof a);
     if (r != 0 && errno != EINPROGRESS) {
         fprintf(stderr, "prog_nonblock: non-blocking connect: %s\n", strerror(errno));
-        return 1;
+        exit(1);
     }
-    pfd = (struct pollfd){.fd = cfd, .events = POLLOUT};
-    EXPECT(poll(&pfd, 1, 5000), 1);
-    if (!(pfd.revents & POLLOUT) || (pfd.revents & (POLLERR | POLLHUP))) {
-        fprintf(stderr, "prog_nonblock: connect: revents %#x, want POLLOUT\n", pfd.revents);
-        return 1;
+    short revents;
+    EXPECT(connect_result(cfd, &revents), 0);
+    if (!(revents & POLLOUT) || (revents & (POLLERR | POLLHUP))) {
+        fprintf(stderr, "prog_nonblock: connect: revents %#x, want POLLOUT\n", revents);
+        exit(1);
     }
-    int soerr = -1;
-    socklen_t slen = sizeof soerr;
-    CHECK(getsockopt(cfd, SOL_SOCKET, SO_ERROR, &soerr, &slen) == 0);
-    EXPECT(soerr, 0);
     expect_nonblock(cfd, 1, "non-blocking connected socket");
-    afd = accept(lfd, NULL, NULL);
+    int afd = accept(lfd, NULL, NULL);
     CHECK(afd >= 0);
     CHECK(close(afd) == 0 && close(cfd) == 0 && close(lfd) == 0);
     ok("nonblock_connect_pollout_so_error_0");
+}
 
-    /* A port bound but not listening refuses: blocking connect gives ECONNREFUSED. */
+/* A port bound but not listening refuses: blocking connect gives ECONNREFUSED; without
+ * blocking, the refusal arrives through poll and SO_ERROR. */
+static void refused_checks(void)
+{
     int bound = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     CHECK(bound >= 0);
-    a = loopback();
+    struct sockaddr_in a = loopback();
     CHECK(bind(bound, (struct sockaddr *)&a, sizeof a) == 0); /* holds the port */
-    slen = sizeof a;
+    socklen_t slen = sizeof a;
     CHECK(getsockname(bound, (struct sockaddr *)&a, &slen) == 0);
-    cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     CHECK(cfd >= 0);
     errno = 0;
-    r = connect(cfd, (struct sockaddr *)&a, sizeof a);
+    int r = connect(cfd, (struct sockaddr *)&a, sizeof a);
     if (r != -1 || errno != ECONNREFUSED) {
         fprintf(stderr, "prog_nonblock: connect to a closed port returned %d (%s)\n", r,
                 strerror(errno));
-        return 1;
+        exit(1);
     }
     CHECK(close(cfd) == 0);
     ok("blocking_connect_refused");
 
-    /* The same without blocking: the refusal arrives through poll and SO_ERROR. */
     cfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     CHECK(cfd >= 0);
     errno = 0;
@@ -320,17 +346,24 @@ int main(void)
     if (r == 0 || (errno != EINPROGRESS && errno != ECONNREFUSED)) {
         fprintf(stderr, "prog_nonblock: non-blocking connect to a closed port: %d (%s)\n", r,
                 strerror(errno));
-        return 1;
+        exit(1);
     }
-    if (errno == EINPROGRESS) {
-        pfd = (struct pollfd){.fd = cfd, .events = POLLOUT};
-        EXPECT(poll(&pfd, 1, 5000), 1);
-        soerr = -1;
-        slen = sizeof soerr;
-        CHECK(getsockopt(cfd, SOL_SOCKET, SO_ERROR, &soerr, &slen) == 0);
-        EXPECT(soerr, ECONNREFUSED);
-    }
+    short revents;
+    if (errno == EINPROGRESS)
+        EXPECT(connect_result(cfd, &revents), ECONNREFUSED);
     CHECK(close(cfd) == 0 && close(bound) == 0);
     ok("nonblock_connect_refused");
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    pipe2_checks();
+    pipe_fcntl_checks();
+    listener_checks();
+    accept4_checks();
+    socketpair_checks();
+    connect_checks();
+    refused_checks();
     return 0;
 }

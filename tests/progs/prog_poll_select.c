@@ -246,14 +246,13 @@ static void drain(int fd)
     CHECK(read(fd, &c, 1) == 1);
 }
 
-int main(void)
-{
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    struct pipes p;
-    struct waiter w[2];
-    static const unsigned none[NP] = {0, 0, 0, 0};
+static const unsigned none[NP] = {0, 0, 0, 0};
 
-    /* One of four pipes written by another thread while a thread waits. */
+/* One of four pipes written by another thread while a thread waits. */
+static void woken_by_another_thread(void)
+{
+    struct pipes p;
+    struct waiter w[1];
     for (enum mech m = M_POLL; m <= M_EPOLL; m++) {
         open_pipes(&p);
         init_waiter(&w[0], m, p.r, NP, -1);
@@ -265,8 +264,13 @@ int main(void)
         fini_waiter(&w[0]);
         close_pipes(&p);
     }
+}
 
-    /* Timeout 0 with nothing ready: 0 at once. */
+/* Timeout 0 with nothing ready: 0 at once. Then two ready before the call: both reported. */
+static void timeout_0_and_two_ready(void)
+{
+    struct pipes p;
+    struct waiter w[1];
     open_pipes(&p);
     for (enum mech m = M_POLL; m <= M_EPOLL; m++) {
         init_waiter(&w[0], m, p.r, NP, 0);
@@ -276,7 +280,6 @@ int main(void)
         fini_waiter(&w[0]);
     }
 
-    /* Two ready before the call: both reported. */
     CHECK(write(p.w[1], "a", 1) == 1 && write(p.w[3], "b", 1) == 1);
     for (enum mech m = M_POLL; m <= M_EPOLL; m++) {
         init_waiter(&w[0], m, p.r, NP, -1);
@@ -289,8 +292,13 @@ int main(void)
     drain(p.r[1]);
     drain(p.r[3]);
     close_pipes(&p);
+}
 
-    /* Two threads wait on the same pipe: one write wakes both. */
+/* Two threads wait on the same pipe: one write wakes both. */
+static void two_waiters_one_pipe(void)
+{
+    struct pipes p;
+    struct waiter w[2];
     for (enum mech m = M_POLL; m <= M_EPOLL; m++) {
         open_pipes(&p);
         init_waiter(&w[0], m, p.r, 1, -1);
@@ -304,8 +312,13 @@ int main(void)
         fini_waiter(&w[1]);
         close_pipes(&p);
     }
+}
 
-    /* A closed fd: POLLNVAL from poll (the other fd not ready), EBADF from select. */
+/* A closed fd: POLLNVAL from poll (the other fd not ready), EBADF from select. */
+static void closed_fd(void)
+{
+    struct pipes p;
+    struct waiter w[1];
     open_pipes(&p);
     /* A high number nobody reuses (a runtime may open descriptors of its own meanwhile). */
     int closed = fcntl(p.r[0], F_DUPFD_CLOEXEC, 512);
@@ -326,14 +339,20 @@ int main(void)
         if (w[0].ret != -1 || w[0].err != EBADF) {
             fprintf(stderr, "prog_poll_select: %s on a closed fd returned %d (%s), want EBADF\n",
                     mech_name[m], w[0].ret, strerror(w[0].err));
-            return 1;
+            exit(1);
         }
         printf("%s: closed fd: EBADF\n", mech_name[m]);
         fini_waiter(&w[0]);
     }
     close_pipes(&p);
+}
 
-    /* The write end closed by another thread while a thread waits: POLLHUP alone. */
+/* The write end closed by another thread while a thread waits: POLLHUP alone. Then POLLOUT
+ * on an empty pipe's write end. */
+static void hangup_and_pollout(void)
+{
+    struct pipes p;
+    struct waiter w[1];
     for (enum mech m = M_POLL; m <= M_EPOLL; m++) {
         open_pipes(&p);
         init_waiter(&w[0], m, p.r, 1, -1);
@@ -347,18 +366,23 @@ int main(void)
         close_pipes(&p);
     }
 
-    /* POLLOUT on an empty pipe's write end. */
     open_pipes(&p);
     struct pollfd pf = {.fd = p.w[0], .events = POLLOUT | POLLIN};
     EXPECT(poll(&pf, 1, 5000), 1);
     if (pf.revents != POLLOUT) {
         fprintf(stderr, "prog_poll_select: write end: %s, want POLLOUT\n", describe(pf.revents));
-        return 1;
+        exit(1);
     }
     printf("poll: empty pipe's write end: POLLOUT\n");
     close_pipes(&p);
+}
 
-    /* Level-triggered epoll: ready as long as data is unread. */
+/* Level-triggered epoll: ready as long as data is unread. EPOLLET: one event per write,
+ * even with data left unread; waits across threads. */
+static void epoll_triggers(void)
+{
+    struct pipes p;
+    struct waiter w[1];
     open_pipes(&p);
     int ep = epoll_for(p.r, 1, EPOLLIN);
     struct epoll_event ev;
@@ -371,7 +395,6 @@ int main(void)
     CHECK(close(ep) == 0);
     close_pipes(&p);
 
-    /* EPOLLET: one event per write, even with data left unread; waits across threads. */
     open_pipes(&p);
     init_waiter(&w[0], M_EPOLL, p.r, 1, -1);
     struct epoll_event et = {.events = EPOLLIN | EPOLLET, .data.u32 = 0};
@@ -387,5 +410,16 @@ int main(void)
     printf("epoll_wait: EPOLLET: one event per write, none for unread data\n");
     fini_waiter(&w[0]);
     close_pipes(&p);
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    woken_by_another_thread();
+    timeout_0_and_two_ready();
+    two_waiters_one_pipe();
+    closed_fd();
+    hangup_and_pollout();
+    epoll_triggers();
     return 0;
 }
