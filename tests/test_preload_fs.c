@@ -359,8 +359,9 @@ Test(preload_fs, valgrind_falls_back_and_says_so, .timeout = 120)
     cr_assert_str_eq(out, nat);
 }
 
-/* The TCB suite (tests/test_tls.c) again under GOSHIM_FS=ldt and =arch_prctl: its tests that
- * do not name a method use the one tls_init picks from the environment. */
+/* The TCB suite (tests/test_tls.c and tests/test_tls_fs.c) again under GOSHIM_FS=ldt and
+ * =arch_prctl: its tests that do not name a method use the one tls_init picks from the
+ * environment. */
 Test(preload_fs, tls_suite_in_every_method, .timeout = 120)
 {
     skip_without_full_tls();

@@ -342,6 +342,38 @@ static bool write_all(int fd, const void *buf, size_t n)
     return xfer_all(fd, (void *)buf, n, false);
 }
 
+/* run_cmd measures the figure cmd asks for into *ns (-1: failed or not
+ * available); false for an unknown command. full: TLS is in full mode. */
+static bool run_cmd(char cmd, bool full, double *ns)
+{
+    struct pair_arg pa;
+    switch (cmd) {
+    case CMD_SPAWN:
+        *ns = run_in_g(spawn_driver, (void *)n_rounds);
+        return true;
+    case CMD_GOSCHED:
+    case CMD_GOYIELD:
+        pa = (struct pair_arg){cmd == CMD_GOSCHED ? gosched_loop : goyield_loop, 2 * n_sched};
+        *ns = run_in_g(pair_driver, &pa);
+        return true;
+    case CMD_PINGPONG:
+        pp.turn = 0;
+        pp.rounds = n_pingpong;
+        pp.waiting = NULL;
+        pa = (struct pair_arg){player, 2 * n_pingpong};
+        *ns = run_in_g(pair_driver, &pa);
+        return true;
+    case CMD_BARE:
+        *ns = floor_run(false, n_bare);
+        return true;
+    case CMD_BARE_FS:
+        *ns = full ? floor_run(true, n_fs) : -1;
+        return true;
+    default:
+        return false;
+    }
+}
+
 static int worker(int nprocs, int in, int out)
 {
     struct sched_config c;
@@ -379,35 +411,11 @@ static int worker(int nprocs, int in, int out)
 
     char cmd;
     while (read_all(in, &cmd, 1)) {
-        double ns = -1;
-        struct pair_arg pa;
-        switch (cmd) {
-        case CMD_SPAWN:
-            ns = run_in_g(spawn_driver, (void *)n_rounds);
-            break;
-        case CMD_GOSCHED:
-        case CMD_GOYIELD:
-            pa = (struct pair_arg){cmd == CMD_GOSCHED ? gosched_loop : goyield_loop, 2 * n_sched};
-            ns = run_in_g(pair_driver, &pa);
-            break;
-        case CMD_PINGPONG:
-            pp.turn = 0;
-            pp.rounds = n_pingpong;
-            pp.waiting = NULL;
-            pa = (struct pair_arg){player, 2 * n_pingpong};
-            ns = run_in_g(pair_driver, &pa);
-            break;
-        case CMD_BARE:
-            ns = floor_run(false, n_bare);
-            break;
-        case CMD_BARE_FS:
-            ns = full ? floor_run(true, n_fs) : -1;
-            break;
-        case CMD_QUIT:
+        if (cmd == CMD_QUIT)
             return 0;
-        default:
+        double ns;
+        if (!run_cmd(cmd, full, &ns))
             return 2;
-        }
         if (!write_all(out, &ns, sizeof ns))
             return 2;
     }
@@ -517,12 +525,10 @@ static void ratio_row(const char *what, double r, const char *target, bool met, 
                                         : "missed");
 }
 
-int main(void)
+/* ---- the run ---------------------------------------------------------------- */
+
+static void set_sizes(void)
 {
-    int runs = env_runs();
-    int ncpu = sched_usable_cpus();
-    if (ncpu < 1)
-        ncpu = 1;
     n_native = scale(500);
     n_batches = 2;
     n_spawn = scale(5000);
@@ -531,93 +537,100 @@ int main(void)
     n_pingpong = scale(10000);
     n_bare = scale(2000000);
     n_fs = scale(5000);
+}
 
-    /* Workers first, while this process has one thread. */
-    struct child wn, w1;
-    if (!start_worker(&wn, ncpu, NULL) || !start_worker(&w1, 1, NULL)) {
-        fprintf(stderr, "bench_sched: a worker failed to start\n");
-        return 1;
-    }
+/* A figure named name, described by what, with ops per repetition and room for runs values. */
+static bool figure_init(struct figure *f, const char *name, const char *what, long ops, int runs)
+{
+    *f = (struct figure){name, what, ops, calloc((size_t)runs, sizeof(double)), 0, 0, 0, false};
+    return f->v != NULL;
+}
 
-    /*
-     * One more P=1 worker per FS method (issue 15), forced with GOSHIM_FS:
-     * wrfsbase only where the kernel allows it. Each gives Gosched and the
-     * registers+FS floor.
-     */
-    static const char *const fs_names[NFS] = {"wrfsbase", "ldt", "arch_prctl"};
-    static const int fs_ids[NFS] = {TLS_FS_WRFSBASE, TLS_FS_LDT, TLS_FS_ARCH_PRCTL};
-    struct child wm[NFS];
-    struct figure mg[NFS], mf[NFS];
-    bool mok[NFS];
-    static char mnames[2 * NFS][40], mwhats[2 * NFS][56];
-    for (int k = 0; k < NFS; k++) {
-        mok[k] = start_worker(&wm[k], 1, fs_names[k]) && wm[k].hello.tls_mode == TLS_MODE_FULL &&
-                 wm[k].hello.fs_method == fs_ids[k];
-        snprintf(mnames[2 * k], sizeof mnames[0], "gosched_p1_%s", fs_names[k]);
-        snprintf(mwhats[2 * k], sizeof mwhats[0], "Gosched, P=1, GOSHIM_FS=%s", fs_names[k]);
-        snprintf(mnames[2 * k + 1], sizeof mnames[0], "switch_fs_floor_%s", fs_names[k]);
-        snprintf(mwhats[2 * k + 1], sizeof mwhats[0], "floor: registers+SP+FS, %s", fs_names[k]);
-        memset(&mg[k], 0, sizeof mg[k]);
-        memset(&mf[k], 0, sizeof mf[k]);
-        mg[k].name = mnames[2 * k];
-        mg[k].what = mwhats[2 * k];
-        mg[k].ops = 2 * n_sched;
-        mf[k].name = mnames[2 * k + 1];
-        mf[k].what = mwhats[2 * k + 1];
-        mf[k].ops = 2 * (k == NFS - 1 ? n_fs : scale(200000));
-        mg[k].v = calloc((size_t)runs, sizeof(double));
-        mf[k].v = calloc((size_t)runs, sizeof(double));
-        if (!mg[k].v || !mf[k].v)
-            return 1;
-    }
-
-    struct figure fig[F_COUNT] = {
-        [F_NATIVE] = {"pthread_create_join", "native pthread_create+join, per thread",
-                      n_native * n_batches},
-        [F_SPAWN_PN] = {NULL, NULL, n_rounds * n_spawn},
-        [F_SPAWN_P1] = {"spawn_complete_p1", "G spawn+complete, P=1", n_rounds * n_spawn},
-        [F_GOSCHED] = {"gosched_p1", "Gosched, one G-to-G switch, P=1", 2 * n_sched},
-        [F_GOYIELD] = {"goyield_p1", "goyield, one G-to-G switch, P=1", 2 * n_sched},
-        [F_PINGPONG] = {"park_ready_p1", "park/ready ping-pong, per handoff, P=1", 2 * n_pingpong},
-        [F_BARE] = {"switch_floor", "floor: registers+SP, one-way", 2 * n_bare},
-        [F_BARE_FS] = {"switch_fs_floor", "floor: registers+SP+FS base, one-way", 2 * n_fs},
-    };
+/* The figures of the P = usable CPUs and P = 1 workers and of native threads. */
+static bool figures_init(struct figure fig[F_COUNT], int ncpu, int runs)
+{
     static char spawn_name[32], spawn_what[48];
     snprintf(spawn_name, sizeof spawn_name, "spawn_complete_p%d", ncpu);
     snprintf(spawn_what, sizeof spawn_what, "G spawn+complete, P=%d", ncpu);
-    fig[F_SPAWN_PN].name = spawn_name;
-    fig[F_SPAWN_PN].what = spawn_what;
-    for (int f = 0; f < F_COUNT; f++) {
-        fig[f].v = calloc((size_t)runs, sizeof(double));
-        if (fig[f].v == NULL)
-            return 1;
-    }
+    return figure_init(&fig[F_NATIVE], "pthread_create_join",
+                       "native pthread_create+join, per thread", n_native * n_batches, runs) &&
+           figure_init(&fig[F_SPAWN_PN], spawn_name, spawn_what, n_rounds * n_spawn, runs) &&
+           figure_init(&fig[F_SPAWN_P1], "spawn_complete_p1", "G spawn+complete, P=1",
+                       n_rounds * n_spawn, runs) &&
+           figure_init(&fig[F_GOSCHED], "gosched_p1", "Gosched, one G-to-G switch, P=1",
+                       2 * n_sched, runs) &&
+           figure_init(&fig[F_GOYIELD], "goyield_p1", "goyield, one G-to-G switch, P=1",
+                       2 * n_sched, runs) &&
+           figure_init(&fig[F_PINGPONG], "park_ready_p1", "park/ready ping-pong, per handoff, P=1",
+                       2 * n_pingpong, runs) &&
+           figure_init(&fig[F_BARE], "switch_floor", "floor: registers+SP, one-way", 2 * n_bare,
+                       runs) &&
+           figure_init(&fig[F_BARE_FS], "switch_fs_floor", "floor: registers+SP+FS base, one-way",
+                       2 * n_fs, runs);
+}
 
-    /* Interleave: each repetition takes every figure once. */
-    bool fs_floor = w1.hello.tls_mode == TLS_MODE_FULL;
-    for (int r = 0; r < runs; r++) {
-        fig[F_NATIVE].v[r] = native_create_join();
-        fig[F_SPAWN_PN].v[r] = ask(&wn, CMD_SPAWN);
-        fig[F_SPAWN_P1].v[r] = ask(&w1, CMD_SPAWN);
-        fig[F_GOSCHED].v[r] = ask(&w1, CMD_GOSCHED);
-        fig[F_GOYIELD].v[r] = ask(&w1, CMD_GOYIELD);
-        fig[F_PINGPONG].v[r] = ask(&w1, CMD_PINGPONG);
-        fig[F_BARE].v[r] = ask(&w1, CMD_BARE);
-        fig[F_BARE_FS].v[r] = fs_floor ? ask(&w1, CMD_BARE_FS) : 0;
-        for (int k = 0; k < NFS; k++)
-            if (mok[k]) {
-                mg[k].v[r] = ask(&wm[k], CMD_GOSCHED);
-                mf[k].v[r] = ask(&wm[k], CMD_BARE_FS);
-            }
-    }
+/*
+ * One more P=1 worker per FS method (issue 15), forced with GOSHIM_FS:
+ * wrfsbase only where the kernel allows it. Each gives Gosched and the
+ * registers+FS floor. ok: the worker runs with that method.
+ */
+struct fs_row {
+    struct child w;
+    struct figure g, f; /* Gosched, floor */
+    bool ok;
+    char gname[40], gwhat[56], fname[40], fwhat[56];
+};
 
+static const char *const fs_names[NFS] = {"wrfsbase", "ldt", "arch_prctl"};
+static const int fs_ids[NFS] = {TLS_FS_WRFSBASE, TLS_FS_LDT, TLS_FS_ARCH_PRCTL};
+
+static bool fs_rows_start(struct fs_row rows[NFS], int runs)
+{
+    for (int k = 0; k < NFS; k++) {
+        struct fs_row *m = &rows[k];
+        m->ok = start_worker(&m->w, 1, fs_names[k]) && m->w.hello.tls_mode == TLS_MODE_FULL &&
+                m->w.hello.fs_method == fs_ids[k];
+        snprintf(m->gname, sizeof m->gname, "gosched_p1_%s", fs_names[k]);
+        snprintf(m->gwhat, sizeof m->gwhat, "Gosched, P=1, GOSHIM_FS=%s", fs_names[k]);
+        snprintf(m->fname, sizeof m->fname, "switch_fs_floor_%s", fs_names[k]);
+        snprintf(m->fwhat, sizeof m->fwhat, "floor: registers+SP+FS, %s", fs_names[k]);
+        if (!figure_init(&m->g, m->gname, m->gwhat, 2 * n_sched, runs) ||
+            !figure_init(&m->f, m->fname, m->fwhat, 2 * (k == NFS - 1 ? n_fs : scale(200000)),
+                         runs))
+            return false;
+    }
+    return true;
+}
+
+/* Repetition r: every figure once, in turn, so noise falls on all alike. */
+static void measure_once(int r, struct figure fig[F_COUNT], struct child *wn, struct child *w1,
+                         bool fs_floor, struct fs_row rows[NFS])
+{
+    fig[F_NATIVE].v[r] = native_create_join();
+    fig[F_SPAWN_PN].v[r] = ask(wn, CMD_SPAWN);
+    fig[F_SPAWN_P1].v[r] = ask(w1, CMD_SPAWN);
+    fig[F_GOSCHED].v[r] = ask(w1, CMD_GOSCHED);
+    fig[F_GOYIELD].v[r] = ask(w1, CMD_GOYIELD);
+    fig[F_PINGPONG].v[r] = ask(w1, CMD_PINGPONG);
+    fig[F_BARE].v[r] = ask(w1, CMD_BARE);
+    fig[F_BARE_FS].v[r] = fs_floor ? ask(w1, CMD_BARE_FS) : 0;
+    for (int k = 0; k < NFS; k++)
+        if (rows[k].ok) {
+            rows[k].g.v[r] = ask(&rows[k].w, CMD_GOSCHED);
+            rows[k].f.v[r] = ask(&rows[k].w, CMD_BARE_FS);
+        }
+}
+
+/* Tells every worker to quit and reaps it; 1 if one ended badly. */
+static int stop_workers(struct child *wn, struct child *w1, struct fs_row rows[NFS])
+{
     char q = CMD_QUIT;
     int status = 0;
-    struct child *ws[2 + NFS] = {&wn, &w1};
+    struct child *ws[2 + NFS] = {wn, w1};
     int nw = 2;
     for (int k = 0; k < NFS; k++)
-        if (wm[k].pid > 0)
-            ws[nw++] = &wm[k];
+        if (rows[k].w.pid > 0)
+            ws[nw++] = &rows[k].w;
     for (int i = 0; i < nw; i++) {
         int st;
         write_all(ws[i]->to, &q, 1);
@@ -628,10 +641,13 @@ int main(void)
             status = 1;
         }
     }
+    return status;
+}
 
-    printf("bench_sched: %d repetitions (median, min, max); %d usable CPUs; "
-           "FS base written with %s (tls_fs_method=%d)\n",
-           runs, ncpu, fs_method_name(w1.hello.fs_method), w1.hello.fs_method);
+/* The "bench_<name>:" lines and the table of medians; 1 if a figure failed. */
+static int print_figures(struct figure fig[F_COUNT], int runs, bool fs_floor)
+{
+    int status = 0;
     for (int f = 0; f < F_COUNT; f++) {
         if (f == F_BARE_FS && !fs_floor) {
             printf("bench_%s: skipped, TLS is in errno mode (no per-G TCBs)\n", fig[f].name);
@@ -652,7 +668,12 @@ int main(void)
     for (int f = 0; f < F_COUNT; f++)
         if (fig[f].ok && (f != F_BARE_FS || fs_floor))
             printf("| %-44s | %10.1f |\n", fig[f].what, fig[f].med);
+    return status;
+}
 
+/* The ratios issue 2 asks for (figures summarised by print_figures). */
+static void print_ratios(struct figure fig[F_COUNT], bool fs_floor)
+{
     printf("\n| %-44s | %10s | %-8s | %-6s |\n", "ratio (same run, medians)", "value", "target",
            "result");
     printf("|%s|%s|%s|%s|\n", "----------------------------------------------",
@@ -675,35 +696,73 @@ int main(void)
     ratio_row("park/ready / (registers+FS floor) (info)", rp, "-", true,
               fs_known && fig[F_PINGPONG].ok);
     printf("(targets from issue 2, informational; Go's Gosched is ~8x its floor)\n");
+}
 
-    /* Issue 15: every FS method in the same run. */
+/* Issue 15: every FS method in the same run. Returns 1 if a figure failed. */
+static int print_fs_rows(struct fs_row rows[NFS], int runs)
+{
+    int status = 0;
     printf("\n| %-44s | %10s |\n", "per FS method (median)", "ns/op");
     printf("|%s|%s|\n", "----------------------------------------------", "-----------:");
     for (int k = 0; k < NFS; k++) {
-        if (!mok[k]) {
-            printf("| %-44s | %10s |\n", mwhats[2 * k],
+        struct fs_row *m = &rows[k];
+        if (!m->ok) {
+            printf("| %-44s | %10s |\n", m->gwhat,
                    k == 0 ? "n/a (the kernel has no FSGSBASE)" : "n/a");
             continue;
         }
-        summarise(&mg[k], runs);
-        summarise(&mf[k], runs);
-        printf("| %-44s | %10.1f |\n", mg[k].what, mg[k].ok ? mg[k].med : -1);
-        printf("| %-44s | %10.1f |\n", mf[k].what, mf[k].ok ? mf[k].med : -1);
+        summarise(&m->g, runs);
+        summarise(&m->f, runs);
+        printf("| %-44s | %10.1f |\n", m->g.what, m->g.ok ? m->g.med : -1);
+        printf("| %-44s | %10.1f |\n", m->f.what, m->f.ok ? m->f.med : -1);
     }
     for (int k = 0; k < NFS; k++)
-        if (mok[k])
+        if (rows[k].ok)
             for (int i = 0; i < 2; i++) {
-                struct figure *f = i ? &mf[k] : &mg[k];
+                struct figure *f = i ? &rows[k].f : &rows[k].g;
                 if (f->ok)
                     printf("bench_%s: %ld ops, %.1f ns/op (min %.1f, max %.1f)\n", f->name, f->ops,
                            f->med, f->min, f->max);
                 else
                     status = 1;
             }
-    bool lk = mok[0] && mok[1] && mg[0].ok && mg[1].ok && mg[0].med > 0;
-    double rl = lk ? mg[1].med / mg[0].med : 0;
+    bool lk = rows[0].ok && rows[1].ok && rows[0].g.ok && rows[1].g.ok && rows[0].g.med > 0;
+    double rl = lk ? rows[1].g.med / rows[0].g.med : 0;
     printf("\n");
     ratio_row("Gosched ldt / wrfsbase (same run)", rl, "<= 1.5x", rl <= 1.5, lk);
     printf("(target from issue 15, informational)\n");
+    return status;
+}
+
+int main(void)
+{
+    int runs = env_runs();
+    int ncpu = sched_usable_cpus();
+    if (ncpu < 1)
+        ncpu = 1;
+    set_sizes();
+
+    /* Workers first, while this process has one thread. */
+    struct child wn, w1;
+    if (!start_worker(&wn, ncpu, NULL) || !start_worker(&w1, 1, NULL)) {
+        fprintf(stderr, "bench_sched: a worker failed to start\n");
+        return 1;
+    }
+    static struct fs_row rows[NFS];
+    struct figure fig[F_COUNT];
+    if (!fs_rows_start(rows, runs) || !figures_init(fig, ncpu, runs))
+        return 1;
+
+    bool fs_floor = w1.hello.tls_mode == TLS_MODE_FULL;
+    for (int r = 0; r < runs; r++)
+        measure_once(r, fig, &wn, &w1, fs_floor, rows);
+    int status = stop_workers(&wn, &w1, rows);
+
+    printf("bench_sched: %d repetitions (median, min, max); %d usable CPUs; "
+           "FS base written with %s (tls_fs_method=%d)\n",
+           runs, ncpu, fs_method_name(w1.hello.fs_method), w1.hello.fs_method);
+    status |= print_figures(fig, runs, fs_floor);
+    print_ratios(fig, fs_floor);
+    status |= print_fs_rows(rows, runs);
     return status;
 }

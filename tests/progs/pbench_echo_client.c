@@ -51,6 +51,7 @@ struct conn {
 
 static struct conn *conns;
 static long nconn, rounds;
+static long opened, done; /* connections open; connections through all their rounds */
 static size_t size;
 static int ep;
 static unsigned char scratch[65536];
@@ -193,6 +194,163 @@ static void begin_request(long i)
     }
 }
 
+/* CONNECTING, writable: the connect finished; send the hello. */
+static void on_connected(long i)
+{
+    struct conn *c = &conns[i];
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+        err = errno;
+    if (err)
+        fail(i, "connect", err);
+    char h = 'h';
+    ssize_t w = send(c->fd, &h, 1, MSG_NOSIGNAL);
+    if (w != 1)
+        fail(i, "send hello", w < 0 ? errno : 0);
+    c->st = HELLO_SENT;
+    watch(i, EPOLLIN);
+}
+
+/* HELLO_SENT, readable: the hello came back; the connection is open. */
+static void on_hello(long i)
+{
+    struct conn *c = &conns[i];
+    char h;
+    ssize_t r = recv(c->fd, &h, 1, 0);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (r == 0)
+        fail(i, "server closed the connection while it was being opened", 0);
+    if (r < 0)
+        fail(i, "recv hello", errno);
+    if (h != 'h')
+        fail(i, "wrong hello echoed", 0);
+    c->st = OPEN;
+    opened++;
+}
+
+/* Receive what the server echoed so far, checking every byte (exits 1 on a wrong one). */
+static void recv_echo(long i)
+{
+    struct conn *c = &conns[i];
+    for (;;) {
+        size_t want = c->sent - c->got; /* never read past what was sent */
+        if (want == 0)
+            break;
+        if (want > sizeof scratch)
+            want = sizeof scratch;
+        ssize_t r = recv(c->fd, scratch, want, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno == EAGAIN)
+            break;
+        if (r < 0)
+            fail(i, "recv", errno);
+        if (r == 0)
+            fail(i, "server closed the connection in the middle of an exchange", 0);
+        for (ssize_t k = 0; k < r; k++)
+            if (scratch[k] != pattern(i, c->round, c->got + (size_t)k)) {
+                fprintf(stderr,
+                        "client: connection #%ld round %ld byte %zu: got 0x%02x, sent 0x%02x\n", i,
+                        c->round, c->got + (size_t)k, scratch[k],
+                        pattern(i, c->round, c->got + (size_t)k));
+                exit(1);
+            }
+        c->got += (size_t)r;
+    }
+}
+
+/* REQ_SENDING or RESP_WAIT: send more, receive the echo, start the next round or finish. */
+static void on_exchange(long i, uint32_t ev)
+{
+    struct conn *c = &conns[i];
+    if (c->st == REQ_SENDING && (ev & EPOLLOUT) && send_more(i)) {
+        c->st = RESP_WAIT;
+        watch(i, EPOLLIN);
+    }
+    if (!(ev & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+        return;
+    recv_echo(i);
+    if (c->got != size)
+        return;
+    if (++c->round == rounds) {
+        c->st = DONE;
+        done++;
+        if (epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL) != 0)
+            fail(i, "epoll_ctl", errno);
+    } else {
+        begin_request(i);
+    }
+}
+
+static void on_event(long i, uint32_t ev)
+{
+    switch (conns[i].st) {
+    case CONNECTING:
+        on_connected(i);
+        break;
+    case HELLO_SENT:
+        on_hello(i);
+        break;
+    case OPEN:
+    case DONE:
+        /* Nothing is expected: data or EOF here means the server misbehaved. */
+        fail(i,
+             (ev & (EPOLLHUP | EPOLLERR)) ? "connection reset or closed by the server"
+                                          : "unexpected data from the server",
+             0);
+    case REQ_SENDING:
+    case RESP_WAIT:
+        on_exchange(i, ev);
+        break;
+    }
+}
+
+/* Phase 1 opens every connection, WINDOW at a time; phase 2 (timed from
+ * *t0) runs the rounds. Returns 0, 1 on an epoll error, 4 on a stall. */
+static int run(int port, double stall_s, double *t0)
+{
+    double last = now_s();
+    long started = 0;
+    int phase = 1;
+    struct epoll_event evs[512];
+    for (;;) {
+        while (phase == 1 && started < nconn && started - opened < WINDOW)
+            start_connect(started++, port);
+        if (phase == 1 && opened == nconn) {
+            phase = 2;
+            *t0 = now_s();
+            for (long i = 0; i < nconn; i++)
+                begin_request(i);
+        }
+        if (phase == 2 && done == nconn)
+            return 0;
+        int n = epoll_wait(ep, evs, 512, 1000);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            fprintf(stderr, "client: epoll_wait: %s\n", strerror(errno));
+            return 1;
+        }
+        double t = now_s();
+        if (n == 0) {
+            if (t - last > stall_s) {
+                fprintf(stderr,
+                        "client: stalled: nothing happened for %.0f s; %s: %ld of %ld "
+                        "connections open, %ld finished their %ld rounds\n",
+                        stall_s, phase == 1 ? "opening" : "exchanging", opened, nconn, done,
+                        rounds);
+                return 4;
+            }
+            continue;
+        }
+        last = t;
+        for (int e = 0; e < n; e++)
+            on_event((long)evs[e].data.u64, evs[e].events);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 5 || (nconn = atol(argv[2])) < 1 || (rounds = atol(argv[3])) < 1 ||
@@ -216,133 +374,10 @@ int main(int argc, char **argv)
     }
     int port = read_port(argv[1]);
 
-    /* Phase 1: open them all, WINDOW at a time. */
-    double t_open = now_s(), last = t_open;
-    long started = 0, opened = 0, done = 0;
-    int phase = 1;
-    double t0 = 0;
-    struct epoll_event evs[512];
-    for (;;) {
-        while (phase == 1 && started < nconn && started - opened < WINDOW)
-            start_connect(started++, port);
-        if (phase == 1 && opened == nconn) {
-            phase = 2;
-            t0 = now_s();
-            for (long i = 0; i < nconn; i++)
-                begin_request(i);
-        }
-        if (phase == 2 && done == nconn)
-            break;
-        int n = epoll_wait(ep, evs, 512, 1000);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            fprintf(stderr, "client: epoll_wait: %s\n", strerror(errno));
-            return 1;
-        }
-        double t = now_s();
-        if (n == 0) {
-            if (t - last > stall_s) {
-                fprintf(stderr,
-                        "client: stalled: nothing happened for %.0f s; %s: %ld of %ld "
-                        "connections open, %ld finished their %ld rounds\n",
-                        stall_s, phase == 1 ? "opening" : "exchanging", opened, nconn, done,
-                        rounds);
-                return 4;
-            }
-            continue;
-        }
-        last = t;
-        for (int e = 0; e < n; e++) {
-            long i = (long)evs[e].data.u64;
-            struct conn *c = &conns[i];
-            uint32_t ev = evs[e].events;
-            switch (c->st) {
-            case CONNECTING: {
-                int err = 0;
-                socklen_t len = sizeof err;
-                if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
-                    err = errno;
-                if (err)
-                    fail(i, "connect", err);
-                char h = 'h';
-                ssize_t w = send(c->fd, &h, 1, MSG_NOSIGNAL);
-                if (w != 1)
-                    fail(i, "send hello", w < 0 ? errno : 0);
-                c->st = HELLO_SENT;
-                watch(i, EPOLLIN);
-                break;
-            }
-            case HELLO_SENT: {
-                char h;
-                ssize_t r = recv(c->fd, &h, 1, 0);
-                if (r < 0 && (errno == EAGAIN || errno == EINTR))
-                    break;
-                if (r == 0)
-                    fail(i, "server closed the connection while it was being opened", 0);
-                if (r < 0)
-                    fail(i, "recv hello", errno);
-                if (h != 'h')
-                    fail(i, "wrong hello echoed", 0);
-                c->st = OPEN;
-                opened++;
-                break;
-            }
-            case OPEN:
-            case DONE:
-                /* Nothing is expected: data or EOF here means the server misbehaved. */
-                fail(i,
-                     (ev & (EPOLLHUP | EPOLLERR)) ? "connection reset or closed by the server"
-                                                  : "unexpected data from the server",
-                     0);
-            case REQ_SENDING:
-            case RESP_WAIT:
-                if (c->st == REQ_SENDING && (ev & EPOLLOUT) && send_more(i)) {
-                    c->st = RESP_WAIT;
-                    watch(i, EPOLLIN);
-                }
-                if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-                    for (;;) {
-                        size_t want = c->sent - c->got; /* never read past what was sent */
-                        if (want == 0)
-                            break;
-                        if (want > sizeof scratch)
-                            want = sizeof scratch;
-                        ssize_t r = recv(c->fd, scratch, want, 0);
-                        if (r < 0 && errno == EINTR)
-                            continue;
-                        if (r < 0 && errno == EAGAIN)
-                            break;
-                        if (r < 0)
-                            fail(i, "recv", errno);
-                        if (r == 0)
-                            fail(i, "server closed the connection in the middle of an exchange", 0);
-                        for (ssize_t k = 0; k < r; k++)
-                            if (scratch[k] != pattern(i, c->round, c->got + (size_t)k)) {
-                                fprintf(stderr,
-                                        "client: connection #%ld round %ld byte %zu: got 0x%02x, "
-                                        "sent 0x%02x\n",
-                                        i, c->round, c->got + (size_t)k, scratch[k],
-                                        pattern(i, c->round, c->got + (size_t)k));
-                                exit(1);
-                            }
-                        c->got += (size_t)r;
-                    }
-                    if (c->got == size) {
-                        if (++c->round == rounds) {
-                            c->st = DONE;
-                            done++;
-                            if (epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL) != 0)
-                                fail(i, "epoll_ctl", errno);
-                        } else {
-                            begin_request(i);
-                        }
-                    }
-                }
-                break;
-            }
-        }
-    }
+    double t_open = now_s(), t0 = 0;
+    int rc = run(port, stall_s, &t0);
+    if (rc != 0)
+        return rc;
     double secs = now_s() - t0;
     for (long i = 0; i < nconn; i++)
         close(conns[i].fd);

@@ -132,20 +132,13 @@ static void *serve(void *arg)
     return NULL;
 }
 
-int main(int argc, char **argv)
+/* A socket listening on 127.0.0.1 on an ephemeral port, its port in *port; -1 on error. */
+static int listen_loopback(unsigned *port)
 {
-    if (argc != 3 || (nconn = atol(argv[2])) < 1) {
-        fprintf(stderr, "usage: %s PORTFILE NCONN\n", argv[0]);
-        return 1;
-    }
-    const char *portfile = argv[1];
-    if (raise_nofile((rlim_t)nconn + 64, "server") != 0)
-        return 1;
-
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
     if (lfd < 0) {
         fprintf(stderr, "server: socket: %s\n", strerror(errno));
-        return 1;
+        return -1;
     }
     int one = 1;
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -155,22 +148,34 @@ int main(int argc, char **argv)
     if (bind(lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(lfd, 4096) != 0 ||
         getsockname(lfd, (struct sockaddr *)&sa, &salen) != 0) {
         fprintf(stderr, "server: bind/listen on 127.0.0.1: %s\n", strerror(errno));
-        return 1;
+        return -1;
     }
+    *port = ntohs(sa.sin_port);
+    return lfd;
+}
 
+/* Writes the port to PORTFILE.tmp, then renames it to PORTFILE; -1 on error. */
+static int publish_port(const char *portfile, unsigned port)
+{
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", portfile) >= (int)sizeof tmp) {
         fprintf(stderr, "server: PORTFILE name too long\n");
-        return 1;
+        return -1;
     }
     FILE *pf = fopen(tmp, "w");
-    if (pf == NULL || fprintf(pf, "%u\n", (unsigned)ntohs(sa.sin_port)) < 0 || fclose(pf) != 0 ||
+    if (pf == NULL || fprintf(pf, "%u\n", port) < 0 || fclose(pf) != 0 ||
         rename(tmp, portfile) != 0) {
         fprintf(stderr, "server: writing %s: %s\n", portfile, strerror(errno));
-        return 1;
+        return -1;
     }
+    return 0;
+}
 
-    long accepted = 0, os_threads = -1;
+/* Accepts nconn connections, a detached serve thread each; -1 if accept
+ * failed. Exits 3 if a thread cannot be created. */
+static long accept_all(int lfd)
+{
+    long accepted = 0;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -181,7 +186,7 @@ int main(int argc, char **argv)
                 continue;
             fprintf(stderr, "server: accept after %ld connections: %s\n", accepted,
                     strerror(errno));
-            return 1;
+            return -1;
         }
         pthread_mutex_lock(&m);
         live++;
@@ -198,7 +203,26 @@ int main(int argc, char **argv)
         }
         accepted++;
     }
-    os_threads = proc_status("Threads:");
+    return accepted;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3 || (nconn = atol(argv[2])) < 1) {
+        fprintf(stderr, "usage: %s PORTFILE NCONN\n", argv[0]);
+        return 1;
+    }
+    const char *portfile = argv[1];
+    if (raise_nofile((rlim_t)nconn + 64, "server") != 0)
+        return 1;
+    unsigned port;
+    int lfd = listen_loopback(&port);
+    if (lfd < 0 || publish_port(portfile, port) != 0)
+        return 1;
+    long accepted = accept_all(lfd);
+    if (accepted < 0)
+        return 1;
+    long os_threads = proc_status("Threads:");
     close(lfd);
 
     pthread_mutex_lock(&m);

@@ -155,18 +155,9 @@ static void *blocked_thread(void *arg)
     return NULL;
 }
 
-int main(int argc, char **argv)
+/* Iterations for ~50 ms of crunch on this machine (best of 3). */
+static long calibrate(void)
 {
-    if (argc < 2 || argc > 3 || (strcmp(argv[1], "pipe") != 0 && strcmp(argv[1], "fsync") != 0)) {
-        fprintf(stderr, "usage: %s pipe|fsync [DIR]\n", argv[0]);
-        return 1;
-    }
-    mode = argv[1];
-    dir = argc > 2 ? argv[2] : getenv("TMPDIR");
-    if (dir == NULL || *dir == '\0')
-        dir = "/var/tmp";
-
-    /* Calibrate: iterations for ~50 ms on this machine (best of 3). */
     long probe = 2000000;
     double best = 1e30;
     for (int i = 0; i < 3; i++) {
@@ -176,28 +167,31 @@ int main(int argc, char **argv)
         if (t < best)
             best = t;
     }
-    iters = (long)((double)probe * 50.0 / (best > 0.01 ? best : 0.01));
-    uint64_t expect[NCPU];
-    for (long k = 0; k < NCPU; k++)
-        expect[k] = crunch((uint64_t)k + 1, iters);
+    return (long)((double)probe * 50.0 / (best > 0.01 ? best : 0.01));
+}
 
-    t_start = now_ms();
-    pid_t child = -1;
-    if (strcmp(mode, "pipe") == 0) {
-        if (pipe(pfd) != 0)
-            die("pipe");
-        child = fork();
-        if (child < 0)
-            die("fork");
-        if (child == 0) {
-            struct timespec ts = {0, 300 * 1000 * 1000};
-            syscall(SYS_nanosleep, &ts, NULL);
-            syscall(SYS_write, pfd[1], "x", 1);
-            syscall(SYS_exit_group, 0);
-        }
-        close(pfd[1]);
+/* Forks the child that writes to the pipe 300 ms from now; returns its pid. */
+static pid_t start_pipe_writer(void)
+{
+    if (pipe(pfd) != 0)
+        die("pipe");
+    pid_t child = fork();
+    if (child < 0)
+        die("fork");
+    if (child == 0) {
+        struct timespec ts = {0, 300 * 1000 * 1000};
+        syscall(SYS_nanosleep, &ts, NULL);
+        syscall(SYS_write, pfd[1], "x", 1);
+        syscall(SYS_exit_group, 0);
     }
+    close(pfd[1]);
+    return child;
+}
 
+/* Starts the blocker, then (once it is entering its call) the CPU threads;
+ * joins them all. Returns 0, or 2 if a thread could not be created. */
+static int run_threads(void)
+{
     pthread_t blocker, cpu[NCPU];
     int err = pthread_create(&blocker, NULL, blocked_thread, NULL);
     if (err != 0) {
@@ -215,17 +209,12 @@ int main(int argc, char **argv)
     for (int k = 0; k < NCPU; k++)
         pthread_join(cpu[k], NULL);
     pthread_join(blocker, NULL);
-    if (child > 0) {
-        int st;
-        if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-            fprintf(stderr, "pbench_handoff: the child did not exit cleanly\n");
-    }
-    for (int k = 0; k < NCPU; k++)
-        if (results[k] != expect[k]) {
-            fprintf(stderr, "pbench_handoff: %s computed a wrong result\n", cpu_names[k]);
-            return 3;
-        }
+    return 0;
+}
 
+/* The completion lines, then the summary line. */
+static void report(void)
+{
     double cpu_all = 0, blocked = 0;
     int ok = 1, seen_blocked = 0;
     for (int i = 0; i < ndone; i++) {
@@ -241,5 +230,38 @@ int main(int argc, char **argv)
     }
     printf("cpu_all_done_ms=%.0f blocked_done_ms=%.0f order=%s\n", cpu_all, blocked,
            ok ? "ok" : "bad");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || argc > 3 || (strcmp(argv[1], "pipe") != 0 && strcmp(argv[1], "fsync") != 0)) {
+        fprintf(stderr, "usage: %s pipe|fsync [DIR]\n", argv[0]);
+        return 1;
+    }
+    mode = argv[1];
+    dir = argc > 2 ? argv[2] : getenv("TMPDIR");
+    if (dir == NULL || *dir == '\0')
+        dir = "/var/tmp";
+
+    iters = calibrate();
+    uint64_t expect[NCPU];
+    for (long k = 0; k < NCPU; k++)
+        expect[k] = crunch((uint64_t)k + 1, iters);
+
+    t_start = now_ms();
+    pid_t child = strcmp(mode, "pipe") == 0 ? start_pipe_writer() : -1;
+    if (run_threads() != 0)
+        return 2;
+    if (child > 0) {
+        int st;
+        if (waitpid(child, &st, 0) != child || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            fprintf(stderr, "pbench_handoff: the child did not exit cleanly\n");
+    }
+    for (int k = 0; k < NCPU; k++)
+        if (results[k] != expect[k]) {
+            fprintf(stderr, "pbench_handoff: %s computed a wrong result\n", cpu_names[k]);
+            return 3;
+        }
+    report();
     return 0;
 }

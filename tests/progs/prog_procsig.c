@@ -36,21 +36,14 @@
  *                           process with SIGUSR1: every handler runs on a thread of the
  *                           program (under goshim a new OS thread, before it knew which M it
  *                           was, ran one on no thread at all: 1 run in 100 of mode sleep)
- *   prog_procsig ppoll|pselect|epoll_pwait|epoll_pwait2
- *                           main and a worker block SIGUSR1; main waits on a pipe nobody
- *                           writes with a mask that lets SIGUSR1 through, with it pending
- *                           already (sent to the process), sent by a child during the wait,
- *                           and sent by a thread (kill of the process) while another thread
- *                           takes it too (the kernel prefers the main thread): the call
- *                           fails with EINTR, the handler ran on main before it returned,
- *                           SIGUSR1 is blocked again afterwards (in the last case an EINTR
- *                           whose signal the other thread took first is waited again, as
- *                           the kernel allows it)
  *   prog_procsig recycle    threads of several stack sizes take a process signal each (the
  *                           router keeps its siginfo in their records), detach themselves
  *                           and end, again and again: their stack blocks, with the records
  *                           in them, are reused (a stale siginfo pointer in a reused record
  *                           was freed twice: pthread_detach/4-3 aborted)
+ *
+ * The waits whose own mask lets the signal through (ppoll, pselect,
+ * epoll_pwait, epoll_pwait2) are prog_procsig_masked's.
  *
  * Output is fixed for each mode; exit 0.
  */
@@ -66,78 +59,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/epoll.h>
 #include <sys/file.h>
-#include <sys/select.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "prog_check.h"
-
-static pthread_t main_thread;
-static volatile sig_atomic_t handled, on_main, on_other;
-static pthread_t expected;
-
-static void note(int sig)
-{
-    (void)sig;
-    handled++;
-    if (pthread_equal(pthread_self(), expected))
-        on_main = 1;
-    else
-        on_other = 1;
-}
-
-static void install(int sig, void (*h)(int), int flags)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = h;
-    sa.sa_flags = flags;
-    sigemptyset(&sa.sa_mask);
-    CHECK(sigaction(sig, &sa, NULL) == 0);
-}
-
-/* A child that waits until the parent closes its end of a pipe, then kills the parent with
- * sig, times times 20 ms apart (so that one of them comes while the parent waits, however
- * late it gets there): the parent closes it right before the call that must be interrupted,
- * and kills the child once that call returned. */
-static pid_t killer_pid;
-
-static int killer(int sig, int times)
-{
-    int p[2];
-    CHECK(pipe(p) == 0);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        char c;
-        close(p[1]);
-        while (read(p[0], &c, 1) > 0)
-            ;
-        for (int i = 0; i < times; i++) {
-            kill(parent, sig);
-            if (times > 1) {
-                struct timespec ts = {0, 20 * 1000 * 1000}; /* pacing, not synchronisation */
-                nanosleep(&ts, NULL);
-            }
-        }
-        _exit(0);
-    }
-    killer_pid = pid;
-    close(p[0]);
-    return p[1];
-}
-
-static void end_killer(void)
-{
-    kill(killer_pid, SIGKILL);
-    waitpid(killer_pid, NULL, 0);
-}
+#include "procsig.h"
 
 static volatile int stop;
 
@@ -610,141 +539,6 @@ static int mode_newm(void)
     return 0;
 }
 
-/* ---- ppoll and friends: the call's mask is the thread's for the call ------------------ */
-
-static int worker_stop_fd[2];
-static volatile int wait_over;
-
-/* Takes SIGUSR1 (on_other if it runs its handler) until told to stop. */
-static void *usr1_taker(void *arg)
-{
-    int fd = *(int *)arg;
-    sigset_t usr1;
-    sigemptyset(&usr1);
-    sigaddset(&usr1, SIGUSR1);
-    EXPECT(pthread_sigmask(SIG_UNBLOCK, &usr1, NULL), 0);
-    char c;
-    while (read(fd, &c, 1) < 0 && errno == EINTR)
-        ;
-    return NULL;
-}
-
-/* Blocks SIGUSR1 (inherited) and sends it to the process every 20 ms while main waits. */
-static void *usr1_sender(void *arg)
-{
-    (void)arg;
-    for (int i = 0; i < 250 && !wait_over; i++) {
-        kill(getpid(), SIGUSR1);
-        struct timespec ts = {0, 20 * 1000 * 1000}; /* pacing, not synchronisation */
-        nanosleep(&ts, NULL);
-    }
-    return NULL;
-}
-
-static void *blocking_worker(void *arg)
-{
-    (void)arg;
-    char c;
-    while (read(worker_stop_fd[0], &c, 1) < 0 && errno == EINTR) /* parked, SIGUSR1 blocked */
-        ;
-    return NULL;
-}
-
-/* One wait of the kind mode names on fd (never readable), 5 s at most, with mask. */
-static int masked_wait(const char *mode, int fd, int epfd, const sigset_t *mask)
-{
-    struct timespec five = {5, 0};
-    if (!strcmp(mode, "ppoll")) {
-        struct pollfd pfd = {fd, POLLIN, 0};
-        return ppoll(&pfd, 1, &five, mask);
-    }
-    if (!strcmp(mode, "pselect")) {
-        fd_set r;
-        FD_ZERO(&r);
-        FD_SET(fd, &r);
-        return pselect(fd + 1, &r, NULL, NULL, &five, mask);
-    }
-    struct epoll_event ev;
-    if (!strcmp(mode, "epoll_pwait"))
-        return epoll_pwait(epfd, &ev, 1, 5000, mask);
-    return epoll_pwait2(epfd, &ev, 1, &five, mask);
-}
-
-static int mode_masked(const char *mode)
-{
-    install(SIGUSR1, note, 0);
-    sigset_t usr1, open_set, now;
-    sigemptyset(&usr1);
-    sigaddset(&usr1, SIGUSR1);
-    EXPECT(pthread_sigmask(SIG_BLOCK, &usr1, NULL), 0);
-    CHECK(pipe(worker_stop_fd) == 0);
-    pthread_t w;
-    EXPECT(pthread_create(&w, NULL, blocking_worker, NULL), 0); /* blocks SIGUSR1 too */
-    int p[2];
-    CHECK(pipe(p) == 0);
-    int epfd = epoll_create1(0);
-    CHECK(epfd >= 0);
-    struct epoll_event ev = {.events = EPOLLIN};
-    ev.data.fd = p[0];
-    CHECK(epoll_ctl(epfd, EPOLL_CTL_ADD, p[0], &ev) == 0);
-    pthread_sigmask(SIG_BLOCK, NULL, &open_set);
-    sigdelset(&open_set, SIGUSR1);
-    bool ok[3];
-    for (int round = 0; round < 3; round++) {
-        handled = on_main = on_other = 0;
-        int fd = -1, stopfd[2];
-        pthread_t taker, sender;
-        if (round == 0) {
-            CHECK(kill(getpid(), SIGUSR1) == 0); /* pending for the process: nobody takes it */
-        } else if (round == 1) {
-            fd = killer(SIGUSR1, 250);
-            close(fd);
-        } else {
-            CHECK(pipe(stopfd) == 0);
-            wait_over = 0;
-            EXPECT(pthread_create(&taker, NULL, usr1_taker, &stopfd[0]), 0);
-            EXPECT(pthread_create(&sender, NULL, usr1_sender, NULL), 0);
-        }
-        int r = masked_wait(mode, p[0], epfd, &open_set);
-        int e = errno;
-        /* Round 2: the kernel may wake main for a signal that the taker, running,
-         * dequeues first; main's call then fails with EINTR and no handler (seen once
-         * natively, under load). Its next wait gets the sender's next signal. */
-        for (int again = 0; round == 2 && r == -1 && e == EINTR && !on_main && again < 20;
-             again++) {
-            r = masked_wait(mode, p[0], epfd, &open_set);
-            e = errno;
-        }
-        int ran = on_main; /* main blocks SIGUSR1 but during the call */
-        if (round == 1)
-            end_killer();
-        if (round == 2) {
-            wait_over = 1;
-            EXPECT(pthread_join(sender, NULL), 0);
-            CHECK(write(stopfd[1], "x", 1) == 1);
-            EXPECT(pthread_join(taker, NULL), 0);
-            close(stopfd[0]);
-            close(stopfd[1]);
-        }
-        pthread_sigmask(SIG_BLOCK, NULL, &now);
-        /* Before the call the taker of round 2 may get some: not main. */
-        ok[round] = r == -1 && e == EINTR && ran && (round == 2 || !on_other) &&
-                    sigismember(&now, SIGUSR1) == 1;
-        if (!ok[round])
-            fprintf(stderr, "%s round %d: returned %d errno %d, handled %d on main %d other %d\n",
-                    mode, round, r, e, (int)handled, ran, (int)on_other);
-    }
-    CHECK(write(worker_stop_fd[1], "x", 1) == 1);
-    EXPECT(pthread_join(w, NULL), 0);
-    sigset_t pend;
-    sigpending(&pend);
-    printf("%s: EINTR after the handler ran on main: pending before: %s, from a child: %s, from "
-           "a thread while another takes it: %s; blocked again, none pending: %s\n",
-           mode, ok[0] ? "yes" : "no", ok[1] ? "yes" : "no", ok[2] ? "yes" : "no",
-           sigismember(&pend, SIGUSR1) == 0 ? "yes" : "no");
-    return 0;
-}
-
 /* ---- recycle: records in reused stack blocks start clean ------------------------------- */
 
 static sem_t rc_ready, rc_go, rc_done;
@@ -804,7 +598,7 @@ static int mode_recycle(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    main_thread = expected = pthread_self();
+    expected = pthread_self();
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (!strcmp(mode, "sleep"))
         return mode_sleep();
@@ -836,12 +630,8 @@ int main(int argc, char **argv)
         return mode_newm();
     if (!strcmp(mode, "recycle"))
         return mode_recycle();
-    if (!strcmp(mode, "ppoll") || !strcmp(mode, "pselect") || !strcmp(mode, "epoll_pwait") ||
-        !strcmp(mode, "epoll_pwait2"))
-        return mode_masked(mode);
-    fprintf(
-        stderr,
-        "usage: prog_procsig sleep|sem|pause|join|restart|eintr|onlyone|sigwait|"
-        "sigchld|execpend|parked|lastthread|newm|recycle|ppoll|pselect|epoll_pwait|epoll_pwait2\n");
+    fprintf(stderr, "usage: prog_procsig sleep|sem|pause|join|restart|eintr|onlyone|sigwait|"
+                    "sigchld|execpend|parked|lastthread|newm|recycle (ppoll and friends: "
+                    "prog_procsig_masked)\n");
     return 2;
 }

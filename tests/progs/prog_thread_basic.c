@@ -96,7 +96,7 @@ static void *attr_check(void *arg)
     return NULL;
 }
 
-int main(void)
+static void check_create_join(void)
 {
     pthread_t t[8];
     for (long i = 0; i < 8; i++)
@@ -107,30 +107,39 @@ int main(void)
         CHECK((long)r == 2 * i, "return value %ld", (long)r);
     }
     printf("create/join: 8 threads returned their values\n");
+}
 
+/* An absolute deadline 20 ms from now on clock c. */
+static struct timespec in_20ms(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    ts.tv_nsec += 20000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    return ts;
+}
+
+static void check_timed_joins(void)
+{
     pthread_t w;
     pthread_create(&w, NULL, wait_flag, (void *)7L);
     CHECK(pthread_tryjoin_np(w, NULL) == EBUSY, "tryjoin on a running thread is EBUSY");
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 20000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    struct timespec ts = in_20ms(CLOCK_REALTIME);
     CHECK(pthread_timedjoin_np(w, NULL, &ts) == ETIMEDOUT, "timedjoin times out");
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += 20000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
+    ts = in_20ms(CLOCK_MONOTONIC);
     CHECK(pthread_clockjoin_np(w, NULL, CLOCK_MONOTONIC, &ts) == ETIMEDOUT, "clockjoin times out");
     __atomic_store_n(&release_flag, 1, __ATOMIC_RELEASE);
     void *r = NULL;
     CHECK(pthread_join(w, &r) == 0 && (long)r == 7, "join after the timeouts");
     printf("tryjoin/timedjoin/clockjoin: EBUSY, ETIMEDOUT, ETIMEDOUT, then joined\n");
+}
 
+static void check_join_errors(void)
+{
+    void *r = NULL;
     CHECK(pthread_join(pthread_self(), NULL) == EDEADLK, "joining oneself is EDEADLK");
     pthread_t s;
     pthread_create(&s, NULL, join_self, NULL);
@@ -150,7 +159,10 @@ int main(void)
     pthread_create(&d2, NULL, twice, NULL);
     CHECK(pthread_detach(d2) == 0, "detach a joinable thread");
     printf("join errors: EDEADLK, EDEADLK, EINVAL, EINVAL; detach ok\n");
+}
 
+static void check_getattr(void)
+{
     pthread_attr_t sa;
     pthread_attr_init(&sa);
     pthread_attr_setstacksize(&sa, 256 * 1024);
@@ -159,7 +171,10 @@ int main(void)
     pthread_join(a, NULL);
     pthread_attr_destroy(&sa);
     printf("getattr_np: the thread sees its own stack\n");
+}
 
+static void check_names(void)
+{
     char name[16];
     CHECK(pthread_setname_np(pthread_self(), "mainthread") == 0, "setname");
     CHECK(pthread_getname_np(pthread_self(), name, sizeof name) == 0 && !strcmp(name, "mainthread"),
@@ -167,14 +182,22 @@ int main(void)
     CHECK(pthread_setname_np(pthread_self(), "a-name-that-is-too-long") == ERANGE,
           "too long a name is ERANGE");
     printf("names: set, get, ERANGE\n");
+}
 
+static void check_once(void)
+{
+    pthread_t t[8];
     for (long i = 0; i < 8; i++)
         pthread_create(&t[i], NULL, call_once, NULL);
     for (int i = 0; i < 8; i++)
         pthread_join(t[i], NULL);
     CHECK(once_runs == 1, "once ran %d times", once_runs);
     printf("once: ran once for 8 threads\n");
+}
 
+static void check_keys(void)
+{
+    pthread_t t[8];
     pthread_key_create(&key, key_dtor);
     for (long i = 0; i < 8; i++)
         pthread_create(&t[i], NULL, set_key, (void *)(i + 1));
@@ -184,8 +207,12 @@ int main(void)
           dtor_sum);
     pthread_key_delete(key);
     printf("keys: 8 destructors ran with their values\n");
+}
 
-    /* Calls glibc makes with the kernel tid: affinity, scheduling, the kill probe. */
+/* Calls glibc makes with the kernel tid: affinity, scheduling, the kill probe. */
+static void check_tid_calls(void)
+{
+    pthread_t w;
     release_flag = 0;
     pthread_create(&w, NULL, wait_flag, NULL);
     cpu_set_t cs;
@@ -210,7 +237,18 @@ int main(void)
     /* Only a compat symbol in glibc 2.36 (dlsym finds none); goshim's, if found, yields. */
     CHECK(!py || py() == 0, "the pthread_yield symbol of older binaries");
     printf("affinity, scheduling, kill probe: as natively\n");
+}
 
+int main(void)
+{
+    check_create_join();
+    check_timed_joins();
+    check_join_errors();
+    check_getattr();
+    check_names();
+    check_once();
+    check_keys();
+    check_tid_calls();
     CHECK(sched_yield() == 0, "sched_yield");
     printf("%s\n", failures ? "FAILED" : "all passed");
     return failures ? 1 : 0;
