@@ -248,30 +248,29 @@ size_t stack_default_guard(void)
     return default_guard;
 }
 
-/*
- * stack_alloc: see stack.h. Scheduler context: pc belongs to the calling P.
- */
-int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack *out)
+/* count_hit counts a stack_alloc served from a cache. */
+static void count_hit(void)
 {
-    if (size == 0)
-        size = default_size;
-    if (size > SIZE_MAX / 2 || guard > SIZE_MAX / 2)
-        return -ENOMEM;
-    size = round_page(size);
-    guard = round_page(guard);
-    if (size < pagesize)
-        size = pagesize;
-    int dflt = size == default_size && guard == default_guard;
+    STAT_ADD(cache_hits, 1);
+    STAT_ADD(live, 1);
+}
 
+/*
+ * pcache_get takes a stack of (size, guard) from pc: its default-size list,
+ * or for other sizes the first few entries of its other list. Returns 1 and
+ * fills *out, or 0. Executed only by pc's P; no lock.
+ */
+static int pcache_get(struct stackcache *pc, size_t size, size_t guard, int dflt,
+                      struct gstack *out)
+{
     if (dflt && pc && pc->head) {
         struct stacknode *nd = pc->head;
         pc->head = nd->next;
         pc->n--;
         *out = nd->st;
         out->fresh = 0;
-        STAT_ADD(cache_hits, 1);
-        STAT_ADD(live, 1);
-        return 0;
+        count_hit();
+        return 1;
     }
     if (!dflt && pc && pc->ohead) {
         /* Other sizes: the first few entries are searched (a program uses few sizes). */
@@ -284,62 +283,103 @@ int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack 
             pc->on--;
             *out = nd->st;
             out->fresh = 0;
-            STAT_ADD(cache_hits, 1);
-            STAT_ADD(live, 1);
-            return 0;
+            count_hit();
+            return 1;
         }
     }
+    return 0;
+}
 
-    runtime_lock(&stk.lock);
-    if (dflt && (stk.dhead || stk.head)) {
-        struct stacknode *nd = warm_pop(&stk.dhead, &stk.head);
+/*
+ * gcache_get takes a default-size stack from the global cache into *out
+ * and refills pc (may be NULL) from it. The cache is not empty. stk.lock
+ * held.
+ */
+static void gcache_get(struct stackcache *pc, struct gstack *out)
+{
+    struct stacknode *nd = warm_pop(&stk.dhead, &stk.head);
+    stk.n--;
+    *out = nd->st;
+    out->fresh = 0;
+    /* Refill the P cache with up to half its capacity, as stackcacherefill. */
+    while (pc && (stk.dhead || stk.head) && pc->n < STACK_PCACHE_MAX / 2) {
+        nd = warm_pop(&stk.dhead, &stk.head);
         stk.n--;
-        *out = nd->st;
-        out->fresh = 0;
-        /* Refill the P cache with up to half its capacity, as stackcacherefill. */
-        while (pc && (stk.dhead || stk.head) && pc->n < STACK_PCACHE_MAX / 2) {
-            nd = warm_pop(&stk.dhead, &stk.head);
-            stk.n--;
-            nd->next = pc->head;
-            pc->head = nd;
-            pc->n++;
-        }
-        runtime_unlock(&stk.lock);
-        STAT_ADD(cache_hits, 1);
-        STAT_ADD(live, 1);
-        return 0;
+        nd->next = pc->head;
+        pc->head = nd;
+        pc->n++;
     }
+}
 
-    if (use_guard_install()) {
-        int fresh;
-        if (stk.ncold && !span_has_free(size, guard)) { /* reuse cold slots before carving */
-            runtime_unlock(&stk.lock);
-            flush_pending(1);
-            runtime_lock(&stk.lock);
-        }
-        struct populate pop;
-        pop.n = 0;
-        int r = span_get(size, guard, out, &fresh, &pop);
+/*
+ * span_alloc gives a span slot of (size, guard): a warm or cold one of its
+ * class, else a newly carved one, its guard installed. Returns 0, -ENOSPC
+ * when every class entry is taken by other sizes, or -ENOMEM. stk.lock
+ * held on entry; released on return.
+ */
+static int span_alloc(size_t size, size_t guard, struct gstack *out)
+{
+    int fresh;
+    if (stk.ncold && !span_has_free(size, guard)) { /* reuse cold slots before carving */
         runtime_unlock(&stk.lock);
-        populate_now(&pop);
-        if (r == 0) {
-            if (fresh && span_guard(out) != 0) {
-                /* No marker after all (the probe said yes): PROT_NONE, which
-                 * splits the span, but the stack keeps its guard. */
-                if (rt_syscall(SYS_mprotect, out->map, out->guard, PROT_NONE) < 0)
-                    goshim_throw("stack_alloc: cannot install a guard page");
-                vmas_add(2);
-            }
-            if (out->vgid == 0) /* fresh, or a cold slot (deregistered) */
-                vg_register(out);
-            STAT_ADD(live, 1);
-            return 0;
-        }
-        if (r != -ENOSPC)
-            return r;
-        runtime_lock(&stk.lock); /* every class taken: a mapping of its own */
+        flush_pending(1);
+        runtime_lock(&stk.lock);
     }
+    struct populate pop;
+    pop.n = 0;
+    int r = span_get(size, guard, out, &fresh, &pop);
+    runtime_unlock(&stk.lock);
+    populate_now(&pop);
+    if (r != 0)
+        return r;
+    if (fresh && span_guard(out) != 0) {
+        /* No marker after all (the probe said yes): PROT_NONE, which
+         * splits the span, but the stack keeps its guard. */
+        if (rt_syscall(SYS_mprotect, out->map, out->guard, PROT_NONE) < 0)
+            goshim_throw("stack_alloc: cannot install a guard page");
+        vmas_add(2);
+    }
+    if (out->vgid == 0) /* fresh, or a cold slot (deregistered) */
+        vg_register(out);
+    STAT_ADD(live, 1);
+    return 0;
+}
 
+/*
+ * unguarded_alloc gives a stack without a guard, the VMA budget being
+ * spent: an arena slot for the default size, else a guard-less mapping;
+ * a guard asked for is reported once (warn_limit). Returns 0 or -ENOMEM.
+ * stk.lock not held.
+ */
+static int unguarded_alloc(size_t size, size_t guard, int dflt, struct gstack *out)
+{
+    int r;
+    if (dflt) {
+        runtime_lock(&stk.lock);
+        r = arena_get(out);
+        runtime_unlock(&stk.lock);
+    } else {
+        unsigned extra;
+        vmas_add(1);
+        r = map_stack(size, 0, out, &extra);
+        if (r < 0)
+            vmas_add(-1);
+    }
+    if (r < 0)
+        return r;
+    if (guard)
+        warn_limit();
+    STAT_ADD(live, 1);
+    return 0;
+}
+
+/*
+ * map_alloc gives a stack a mapping of its own, guarded while the VMA
+ * budget allows it, else from unguarded_alloc. Returns 0 or -ENOMEM.
+ * stk.lock held on entry; released on return.
+ */
+static int map_alloc(size_t size, size_t guard, int dflt, struct gstack *out)
+{
     unsigned need = guard ? (use_guard_install() ? 1 : 2) : 1;
     int fits = vmas_fit(need);
     if (fits)
@@ -362,24 +402,44 @@ int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack 
     }
 
     /* Over the budget: no guard from here on. */
-    int r;
-    if (dflt) {
-        runtime_lock(&stk.lock);
-        r = arena_get(out);
+    return unguarded_alloc(size, guard, dflt, out);
+}
+
+/*
+ * stack_alloc: see stack.h. Scheduler context: pc belongs to the calling P.
+ * The P cache, then the global cache (default size), then a span slot,
+ * then a mapping of its own.
+ */
+int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack *out)
+{
+    if (size == 0)
+        size = default_size;
+    if (size > SIZE_MAX / 2 || guard > SIZE_MAX / 2)
+        return -ENOMEM;
+    size = round_page(size);
+    guard = round_page(guard);
+    if (size < pagesize)
+        size = pagesize;
+    int dflt = size == default_size && guard == default_guard;
+
+    if (pcache_get(pc, size, guard, dflt, out))
+        return 0;
+
+    runtime_lock(&stk.lock);
+    if (dflt && (stk.dhead || stk.head)) {
+        gcache_get(pc, out);
         runtime_unlock(&stk.lock);
-    } else {
-        unsigned extra;
-        vmas_add(1);
-        r = map_stack(size, 0, out, &extra);
-        if (r < 0)
-            vmas_add(-1);
+        count_hit();
+        return 0;
     }
-    if (r < 0)
-        return r;
-    if (guard)
-        warn_limit();
-    STAT_ADD(live, 1);
-    return 0;
+
+    if (use_guard_install()) {
+        int r = span_alloc(size, guard, out);
+        if (r != -ENOSPC)
+            return r;
+        runtime_lock(&stk.lock); /* every class taken: a mapping of its own */
+    }
+    return map_alloc(size, guard, dflt, out);
 }
 
 void stack_user(void *base, size_t size, struct gstack *out)
