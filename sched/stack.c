@@ -21,8 +21,8 @@
  * stacknode, STACK_NODE_SPACE bytes) just below its kept bytes, so the
  * caches need no malloc. Kept bytes (gstack.keep) are the top of the block
  * its owner keeps across uses: a thread's TCB, static TLS and record
- * (sched/proc.c), ended through the owner's keep_release hook only when the
- * stack goes cold. Each P owns two lists used without a lock: default-size
+ * (sched/threadblock.c), ended through the owner's keep_release hook only
+ * when the stack goes cold. Each P owns two lists used without a lock: default-size
  * stacks and span slots of other sizes (searched, first few entries), up to
  * STACK_PCACHE_MAX each; a full list spills half to the global lists in one
  * lock hold. Globally, up to STACK_GCACHE_MAX stacks of each kind stay warm

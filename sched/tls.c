@@ -42,9 +42,9 @@
  * end on the thread pointer it started on.
  *
  * Memory per thread (the TCB lives at the top of the G's stack block,
- * sched/proc.c). Measured here (glibc 2.36, 4 KiB pages, x86-64; smaps of
- * 100,000 threads blocked in pthread_cond_wait, 64 KiB stacks), a blocked
- * thread holds:
+ * sched/threadblock.c). Measured here (glibc 2.36, 4 KiB pages, x86-64;
+ * smaps of 100,000 threads blocked in pthread_cond_wait, 64 KiB stacks), a
+ * blocked thread holds:
  *   - two pages of its block, 8192 B: the top one has the block header and
  *     the shim's record (576 B), struct pthread (2304 B), the used static
  *     TLS (~320 B) and the start of glibc's static TLS surplus (1664 B in
