@@ -24,36 +24,8 @@
  * switching G to G directly on the G's stack saves the stack switch but
  * makes the idle path run on a user stack that may be tiny.
  *
- * A G that exits hands its TCB, already installed as FS, to the next G if
- * that one has never run: a stream of short tasks then runs on one FS base
- * and pays a TCB reset (~0.2 us) instead of an FS write per task.
- *
- * A thread is one block. With per-G TLS and an FS method that takes any
- * address (wrfsbase, arch_prctl), a pthread's TCB, its static TLS, the
- * shim's thread record and a small header are carved out of the top of its
- * stack block, as glibc's pthread_create does (allocatestack.c):
- *
- *   guard | lo ... stack ... sp top | static TLS | struct pthread | record | hdr | hi
- *
- * so a thread costs one stack slot and no malloc but the DTV, and the TCB's
- * page is the first stack page (a blocked thread touches two pages here:
- * struct pthread, the used static TLS, record and header fill the top one,
- * the static TLS surplus and the first frames the next). The stack keeps
- * the TCB through the caches (gstack.keep, .tcb): a reused block's TCB is
- * reset (~0.2 us), not rebuilt, and a fresh mapping's zero pages are not
- * cleared again. The header holds the block's gstack, so a joined thread's
- * pthread_t (its TCB) leads back to its block: a joinable thread's block
- * leaves its G at exit with the TCB and stays whole, unused, until the
- * join frees it (sched_tcb_free); a detached thread's block stays with its
- * G for the next thread. When a cache lets a block go cold, the TCB is
- * ended there (tls_tcb_end) before its memory is released. Gs spawned
- * without eager_tls (the runtime's own) keep the malloc'ed TCBs below and
- * never take a block that holds one, and a stack too small to give up the
- * space (below tcb_keep + 16 KiB) keeps its full size and a malloc'ed TCB.
- * In the ldt method a TCB must lie below 4 GiB, in an 8 KiB LDT arena slot
- * (ldt.c): stacks stay where they are, since a million 8 MiB reservations
- * cannot fit below 4 GiB and only 8191 entries exist anyway; the TCB stays
- * in the arena, malloc'ed past it.
+ * A thread's TCB, when it has one of its own, lives at the top of its
+ * stack block: threadblock.c.
  */
 #include <asm/prctl.h>
 #include <errno.h>
@@ -66,133 +38,12 @@
 #include "sched.h"
 #include "throw.h"
 #include "timer.h"
+#include "threadblock.h"
 #include "tls.h"
 
 struct schedt sched;
 
 static void runnable_to(struct p *pp, struct g *gp);
-static int tls_bind_eager(struct p *pp, struct g *gp);
-
-/* ---- TCBs in the stack block (see the top comment) ---- */
-
-#define TCBHDR_MAGIC  0x676f7368696d7462ull /* "goshimtb" */
-#define TCB_MIN_STACK (16 * 1024)           /* stack left below the TCB, at least */
-
-/* The top of a block that holds a TCB: its gstack, to free it from the TCB. */
-struct tcbhdr {
-    uint64_t magic;
-    void *tcb;
-    struct gstack st;
-};
-
-/* Set once by sched_tcb_layout_init, before the first spawn; read-only after. */
-static struct {
-    bool on;      /* pthread Gs get their TCB in their stack block */
-    size_t rec;   /* bytes for the shim's record, below the header */
-    size_t extra; /* record + header, above struct pthread */
-    size_t keep;  /* bytes at the top of a block: TCB, static TLS, record, header */
-} tcbl;
-
-static struct tcbhdr *tcbhdr_of_top(char *top)
-{
-    return (struct tcbhdr *)(top - ((sizeof(struct tcbhdr) + 63) & ~(size_t)63));
-}
-
-/* The stack's cache ends a cold block's TCB before releasing its memory. */
-static void tcb_keep_release(struct gstack *st)
-{
-    if (st->tcb) {
-        tcbhdr_of_top(st->hi)->magic = 0;
-        tls_tcb_end(st->tcb);
-    }
-}
-
-void sched_tcb_layout_init(size_t record_size)
-{
-    tcbl.on = tls_full() && tls_fs_method != TLS_FS_LDT;
-    tcbl.rec = (record_size + 63) & ~(size_t)63;
-    tcbl.extra = tcbl.rec + ((sizeof(struct tcbhdr) + 63) & ~(size_t)63);
-    tcbl.keep = tcbl.on ? tls_tcb_space(tcbl.extra) : 0;
-    if (tcbl.on)
-        stack_set_keep_release(tcb_keep_release);
-    /* A new thread touches its TCB and its first frames at once: populated in batches. */
-    size_t pop = tcbl.on ? tcbl.keep + 1024 : 4096;
-    stack_set_populate(pop < 16384 ? pop : 16384); /* a program with a large static TLS */
-}
-
-/* In a block's TCB: its header (set at every bind; a TCB made elsewhere reads NULL). */
-static __thread struct tcbhdr *tls_block __attribute__((tls_model("initial-exec")));
-
-static struct tcbhdr *tcbhdr_of_tcb(void *tcb)
-{
-    if (!tcbl.on)
-        return NULL;
-    struct tcbhdr *h = *(struct tcbhdr **)tls_var_in(tcb, &tls_block);
-    GOSHIM_ASSERT(!h || (h->magic == TCBHDR_MAGIC && h->tcb == tcb));
-    return h;
-}
-
-void *sched_g_record(struct g *gp, bool *zeroed)
-{
-    if (!tcbl.on || !gp->stack.tcb || gp->tcb != gp->stack.tcb)
-        return NULL;
-    *zeroed = gp->stack.fresh != 0;
-    return (char *)tcbhdr_of_top(gp->stack.hi) - tcbl.rec;
-}
-
-/* g_drop_stack gives gp's stack back (the TCB in it goes with it). */
-static void g_drop_stack(struct p *pp, struct g *gp)
-{
-    if (!gp->stack.lo)
-        return;
-    if (gp->stack.tcb && gp->tcb == gp->stack.tcb) {
-        gp->tcb = NULL;
-        gp->flags &= ~(uint32_t)G_TCB_DIRTY;
-    }
-    stack_free(pp ? &pp->stackcache : NULL, &gp->stack);
-    memset(&gp->stack, 0, sizeof gp->stack);
-}
-
-/*
- * tcb_bind_block gives a pthread G, before it runs, a stack block of the
- * size it asked for with a TCB at its top: its own, else one from the
- * caches (its TCB reset, or made if the cache let it go cold), else a
- * fresh slot (a TCB made on zero pages). Returns 0, 1 when the stack is too
- * small to hold a TCB (the caller gives a malloc'ed one), or EAGAIN.
- */
-static int tcb_bind_block(struct p *pp, struct g *gp)
-{
-    if (gp->want_stackaddr || gp->want_stacksize < tcbl.keep + TCB_MIN_STACK)
-        return 1;
-    struct gstack *st = &gp->stack;
-    if (st->lo && ((size_t)(st->hi - st->lo) != gp->want_stacksize || st->guard != gp->want_guard ||
-                   st->kind == STACK_USER))
-        g_drop_stack(pp, gp);
-    if (gp->tcb && gp->tcb != st->tcb) { /* a malloc'ed one, from an earlier life */
-        tls_tcb_destroy(gp->tcb);
-        gp->tcb = NULL;
-    }
-    if (!st->lo &&
-        stack_alloc(pp ? &pp->stackcache : NULL, gp->want_stacksize, gp->want_guard, st) != 0)
-        return EAGAIN;
-    if (st->tcb) {
-        tls_tcb_reset(st->tcb);
-    } else {
-        st->tcb = tls_tcb_new_at(st->hi, tcbl.extra, st->fresh != 0);
-        if (!st->tcb) {
-            g_drop_stack(pp, gp);
-            return EAGAIN;
-        }
-        st->keep = tcbl.keep;
-    }
-    gp->tcb = st->tcb;
-    struct tcbhdr *h = tcbhdr_of_top(st->hi);
-    h->magic = TCBHDR_MAGIC;
-    h->tcb = st->tcb;
-    h->st = *st;
-    *(struct tcbhdr **)tls_var_in(st->tcb, &tls_block) = h;
-    return 0;
-}
 
 /* The current G: per G in full TLS mode (each G has its own TCB), per M in
  * errno mode (the switch updates it). On g0 it may name a G this M just
@@ -582,106 +433,6 @@ void bind_stack(struct m *mp, struct g *gp)
         }
     }
 #endif
-}
-
-/* Bind a TCB to a G about to run for the first time (full TLS mode). */
-void bind_tcb(struct m *mp, struct g *gp)
-{
-    if (gp->flags & G_TCB_BOUND) {
-        gp->flags &= ~(uint32_t)G_TCB_BOUND; /* bound at spawn (tls_bind_eager) */
-        goto stack;
-    }
-    struct g *dead = mp->rel.kind == REL_EXIT ? mp->rel.gp : NULL;
-    if (dead && dead->tcb && dead->tcb == mp->curfs && !(dead->flags & (G_MAIN | G_KEEP_TCB)) &&
-        !dead->stack.tcb && !gp->stack.tcb) { /* block TCBs stay in their blocks */
-        /* Hand the exiting G's TCB, already installed, to the new G. */
-        void *t = gp->tcb;
-        uint32_t dirty = gp->flags & G_TCB_DIRTY;
-        gp->tcb = dead->tcb;
-        gp->flags |= G_TCB_DIRTY;
-        dead->tcb = t;
-        dead->flags = (dead->flags & ~(uint32_t)G_TCB_DIRTY) | dirty;
-    }
-    if (gp->tcb == NULL && gp->stack.tcb) {
-        gp->tcb = gp->stack.tcb; /* a block's, left by an earlier thread */
-        gp->flags |= G_TCB_DIRTY;
-    }
-    if (gp->tcb == NULL) {
-        gp->tcb = tls_tcb_new();
-        if (gp->tcb == NULL)
-            goshim_throw("execute: out of memory for a thread control block");
-    } else if (gp->flags & G_TCB_DIRTY) {
-        tls_tcb_reset(gp->tcb);
-    }
-    gp->flags |= G_TCB_DIRTY;
-    *(struct g **)((char *)gp->tcb + sched.tls_g_off) = gp;
-stack:
-    tls_tcb_set_stack(gp->tcb, gp->stack.lo - gp->stack.guard,
-                      (size_t)(gp->stack.hi - gp->stack.lo) + gp->stack.guard, gp->stack.guard);
-}
-
-/*
- * Give gp its TCB now rather than at first run, so that its pthread_t (the
- * TCB address, as in glibc) exists when pthread_create returns.
- */
-/*
- * Give gp a TCB before it runs: its own (reset if used), else one of the
- * TCBs joined threads left in pp's cache (reset: ~0.2 us), else a new one
- * (malloc and every TLS image copied). pp is the caller's P, or NULL.
- */
-static int tls_bind_eager(struct p *pp, struct g *gp)
-{
-    if (tcbl.on) {
-        int r = tcb_bind_block(pp, gp);
-        if (r == 0) {
-            gp->flags |= G_TCB_DIRTY | G_TCB_BOUND;
-            *(struct g **)((char *)gp->tcb + sched.tls_g_off) = gp;
-            return 0;
-        }
-        if (r != 1)
-            return r;
-        if (gp->tcb && gp->tcb == gp->stack.tcb) /* too small a stack wanted: not this one's */
-            g_drop_stack(pp, gp);
-    }
-    if (gp->tcb == NULL && pp && pp->ntcbcache > 0) {
-        gp->tcb = pp->tcbcache[--pp->ntcbcache];
-        gp->flags |= G_TCB_DIRTY;
-    }
-    if (gp->tcb == NULL) {
-        gp->tcb = tls_tcb_new();
-        if (gp->tcb == NULL)
-            return EAGAIN;
-    } else if (gp->flags & G_TCB_DIRTY) {
-        tls_tcb_reset(gp->tcb);
-    }
-    gp->flags |= G_TCB_DIRTY | G_TCB_BOUND;
-    *(struct g **)((char *)gp->tcb + sched.tls_g_off) = gp;
-    return 0;
-}
-
-/*
- * sched_tcb_free takes the TCB of a joined thread (installed nowhere, its
- * malloc words moved out): it goes to the calling G's P cache for the next
- * pthread_create there, else it is destroyed. From G code or any thread.
- */
-void sched_tcb_free(void *tcb)
-{
-    struct m *mp = acquirem(); /* the P stays ours while we touch its cache */
-    struct p *pp = mp && !mp->ong0 ? mp->p : NULL;
-    struct tcbhdr *h = tcbhdr_of_tcb(tcb);
-    if (h) { /* a block: back to the stack caches with its TCB */
-        struct gstack st = h->st;
-        stack_free(pp ? &pp->stackcache : NULL, &st);
-        releasem(mp);
-        return;
-    }
-    if (pp && pp->ntcbcache < TCB_PCACHE_MAX) {
-        pp->tcbcache[pp->ntcbcache++] = tcb;
-        releasem(mp);
-        return;
-    }
-    releasem(mp);
-    tls_tcb_destroy(tcb);
 }
 
 /* ---- park, ready, yield ------------------------------------------------ */

@@ -1,6 +1,8 @@
 /*
  * G stacks: allocation, guard pages, per-P and global caches, overflow
- * reporting. The design essay is at the top of stack.c.
+ * reporting. The design essays open stack.c (the allocator and its caches),
+ * stack_span.c (guards, spans, the VMA budget), stack_scavenge.c (memory
+ * release) and stack_signal.c (overflow); stack_impl.h is what they share.
  *
  * Context rules: stack_alloc, stack_free, stack_user and stack_cache_drain
  * run in scheduler context (g0, FS base possibly a G's): they touch no TLS,

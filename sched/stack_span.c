@@ -1,0 +1,491 @@
+/*
+ * G stacks: guards, spans, arenas and the VMA budget (stack_impl.h lists
+ * the files of the allocator; its caches are in stack.c). Here is where a
+ * stack no cache holds comes from, and where span slots go cold.
+ *
+ * Guards. With MADV_GUARD_INSTALL (Linux >= 6.13, detected once in
+ * stack_init) the guard is a page-table marker inside the same VMA: no split,
+ * and adjacent stacks even merge into one VMA (10 000 stacks add ~2 lines to
+ * /proc/self/maps; TCB_FACTS.md section 7). The marker survives MADV_DONTNEED
+ * and fork. Without it the guard is mprotect(PROT_NONE): 2 VMAs per stack, so
+ * vm.max_map_count (65530) caps the process at ~32 000 guarded stacks.
+ *
+ * Spans. With guard markers, a stack is never a mapping of its own: it is a
+ * slot of a span, one large mapping (about 1 GiB of address space, at most
+ * SPAN_SLOTS_MAX slots) carved in order into equal slots of one size class
+ * (usable size, guard), each with its guard marker installed when the slot
+ * is first carved. A span is one VMA whatever its slot count, so a million
+ * stacks cost a few hundred map lines, and a freed slot of any size goes
+ * back to its class (a per-class list under stk.lock; default-size slots go
+ * through the P and global caches first) instead of being unmapped. Slots
+ * are never unmapped: that would split the span. munmap was the cost of
+ * thread exit before (52% of a 100k-thread run with 64 KiB stacks, in TLB
+ * shoot-downs and mmap_lock waits). Up to STACK_SPAN_CLASSES classes; a
+ * further size gets a mapping of its own, as without guard markers.
+ *
+ * VMA budget. stk.vmas is an upper bound of the VMAs our stacks (and the
+ * alternate signal stacks) occupy: 1 per guard-marker or guard-less mapping,
+ * 2 per mprotect-guarded one, 1 per arena chunk. The budget is 3/4 of
+ * vm.max_map_count; the rest is left to the program. When a guarded stack
+ * would exceed the budget we first count the real lines of /proc/self/maps
+ * (raw syscalls) and lower stk.vmas to that number, because with guard
+ * markers most stacks merge and the bound is far too pessimistic; a later
+ * recount happens only after stk.vmas grew by budget/8 again, so a process
+ * sitting at the limit does not rescan on every allocation. If the stack still
+ * does not fit, a default-size stack comes from an arena (one big guard-less
+ * mapping carved into default-size slots, 1 VMA per 64 slots) and any other
+ * size gets a guard-less mapping; the first such stack prints one warning.
+ * The same fallback is taken when the kernel refuses a guarded mapping with
+ * ENOMEM (the real limit was hit before our estimate said so).
+ *
+ * Cold slots. A span slot beyond the warm lists waits in stk.cold, a batch
+ * of COLD_BATCH; flush_cold releases the batch's memory in address order
+ * and puts the slots on their classes' arrays of free slots (stack.c's
+ * essay, Caches).
+ *
+ * Rejected alternatives.
+ *  - An unmapped gap as the guard: nothing stops a later mmap from filling
+ *    the gap, and it costs the same VMA as PROT_NONE.
+ *  - A node in each cold slot: its page stays, and splits the contiguous
+ *    range a batch of adjacent slots is released with.
+ *  - Checking /proc/self/maps on every allocation: ~1 us per line, and the
+ *    file has tens of thousands of lines near the limit.
+ */
+#include "libc.h"
+#include "stack_impl.h"
+
+#include "lock.h"
+#include "throw.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+
+static unsigned long max_map_count = MAX_MAP_COUNT_DEFAULT;
+static unsigned long vma_budget = MAX_MAP_COUNT_DEFAULT / 4 * 3;
+static unsigned long rescan_step = MAX_MAP_COUNT_DEFAULT / 32;
+
+static int warned; /* the max_map_count warning was printed; atomic */
+
+static struct iovec prep_iov[PREP_MAX]; /* stk.lock */
+static size_t populate_bytes;           /* top bytes of a fresh slot to populate; set once */
+
+/* sys_mmap maps len anonymous bytes; returns the address or NULL. Scheduler-safe. */
+static char *sys_mmap(size_t len, int prot)
+{
+    long r = rt_syscall6(SYS_mmap, 0, (long)len, prot,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (r < 0 && r > -4096)
+        return NULL;
+    return (char *)r;
+}
+
+/*
+ * count_maps counts the lines of /proc/self/maps with raw syscalls.
+ * Returns the count or -errno. Scheduler-safe; takes ~1 us per line.
+ */
+static long count_maps(void)
+{
+    char buf[4096];
+    long fd =
+        rt_syscall6(SYS_openat, AT_FDCWD, (long)"/proc/self/maps", O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    if (fd < 0)
+        return fd;
+    long lines = 0, n;
+    while ((n = rt_syscall(SYS_read, fd, buf, sizeof buf)) > 0)
+        for (long i = 0; i < n; i++)
+            lines += buf[i] == '\n';
+    rt_syscall(SYS_close, fd, 0, 0);
+    return n < 0 ? n : lines;
+}
+
+/*
+ * vmas_fit says whether need more VMAs stay within the budget, rescanning
+ * /proc/self/maps when the estimate says no (see the essay). stk.lock held.
+ */
+int vmas_fit(unsigned long need)
+{
+    if (stk.vmas + need <= vma_budget)
+        return 1;
+    if (!stk.scanned || stk.vmas >= stk.vmas_scanned + rescan_step) {
+        long real = count_maps();
+        stk.scanned = 1;
+        if (real >= 0 && (unsigned long)real < stk.vmas)
+            stk.vmas = (unsigned long)real; /* all VMAs of the process bound ours */
+        stk.vmas_scanned = stk.vmas;
+    }
+    return stk.vmas + need <= vma_budget;
+}
+
+void vmas_add(long d)
+{
+    runtime_lock(&stk.lock);
+    stk.vmas += (unsigned long)d;
+    runtime_unlock(&stk.lock);
+}
+
+/* warn_limit prints the one-time "no guard page" warning. Scheduler-safe. */
+void warn_limit(void)
+{
+    if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED) == 0)
+        rt_print(2,
+                 "goshim: near vm.max_map_count (%lu): further thread stacks have no guard page\n",
+                 max_map_count);
+}
+
+/*
+ * map_stack maps size usable bytes above guard bytes of guard and fills *out
+ * (kind STACK_MMAP, out->vmas set). The caller has charged the VMAs it
+ * expected; *extra is the number it must charge on top (1 when a guard
+ * install failed and mprotect was used instead). Returns 0 or -errno.
+ * Scheduler-safe.
+ */
+int map_stack(size_t size, size_t guard, struct gstack *out, unsigned *extra)
+{
+    size_t len = size + guard;
+    char *map = sys_mmap(len, PROT_READ | PROT_WRITE);
+    *extra = 0;
+    if (!map)
+        return -ENOMEM;
+    STAT_ADD(mmaps, 1);
+    out->vmas = 1;
+    if (guard) {
+        long r = -EINVAL;
+        if (use_guard_install())
+            r = rt_syscall(SYS_madvise, map, guard, MADV_GUARD_INSTALL);
+        if (r < 0) {
+            r = rt_syscall(SYS_mprotect, map, guard, PROT_NONE);
+            if (r < 0) {
+                rt_syscall(SYS_munmap, map, len, 0);
+                STAT_ADD(munmaps, 1);
+                return (int)r;
+            }
+            out->vmas = 2;
+            if (use_guard_install())
+                *extra = 1;
+        }
+    }
+    out->map = map;
+    out->maplen = len;
+    out->guard = guard;
+    out->lo = map + guard;
+    out->hi = map + len;
+    out->kind = STACK_MMAP;
+    out->fresh = 1;
+    out->keep = 0;
+    out->tcb = NULL;
+    vg_register(out);
+    return 0;
+}
+
+/* arena_get carves or reuses a guard-less default-size arena slot. stk.lock held. */
+int arena_get(struct gstack *out)
+{
+    struct stacknode *nd = stk.arena_free;
+    if (nd) {
+        stk.arena_free = nd->next;
+        *out = nd->st;
+        out->fresh = 0;
+        return 0;
+    }
+    if (stk.arena_next == stk.arena_end) {
+        size_t slots = ARENA_CHUNK_TARGET / arena_slot_size;
+        if (slots < 1)
+            slots = 1;
+        if (slots > ARENA_SLOTS_MAX)
+            slots = ARENA_SLOTS_MAX;
+        char *chunk = sys_mmap(slots * arena_slot_size, PROT_READ | PROT_WRITE);
+        if (!chunk)
+            return -ENOMEM;
+        STAT_ADD(mmaps, 1);
+        stk.vmas += 1; /* the arena is the last resort: no budget check */
+        stk.arena_next = chunk;
+        stk.arena_end = chunk + slots * arena_slot_size;
+    }
+    char *slot = stk.arena_next;
+    stk.arena_next += arena_slot_size;
+    STAT_ADD(arena_stacks, 1);
+    out->map = slot;
+    out->maplen = arena_slot_size;
+    out->guard = 0;
+    out->lo = slot;
+    out->hi = slot + arena_slot_size;
+    out->kind = STACK_ARENA;
+    out->vmas = 0;
+    out->fresh = 1;
+    out->keep = 0;
+    out->tcb = NULL;
+    vg_register(out);
+    return 0;
+}
+
+/*
+ * prepare_slots readies the fresh slots from map on, a batch at a time
+ * (a quarter of the slots carved so far, PREP_MIN to PREP_MAX): their
+ * guard markers in one process_madvise on the calling process, and the
+ * top populate_bytes of each (the pages a new thread touches at once: its
+ * TCB and first frames) listed in *pop, for the caller to populate in a
+ * second once it let the lock go (populating a page already in use is
+ * harmless), instead of a system call and two page faults per thread. At
+ * most a quarter more slots than in use are populated ahead. Where
+ * process_madvise cannot do it (before Linux 6.15, or valgrind), prep_ok
+ * goes 0 and each slot gets its guard when it is carved, as before.
+ * stk.lock held.
+ */
+static void prepare_slots(struct spanclass *c, char *map, size_t slot, struct populate *pop)
+{
+    size_t k = c->ncarved / 4;
+    k = k < PREP_MIN ? PREP_MIN : k > PREP_MAX ? PREP_MAX : k;
+    if (k > (size_t)(c->end - map) / slot)
+        k = (size_t)(c->end - map) / slot;
+    if (c->guard) {
+        for (size_t j = 0; j < k; j++)
+            prep_iov[j] = (struct iovec){map + j * slot, c->guard};
+        long r = rt_syscall6(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, (long)prep_iov, (long)k,
+                             MADV_GUARD_INSTALL, 0, 0);
+        if (r != (long)(k * c->guard)) {
+            prep_ok = 0;
+            return;
+        }
+    }
+    size_t top = populate_bytes < c->size ? populate_bytes : c->size;
+    for (size_t j = 0; top && j < k; j++)
+        pop->v[pop->n++] = (struct iovec){map + (j + 1) * slot - top, top};
+    c->prepared = map + k * slot;
+}
+
+/* populate_now populates what prepare_slots listed. stk.lock not held. */
+void populate_now(struct populate *pop)
+{
+    /* Failing (no memory now) costs nothing: the pages fault in later. */
+    if (pop->n)
+        rt_syscall6(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, (long)pop->v, (long)pop->n,
+                    MADV_POPULATE_WRITE, 0, 0);
+    pop->n = 0;
+}
+
+/*
+ * span_get gives a slot of the (size, guard) class: a freed one, else one
+ * carved from the class's span (mapping a new span when it is used up).
+ * *fresh says the slot was just carved: its guard marker is still to be
+ * installed (span_guard, without the lock). Returns 0, -ENOSPC when every
+ * class entry is taken by other sizes, or -ENOMEM. stk.lock held.
+ */
+int span_get(size_t size, size_t guard, struct gstack *out, int *fresh, struct populate *pop)
+{
+    struct spanclass *c = NULL;
+    unsigned i;
+    for (i = 0; i < STACK_SPAN_CLASSES; i++) {
+        c = &stk.cls[i];
+        if (c->size == 0) {
+            c->size = size;
+            c->guard = guard;
+            break;
+        }
+        if (c->size == size && c->guard == guard)
+            break;
+    }
+    if (i == STACK_SPAN_CLASSES)
+        return -ENOSPC;
+    *fresh = 0;
+    struct stacknode *nd = warm_pop(&c->dirty, &c->warm);
+    if (nd) {
+        c->nwarm--;
+        *out = nd->st;
+        out->fresh = 0;
+        STAT_ADD(cache_hits, 1);
+        return 0;
+    }
+    size_t slot = size + guard;
+    char *map;
+    if (c->nfree) { /* a cold slot: guard in place, every page a zero page again */
+        map = c->freev[--c->nfree];
+        STAT_ADD(cache_hits, 1);
+        goto slot;
+    }
+    if (c->next == c->end) {
+        size_t n = SPAN_TARGET / slot;
+        if (n < 1)
+            n = 1;
+        if (n > SPAN_SLOTS_MAX)
+            n = SPAN_SLOTS_MAX;
+        char *span = sys_mmap(n * slot, PROT_READ | PROT_WRITE);
+        if (!span)
+            return -ENOMEM;
+        STAT_ADD(mmaps, 1);
+        stk.vmas += 1;
+        c->next = span;
+        c->end = span + n * slot;
+        c->prepared = span;
+    }
+    map = c->next;
+    c->next += slot;
+    c->ncarved++;
+    if (prep_ok && map >= c->prepared)
+        prepare_slots(c, map, slot, pop);
+    *fresh = map >= c->prepared; /* its guard is still to be installed */
+slot:
+    out->vgid = 0;
+    out->map = map;
+    out->maplen = slot;
+    out->guard = guard;
+    out->lo = map + guard;
+    out->hi = map + slot;
+    out->kind = STACK_SPAN;
+    out->vmas = 0;
+    out->cls = i;
+    out->fresh = 1;
+    out->keep = 0;
+    out->tcb = NULL;
+    return 0;
+}
+
+/* span_has_free: the (size, guard) class has a warm or cold slot to give. stk.lock held. */
+int span_has_free(size_t size, size_t guard)
+{
+    for (unsigned i = 0; i < STACK_SPAN_CLASSES && stk.cls[i].size; i++)
+        if (stk.cls[i].size == size && stk.cls[i].guard == guard)
+            return stk.cls[i].warm || stk.cls[i].dirty || stk.cls[i].nfree;
+    return 0;
+}
+
+/* span_guard installs a fresh slot's guard marker. Returns 0 or -errno. stk.lock not held. */
+int span_guard(const struct gstack *st)
+{
+    if (!st->guard)
+        return 0;
+    long r = rt_syscall(SYS_madvise, st->map, st->guard, MADV_GUARD_INSTALL);
+    return r < 0 ? (int)r : 0;
+}
+
+/* freev_push puts a cold slot, memory released, on its class's array. stk.lock held. */
+static void freev_push(struct spanclass *c, char *map)
+{
+    if (c->nfree == c->capfree) {
+        size_t cap = c->capfree ? 2 * c->capfree : 1024;
+        char **v = (char **)sys_mmap(cap * sizeof *v, PROT_READ | PROT_WRITE);
+        if (!v)
+            goshim_throw("stack_free: no memory for the list of free stack slots");
+        if (c->nfree)
+            memcpy(v, c->freev, c->nfree * sizeof *v);
+        if (c->freev)
+            rt_syscall(SYS_munmap, c->freev, c->capfree * sizeof *v, 0);
+        c->freev = v;
+        c->capfree = cap;
+    }
+    c->freev[c->nfree++] = map;
+}
+
+static size_t slot_len(unsigned cls)
+{
+    return stk.cls[cls].size + stk.cls[cls].guard;
+}
+
+/*
+ * flush_cold releases the memory of a batch of cold slots and puts them on
+ * their classes' arrays. Sorted by address, adjacent slots (threads that
+ * ended in the order they were made) are released by one madvise over
+ * their guards and stacks together: guard markers survive MADV_DONTNEED.
+ * One call per run instead of one per stack, and one TLB shoot-down.
+ * stk.lock not held; takes it.
+ */
+static void flush_cold(struct coldslot *v, unsigned n)
+{
+    for (unsigned gap = n / 2; gap > 0; gap /= 2) /* shell sort: n <= COLD_BATCH */
+        for (unsigned i = gap; i < n; i++)
+            for (unsigned j = i; j >= gap && v[j - gap].map > v[j].map; j -= gap) {
+                struct coldslot t = v[j];
+                v[j] = v[j - gap];
+                v[j - gap] = t;
+            }
+    for (unsigned i = 0; i < n;) {
+        unsigned j = i + 1;
+        char *end = v[i].map + slot_len(v[i].cls);
+        while (j < n && v[j].map == end && v[j].cls == v[i].cls)
+            end += slot_len(v[j++].cls);
+        rt_syscall(SYS_madvise, v[i].map, end - v[i].map, MADV_DONTNEED);
+        i = j;
+    }
+    runtime_lock(&stk.lock);
+    for (unsigned i = 0; i < n; i++)
+        freev_push(&stk.cls[v[i].cls], v[i].map);
+    runtime_unlock(&stk.lock);
+}
+
+/*
+ * The batch being flushed, off every stack (a G's may be small): whoever
+ * holds flush_lock owns it. Lock order: flush_lock, then stk.lock.
+ */
+struct runtime_lock flush_lock;
+static struct coldslot flushing[COLD_BATCH];
+
+/*
+ * flush_pending flushes the pending cold batch when it is full (all: any
+ * length, for a stack_alloc that would otherwise carve a new slot).
+ * stk.lock not held.
+ */
+void flush_pending(int all)
+{
+    runtime_lock(&flush_lock);
+    runtime_lock(&stk.lock);
+    unsigned n = stk.ncold >= (all ? 1u : (unsigned)COLD_BATCH) ? stk.ncold : 0;
+    memcpy(flushing, stk.cold, n * sizeof *flushing);
+    stk.ncold -= n;
+    runtime_unlock(&stk.lock);
+    if (n)
+        flush_cold(flushing, n);
+    runtime_unlock(&flush_lock);
+}
+
+void stack_set_populate(size_t bytes)
+{
+    populate_bytes = round_page(bytes);
+}
+
+void set_max_map_count(unsigned long n)
+{
+    max_map_count = n;
+    vma_budget = n / 4 * 3;
+    rescan_step = vma_budget / 8 ? vma_budget / 8 : 1;
+}
+
+/* read_max_map_count reads vm.max_map_count, or returns 0. Start-up only. */
+unsigned long read_max_map_count(void)
+{
+    char buf[32];
+    int fd =
+        (int)rt_syscall(SYS_openat, AT_FDCWD, "/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    long n = rt_syscall(SYS_read, fd, buf, sizeof buf - 1);
+    rt_syscall(SYS_close, fd, 0, 0);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    unsigned long v = 0;
+    for (char *p = buf; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (unsigned long)(*p - '0');
+    return v;
+}
+
+/* probe_guard_install tries MADV_GUARD_INSTALL on a scratch mapping. Start-up only. */
+int probe_guard_install(void)
+{
+    char *m = sys_mmap(2 * pagesize, PROT_READ | PROT_WRITE);
+    if (!m)
+        return 0;
+    long r = rt_syscall(SYS_madvise, m, pagesize, MADV_GUARD_INSTALL);
+    rt_syscall(SYS_munmap, m, 2 * pagesize, 0);
+    return r == 0;
+}
+
+void stack_test_set_max_map_count(unsigned long n)
+{
+    runtime_lock(&stk.lock);
+    set_max_map_count(n);
+    stk.scanned = 0;
+    runtime_unlock(&stk.lock);
+}

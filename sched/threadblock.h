@@ -1,0 +1,20 @@
+/*
+ * The thread block (threadblock.c) as proc.c uses it: a G's stack and TCB
+ * given back together, and a TCB bound at spawn. Internal to those two.
+ */
+#ifndef GOSHIM_THREADBLOCK_H
+#define GOSHIM_THREADBLOCK_H
+
+struct g;
+struct p;
+
+/* g_drop_stack gives gp's stack back (the TCB in it goes with it). */
+void g_drop_stack(struct p *pp, struct g *gp);
+
+/*
+ * tls_bind_eager gives gp a TCB before it runs (pp: the caller's P, or
+ * NULL). Returns 0 or EAGAIN.
+ */
+int tls_bind_eager(struct p *pp, struct g *gp);
+
+#endif

@@ -1,0 +1,569 @@
+/*
+ * Per-thread TLS: tls_init, which learns the layout of glibc's TCB and
+ * chooses the FS method (tls_impl.h lists the files; the model is in tls.c).
+ *
+ * Offsets. Nothing is hard-coded except the x86-64 TLS ABI header (self at
+ * 0 and 0x10, dtv at 8, multiple_threads 0x18, guards 0x28/0x30, feature_1
+ * 0x48), which gcc compiles into every binary. The rest is found at start-up:
+ *   - tid, list, specific, dtv, sizeof(struct pthread), link_map.l_tls_offset
+ *     from libthread_db's _thread_db_* descriptors ({bits, count, offset});
+ *   - specific_1stblock from the calling thread's specific[0];
+ *   - robust_head from get_robust_list(0) in a probe pthread;
+ *   - stackblock by scanning a probe pthread made with pthread_attr_setstack,
+ *     guardsize checked in a second, default-attribute probe pthread;
+ *   - res from the probe thread's __resp; __resp itself from dlvsym;
+ *   - the strerror/strsignal buffers (tls_state) by scanning for the
+ *     pointers the probe thread got back;
+ *   - rseq from the public __rseq_offset;
+ *   - libc's TLS block from its link map and PT_TLS, and the malloc words
+ *     by diffing that block around free(malloc(24)) run in a fresh TCB.
+ * If any lookup or probe fails, full mode is refused and the G's share
+ * their M's TLS (errno mode, errno saved at every switch) — never a guess.
+ *
+ * Rejected alternatives:
+ *   - Hard-coded offsets from libc6-dbg: silently wrong on any other build.
+ *   - wrfsbase whenever CPUID shows FSGSBASE: with CR4.FSGSBASE off the
+ *     kernel does not preserve the value (measured on this VM: the base
+ *     reverts at the next context switch); AT_HWCAP2 is the kernel's word.
+ *
+ * The FS method (tls_fs_method), chosen once in tls_init, first that works:
+ *   - wrfsbase, when CPUID has FSGSBASE and AT_HWCAP2 says the kernel
+ *     enabled it (about 14 ns per write here);
+ *   - ldt: the Gs' TCBs in a low arena, one LDT entry each, installed by
+ *     loading a selector into %fs (ldt.c; about 6 ns), when modify_ldt
+ *     works; TCBs outside the arena with arch_prctl;
+ *   - arch_prctl(ARCH_SET_FS): a system call, 65-260 ns on this host and
+ *     3.5-8 us on the hosts without FSGSBASE.
+ * GOSHIM_FS forces one; a forced method that cannot work is said, the
+ * chain goes on. A refused modify_ldt (ENOSYS, EPERM) is silent in auto.
+ */
+#include "libc.h"
+#include "tls.h"
+#include "tls_impl.h"
+
+#include "ldt.h"
+#include "throw.h"
+
+#include <cpuid.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
+#define HWCAP2_FSGSBASE_BIT (1ul << 1)
+#define LIBC_TLS_MAX        4096 /* bigger libc TLS blocks are refused */
+#define PROBE_STACK_SIZE    (256 * 1024)
+
+int tls_test_no_fsgsbase;
+
+static char why_buf[160]; /* reason full mode was refused; tls_init runs once */
+
+/* ---- Probes ---- */
+
+/* fail records why full mode is refused and returns the message. */
+static const char *fail(const char *what, const char *detail)
+{
+    rt_snprint(why_buf, sizeof why_buf, "%s%s", what, detail);
+    return why_buf;
+}
+
+static void *priv_sym(const char *name)
+{
+    return dlvsym(RTLD_DEFAULT, name, "GLIBC_PRIVATE");
+}
+
+/*
+ * db_field reads a libthread_db descriptor {bits, count, offset} and checks
+ * it describes a field of elem_bits-bit elements; returns the element count
+ * (0 on failure) and the offset in *off.
+ */
+static size_t db_field(const char *name, uint32_t elem_bits, size_t *off)
+{
+    const uint32_t *d = priv_sym(name);
+    if (!d || d[0] == 0 || d[1] == 0)
+        return 0;
+    *off = d[2];
+    if (d[1] == 1 && d[0] % elem_bits == 0) /* a scalar or a whole array */
+        return d[0] / elem_bits;
+    if (d[0] == elem_bits) /* an array described element-wise */
+        return d[1];
+    return 0;
+}
+
+const char *tls_fs_method_name(int method)
+{
+    switch (method) {
+    case TLS_FS_WRFSBASE:
+        return "wrfsbase";
+    case TLS_FS_LDT:
+        return "ldt";
+    case TLS_FS_ARCH_PRCTL:
+        return "arch_prctl";
+    default:
+        return "none";
+    }
+}
+
+/*
+ * fs_request reads GOSHIM_FS: the method the chain starts at
+ * (wrfsbase, ldt, arch_prctl) and whether the user forced it.
+ */
+static int fs_request(bool *forced)
+{
+    static const int chain[] = {TLS_FS_WRFSBASE, TLS_FS_LDT, TLS_FS_ARCH_PRCTL};
+    const char *env = getenv("GOSHIM_FS");
+    *forced = false;
+    if (!env || !*env || strcmp(env, "auto") == 0)
+        return TLS_FS_WRFSBASE;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(env, tls_fs_method_name(chain[i])) == 0) {
+            *forced = true;
+            return chain[i];
+        }
+    rt_print(2,
+             "goshim: GOSHIM_FS=%s not understood (accepted: auto, wrfsbase, ldt, arch_prctl); "
+             "using auto\n",
+             env);
+    return TLS_FS_WRFSBASE;
+}
+
+/* have_wrfsbase: the CPU has FSGSBASE and the kernel enabled it (AT_HWCAP2). */
+static bool have_wrfsbase(void)
+{
+    unsigned a, b, c, d;
+    bool cpu = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & 1);
+    bool kernel = (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE_BIT) != 0;
+    return cpu && kernel && !tls_test_no_fsgsbase;
+}
+
+/* ldt_cap reads GOSHIM_LDT_ENTRIES: how many TCBs may get an LDT entry. */
+static int ldt_cap(void)
+{
+    const char *env = getenv("GOSHIM_LDT_ENTRIES");
+    if (!env || !*env)
+        return LDT_MAX_SLOTS;
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end || v < 1 || v > LDT_MAX_SLOTS) {
+        rt_print(2,
+                 "goshim: GOSHIM_LDT_ENTRIES=%s not understood (accepted: a whole number from 1 "
+                 "to %d); using %d\n",
+                 env, LDT_MAX_SLOTS, LDT_MAX_SLOTS);
+        return LDT_MAX_SLOTS;
+    }
+    return (int)v;
+}
+
+/* ldt_seen_fn runs with a TCB of the arena installed: what does %fs:0 say? */
+static void ldt_seen_fn(void *arg)
+{
+    *(void **)arg = tls_self();
+}
+
+/*
+ * start_ldt tries the ldt method (ldt.c): the low arena, the first LDT
+ * entries, and a check that loading a selector installs the right TCB.
+ * On success tls_fs_method is TLS_FS_LDT. On failure it stays
+ * arch_prctl, and the reason is said when the user forced a method
+ * (forced: ldt, or wrfsbase, which was not there either), or when a tool
+ * (valgrind) or something unusual stands in the way: once, here, at
+ * start-up. Where the kernel refuses modify_ldt (ENOSYS: built without
+ * it; EPERM: seccomp) and the user asked for nothing, the chain goes on
+ * silently.
+ */
+static void start_ldt(const char *forced)
+{
+    const char *why = NULL;
+    char num[64];
+    if (RUNNING_ON_VALGRIND) {
+        rt_print(2, "goshim: valgrind does not support LDT selectors in %%fs; threads switch "
+                    "with arch_prctl (a system call per switch)\n");
+        return;
+    }
+    int rc = ldt_init(ti.static_size, ti.static_align, ti.sizeof_pthread, ldt_cap());
+    if (rc == -ENOSYS)
+        why = "modify_ldt is not available (a kernel built without CONFIG_MODIFY_LDT_SYSCALL)";
+    else if (rc == -EPERM)
+        why = "modify_ldt is not permitted (a seccomp filter or a hardened kernel)";
+    else if (rc == -ENOMEM)
+        why = "no address space below 4 GiB is left for thread control blocks";
+    else if (rc != 0)
+        why = (rt_snprint(num, sizeof num, "modify_ldt failed with error %d", -rc), num);
+    if (!why) {
+        tls_fs_method = TLS_FS_LDT;
+        void *tcb = ldt_tcb_alloc(), *seen = NULL;
+        if (tcb && ti.allocate_tls(tcb)) {
+            WORD(tcb, TCB_OFF_TCB) = (uintptr_t)tcb; /* %fs:0, all ldt_seen_fn reads */
+            tls_call_with_fs(tcb, ldt_seen_fn, &seen);
+            ti.deallocate_tls(tcb, false);
+        }
+        if (tcb)
+            ldt_tcb_free(tcb);
+        if (!tcb || seen != tcb) {
+            tls_fs_method = TLS_FS_ARCH_PRCTL;
+            ldt_arena_len = 0; /* no TCB is made in the arena from now on */
+            why = "loading an LDT selector did not install the thread control block";
+        }
+    }
+    if (why && (forced || (rc != -ENOSYS && rc != -EPERM)))
+        rt_print(2,
+                 "goshim: %s unavailable: %s; threads switch with arch_prctl (a system call per "
+                 "switch)\n",
+                 forced && strcmp(forced, "ldt") == 0 ? "GOSHIM_FS=ldt" : "LDT selectors", why);
+}
+
+static const char *probe_symbols(void)
+{
+    static const char *const names[] = {"_dl_allocate_tls", "_dl_deallocate_tls",
+                                        "_dl_get_tls_static_info", "__ctype_init"};
+    void *p[4];
+    for (int i = 0; i < 4; i++)
+        if (!(p[i] = priv_sym(names[i])))
+            return fail(names[i], " not found");
+    ti.allocate_tls = (void *(*)(void *))p[0];
+    ti.deallocate_tls = (void (*)(void *, bool))p[1];
+    void (*static_info)(size_t *, size_t *) = (void (*)(size_t *, size_t *))p[2];
+    ti.ctype_init = (void (*)(void))p[3];
+    ti.call_tls_dtors = (void (*)(void))priv_sym("__call_tls_dtors");
+    if (!ti.call_tls_dtors)
+        return fail("__call_tls_dtors", " not found");
+    static_info(&ti.static_size, &ti.static_align);
+    return NULL;
+}
+
+/* State for find_pt_tls: the module to look for, its PT_TLS size found. */
+struct phdr_query {
+    struct link_map *lm;
+    size_t memsz;
+};
+
+/* find_pt_tls is a dl_iterate_phdr callback: the PT_TLS memsz of the module q->lm. */
+static int find_pt_tls(struct dl_phdr_info *pi, size_t size, void *arg)
+{
+    struct phdr_query *q = arg;
+    (void)size;
+    if (pi->dlpi_addr != q->lm->l_addr || !pi->dlpi_name ||
+        strcmp(pi->dlpi_name, q->lm->l_name) != 0)
+        return 0;
+    for (int i = 0; i < pi->dlpi_phnum; i++)
+        if (pi->dlpi_phdr[i].p_type == PT_TLS)
+            q->memsz = pi->dlpi_phdr[i].p_memsz;
+    return 1;
+}
+
+/* probe_layout reads the descriptors and checks them on the calling thread. */
+static const char *probe_layout(void)
+{
+    char *tp = tls_self();
+    const uint32_t *sz = priv_sym("_thread_db_sizeof_pthread");
+    if (!sz)
+        return fail("_thread_db_sizeof_pthread", " not found");
+    ti.sizeof_pthread = *sz;
+    if (ti.sizeof_pthread < 0x300 || ti.sizeof_pthread > 0x10000 ||
+        ti.static_size <= ti.sizeof_pthread)
+        return fail("implausible sizeof(struct pthread)", "");
+
+    size_t dtv_off;
+    if (db_field("_thread_db_pthread_dtvp", 64, &dtv_off) != 1 || dtv_off != TCB_OFF_DTV)
+        return fail("_thread_db_pthread_dtvp", " not at the ABI offset 8");
+    if (WORD(tp, TCB_OFF_TCB) != (uintptr_t)tp || WORD(tp, TCB_OFF_SELF) != (uintptr_t)tp ||
+        WORD(tp, TCB_OFF_DTV) == 0)
+        return fail("x86-64 TCB header check", " failed");
+    if (db_field("_thread_db_pthread_tid", 32, &ti.tid_off) != 1)
+        return fail("_thread_db_pthread_tid", " missing or malformed");
+    if (db_field("_thread_db_pthread_list", 128, &ti.list_off) != 1)
+        return fail("_thread_db_pthread_list", " missing or malformed");
+    ti.specific_n = db_field("_thread_db_pthread_specific", 64, &ti.specific_off);
+    if (ti.specific_n == 0)
+        return fail("_thread_db_pthread_specific", " missing or malformed");
+    size_t end = ti.sizeof_pthread;
+    if (ti.list_off < 0x80 || ti.list_off + 16 > end || ti.tid_off + 4 > end ||
+        ti.specific_off + 8 * ti.specific_n > end)
+        return fail("_thread_db_pthread_* offsets", " out of range");
+
+    uintptr_t first = WORD(tp, ti.specific_off);
+    if (first <= (uintptr_t)tp || first >= (uintptr_t)tp + end)
+        return fail("specific[0] probe", " failed");
+    ti.specific_1st_off = first - (uintptr_t)tp;
+
+    const ptrdiff_t *roff = dlsym(RTLD_DEFAULT, "__rseq_offset");
+    const unsigned *rsize = dlsym(RTLD_DEFAULT, "__rseq_size");
+    if (!roff || !rsize)
+        return fail("__rseq_offset", " not found");
+    ti.rseq_cpu_off = *roff + 4;
+    if (*roff < (ptrdiff_t)ti.list_off || (size_t)*roff + 32 > end)
+        return fail("__rseq_offset", " outside struct pthread");
+    int cpu_id = *(int *)(tp + ti.rseq_cpu_off);
+    if (*rsize > 0 ? cpu_id < 0 : cpu_id >= 0)
+        return fail("rseq cpu_id check", " failed");
+
+    char *resp = priv_sym("__resp");
+    if (!resp)
+        return fail("__resp", " not found");
+    if (resp >= tp || (size_t)(tp - resp) > ti.static_size)
+        return fail("__resp", " not in static TLS");
+    ti.resp_off = tp - resp;
+
+    /* libc's TLS block: from libc's link map, its size from PT_TLS. */
+    Dl_info info;
+    struct link_map *lm = NULL;
+    size_t l_tls_offset_off;
+    if (!dladdr1((void *)ti.ctype_init, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+        return fail("libc link map", " not found");
+    if (db_field("_thread_db_link_map_l_tls_offset", 64, &l_tls_offset_off) != 1)
+        return fail("_thread_db_link_map_l_tls_offset", " missing or malformed");
+    ti.libc_tls_off = *(size_t *)((char *)lm + l_tls_offset_off);
+    ti.libc_tls_size = 0;
+    struct phdr_query q = {lm, 0};
+    dl_iterate_phdr(find_pt_tls, &q);
+    ti.libc_tls_size = q.memsz;
+    char *blk = tp - ti.libc_tls_off;
+    char *errp = (char *)&errno;
+    if (ti.libc_tls_size == 0 || ti.libc_tls_size > LIBC_TLS_MAX || ti.libc_tls_off % 8 ||
+        ti.libc_tls_off > ti.static_size || errp < blk || errp >= blk + ti.libc_tls_size ||
+        resp < blk || resp >= blk + ti.libc_tls_size)
+        return fail("libc TLS block probe", " failed");
+
+    ti.stack_guard = WORD(tp, TCB_OFF_STACKGUARD);
+    ti.pointer_guard = WORD(tp, TCB_OFF_PTRGUARD);
+    ti.feature_1 = *(uint32_t *)(tp + TCB_OFF_FEATURE_1);
+    return NULL;
+}
+
+/* State shared between tls_init and its probe threads. */
+struct probe {
+    char *stack;
+    size_t stack_size, guard;
+    char *fresh; /* the TCB the malloc probe runs in */
+    unsigned char before[LIBC_TLS_MAX], after[LIBC_TLS_MAX];
+    bool fresh_ok;
+};
+
+/* find_pair returns the unique offset in struct pthread holding (a, b), or 0. */
+static size_t find_pair(char *tp, uintptr_t a, uintptr_t b)
+{
+    size_t found = 0;
+    int n = 0;
+    for (size_t off = ti.list_off; off + 16 <= ti.sizeof_pthread; off += 8)
+        if (WORD(tp, off) == a && (b == 0 || WORD(tp, off + 8) == b)) {
+            found = off;
+            n++;
+        }
+    return n == 1 ? found : 0;
+}
+
+/* glibc's own malloc and free, even when the program brings another
+ * malloc (jemalloc, tcmalloc): the probe looks for glibc's per-thread
+ * words, and another allocator's thread state, set up in a TCB that is
+ * thrown away without its thread exit, would stay linked into its lists
+ * (jemalloc: redis crashed at its first mallctl). */
+static struct {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+} glibc_malloc;
+
+/* malloc_probe_fn runs with a fresh TCB installed: snapshot, malloc, snapshot. */
+static void malloc_probe_fn(void *arg)
+{
+    struct probe *pr = arg;
+    char *tp = tls_self();
+    char *blk = tp - ti.libc_tls_off;
+    char *errp = (char *)&errno;
+    pr->fresh_ok = errno == 0 && errp >= blk && errp < blk + ti.libc_tls_size;
+    memcpy(pr->before, blk, ti.libc_tls_size);
+    void *volatile p = glibc_malloc.malloc(24);
+    glibc_malloc.free(p);
+    memcpy(pr->after, blk, ti.libc_tls_size);
+}
+
+/*
+ * probe_malloc_words finds the words malloc sets in a fresh TCB's libc
+ * block. It runs on a probe thread that has not allocated yet, and hands
+ * the tcache and arena the probe created to that thread: glibc frees them
+ * when the thread exits, so the probe leaks nothing. (Run elsewhere, the
+ * probe would leak a tcache and keep an arena attached for ever.)
+ */
+static const char *probe_malloc_words(struct probe *pr)
+{
+    char *fresh = pr->fresh;
+    void *libc = libc_dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    glibc_malloc.malloc = libc ? (void *(*)(size_t))dlsym(libc, "malloc") : NULL;
+    glibc_malloc.free = libc ? (void (*)(void *))dlsym(libc, "free") : NULL;
+    if (!glibc_malloc.malloc || !glibc_malloc.free)
+        return fail("glibc's malloc", " not found in libc.so.6");
+    tls_call_with_fs(fresh, malloc_probe_fn, pr);
+    if (!pr->fresh_ok)
+        return fail("fresh TCB errno check", " failed");
+    int n = 0, bad = 0;
+    size_t offs[2] = {0, 0};
+    for (size_t i = 0; i + 8 <= ti.libc_tls_size; i += 8) {
+        uintptr_t b, a;
+        memcpy(&b, pr->before + i, 8);
+        memcpy(&a, pr->after + i, 8);
+        if (a == b)
+            continue;
+        if (b != 0 || n == 2)
+            bad = 1;
+        else
+            offs[n++] = ti.libc_tls_off - i;
+    }
+    if (bad || n == 1)
+        return fail("malloc state probe", ": unexpected TLS changes");
+    ti.nmalloc = n;
+    ti.malloc_off[0] = offs[0];
+    ti.malloc_off[1] = offs[1];
+    char *self = tls_self();
+    if (n == 2 && WORD(self, -(ptrdiff_t)offs[0]) == 0 && WORD(self, -(ptrdiff_t)offs[1]) == 0)
+        tls_malloc_move(fresh, self);
+    return NULL;
+}
+
+/* probe_stack_thread runs on a pthread_attr_setstack thread: the struct pthread scans. */
+static void *probe_stack_thread(void *arg)
+{
+    struct probe *pr = arg;
+    char *tp = tls_self();
+
+    ti.stackblock_off = find_pair(tp, (uintptr_t)pr->stack, pr->stack_size);
+    if (!ti.stackblock_off)
+        return (void *)fail("stackblock probe", " failed");
+
+    long head = 0, len = 0;
+    if (rt_syscall(SYS_get_robust_list, 0, &head, &len) != 0 || (char *)head <= tp ||
+        (char *)head + 24 > tp + ti.sizeof_pthread || len != 24)
+        return (void *)fail("get_robust_list probe", " failed");
+    ti.robust_head_off = (char *)head - tp;
+    if (WORD(tp, ti.robust_head_off) != (uintptr_t)head ||
+        WORD(tp, ti.robust_head_off - 8) != (uintptr_t)head)
+        return (void *)fail("robust list layout", " unexpected");
+    ti.futex_offset = (long)WORD(tp, ti.robust_head_off + 8);
+
+    char *res = *(char **)(tp - ti.resp_off);
+    if (res <= tp || res >= tp + ti.sizeof_pthread)
+        return (void *)fail("__resp probe", " failed");
+    ti.res_off = res - tp;
+
+    char *e = strerror(987654);
+    char *s = strsignal(98765);
+    ti.tls_state_off[0] = find_pair(tp, (uintptr_t)e, 0);
+    ti.tls_state_off[1] = find_pair(tp, (uintptr_t)s, 0);
+    if (!ti.tls_state_off[0] || !ti.tls_state_off[1])
+        return (void *)fail("strerror/strsignal buffer probe", " failed");
+    return NULL;
+}
+
+/*
+ * probe_guard_thread runs on a default-attribute thread: guardsize and
+ * reported_guardsize follow stackblock_size; then the malloc probe, which
+ * needs a thread that has not allocated yet.
+ */
+static void *probe_guard_thread(void *arg)
+{
+    struct probe *pr = arg;
+    char *tp = tls_self();
+    char here;
+    char *block = (char *)WORD(tp, ti.stackblock_off);
+    size_t size = WORD(tp, ti.stackblock_off + 8);
+    if (&here < block || &here >= block + size || WORD(tp, ti.stackblock_off + 16) != pr->guard ||
+        WORD(tp, ti.stackblock_off + 24) != pr->guard)
+        return (void *)fail("guardsize probe", " failed");
+    return (void *)probe_malloc_words(pr);
+}
+
+/* run_probe_thread runs fn on a real pthread (stack given or default) and returns its verdict. */
+static const char *run_probe_thread(void *(*fn)(void *), struct probe *pr, bool own_stack)
+{
+    pthread_attr_t attr;
+    pthread_t th;
+    void *ret = NULL;
+    if (pthread_attr_init(&attr) != 0)
+        return fail("pthread_attr_init", " failed");
+    if (own_stack)
+        pthread_attr_setstack(&attr, pr->stack, pr->stack_size);
+    else if (pthread_attr_getguardsize(&attr, &pr->guard) != 0 || pr->guard == 0)
+        ret = (void *)fail("default guard size", " is 0");
+    if (!ret && libc_pthread_create(&th, &attr, fn, pr) != 0)
+        ret = (void *)fail("probe thread", " could not be created");
+    else if (!ret)
+        libc_pthread_join(th, &ret);
+    pthread_attr_destroy(&attr);
+    return ret;
+}
+
+/*
+ * probe_all runs every probe; want_ldt: the ldt method is next in the
+ * chain; forced: the GOSHIM_FS value the user gave, or NULL.
+ */
+static const char *probe_all(bool want_ldt, const char *forced)
+{
+    const char *why;
+    memset(&ti, 0, sizeof ti); /* unknown offsets read as 0 (see free_thread_buffers) */
+    if ((why = probe_symbols()) || (why = probe_layout()))
+        return why;
+    if (want_ldt)
+        start_ldt(forced); /* the TCBs made from here on may come from the arena */
+    struct probe *pr = mmap(NULL, sizeof *pr + PROBE_STACK_SIZE, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (pr == MAP_FAILED)
+        return fail("probe memory", " unavailable");
+    pr->stack = (char *)pr + ((sizeof *pr + 4095) & ~(size_t)4095);
+    pr->stack_size = PROBE_STACK_SIZE - 4096;
+    why = run_probe_thread(probe_stack_thread, pr, true);
+    if (!why && !(pr->fresh = tls_tcb_new()))
+        why = fail("probe TCB allocation", " failed");
+    if (!why)
+        why = run_probe_thread(probe_guard_thread, pr, false);
+    if (pr->fresh)
+        tls_tcb_destroy(pr->fresh);
+    munmap(pr, sizeof *pr + PROBE_STACK_SIZE);
+    return why;
+}
+
+static const char errno_mode_effect[] =
+    "errno is per thread, __thread variables are shared by threads on one OS thread";
+
+int tls_init(int want)
+{
+    tls_mode = TLS_MODE_ERRNO;
+    tls_fs_method = TLS_FS_NONE;
+    ldt_arena_len = 0;
+    if (want == TLS_MODE_ERRNO) {
+        rt_print(2, "goshim: GOSHIM_TLS=errno mode: %s\n", errno_mode_effect);
+        return tls_mode;
+    }
+    /*
+     * The probes already switch FS (the malloc probe), so the method comes
+     * first: wrfsbase now, ldt once the layout is known (probe_all), else
+     * arch_prctl.
+     */
+    bool forced;
+    int fs_want = fs_request(&forced);
+    tls_fs_method = TLS_FS_ARCH_PRCTL;
+    if (fs_want == TLS_FS_WRFSBASE && have_wrfsbase())
+        tls_fs_method = TLS_FS_WRFSBASE;
+    else if (fs_want == TLS_FS_WRFSBASE && forced)
+        rt_print(2, "goshim: GOSHIM_FS=wrfsbase unavailable: the kernel does not allow wrfsbase "
+                    "here (AT_HWCAP2 lacks HWCAP2_FSGSBASE); trying ldt\n");
+    bool want_ldt = tls_fs_method != TLS_FS_WRFSBASE && fs_want != TLS_FS_ARCH_PRCTL;
+    const char *why = probe_all(want_ldt, forced ? tls_fs_method_name(fs_want) : NULL);
+    if (why) {
+        tls_fs_method = TLS_FS_NONE;
+        ldt_arena_len = 0;
+        rt_print(2, "goshim: per-thread TLS unavailable (%s); using GOSHIM_TLS=errno mode: %s\n",
+                 why, errno_mode_effect);
+        return tls_mode;
+    }
+    tls_mode = TLS_MODE_FULL;
+    return tls_mode;
+}
