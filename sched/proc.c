@@ -27,7 +27,6 @@
  * A thread's TCB, when it has one of its own, lives at the top of its
  * stack block: threadblock.c.
  */
-#include <asm/prctl.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -590,11 +589,8 @@ void release_commit(struct m *mp)
 
 int sched_stack_lookup(void *addr, unsigned long *id, size_t *size)
 {
-    unsigned long gs = 0;
-    if (!sched.started || rt_syscall(SYS_arch_prctl, ARCH_GET_GS, &gs, 0) != 0 || gs == 0)
-        return 0;
-    struct m *mp = (struct m *)gs;
-    if (mp->self != mp)
+    struct m *mp = sched.started ? m_of_thread() : NULL;
+    if (!mp)
         return 0;
     struct g *gp = mp->curg;
     if (!gp || !gp->stack.lo)

@@ -1,5 +1,5 @@
 /*
- * Tests for sched/stack.c: default size, guards, caches, the VMA budget and
+ * Tests for sched/stack*.c: default size, guards, caches, the VMA budget and
  * its arena fallback, overflow reporting and chaining.
  *
  * Criterion runs each test in its own process, so each one starts with fresh

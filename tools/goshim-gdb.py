@@ -46,10 +46,10 @@
 #
 # Core files. gdb's gcore copies each mapping in 1 MiB reads and gives up on the
 # rest of a mapping at the first read that fails. goshim's stacks carry their guard
-# page as a marker inside the mapping (MADV_GUARD_INSTALL, sched/stack.c), and
+# page as a marker inside the mapping (MADV_GUARD_INSTALL, sched/stack_span.c), and
 # adjacent stacks merge into one mapping, so a plain gcore keeps the runtime's
 # structures (info goshim works, without thread names: a thread's record and TCB sit
-# at the top of its stack block, sched/proc.c) but writes zeros for the G stacks:
+# at the top of its stack block, sched/threadblock.c) but writes zeros for the G stacks:
 # `goshim bt` then says so. `goshim gcore FILE` runs gcore, then writes into FILE the
 # part of each G stack that is in use (from its saved or current stack pointer to
 # the top, TCB and record included), read
