@@ -144,17 +144,19 @@ enum { FUTEX_KERNEL = 1 };
 static long futex_wait(uint32_t *addr, uint32_t val, int64_t deadline)
 {
     for (;;) {
-        sched_set_wait(WAIT_FUTEX, addr);
-        int err = gfutex_wait(addr, val, deadline);
-        sched_set_wait(WAIT_NONE, NULL);
-        if (err == 0)
+        switch (shim_wait_word(WAIT_FUTEX, addr, addr, val, deadline, 0)) {
+        case SHIM_WAIT_READY:
             return 0;
-        if (err == EAGAIN || err == ETIMEDOUT)
-            return -err;
-        if (shim_deliver_signals() == 2) /* EINTR: a handler without SA_RESTART ran */
+        case SHIM_WAIT_CHANGED:
+            return -EAGAIN;
+        case SHIM_WAIT_TIMEDOUT:
+            return -ETIMEDOUT;
+        case SHIM_WAIT_INTERRUPTED: /* a handler without SA_RESTART ran */
             return -EINTR;
-        if (__atomic_load_n(addr, __ATOMIC_SEQ_CST) != val)
-            return 0; /* interrupted, but the value moved on: as a wake-up */
+        default:
+            if (__atomic_load_n(addr, __ATOMIC_SEQ_CST) != val)
+                return 0; /* interrupted, but the value moved on: as a wake-up */
+        }
     }
 }
 
