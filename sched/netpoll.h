@@ -15,7 +15,7 @@
  * never by setting O_NONBLOCK on the open file, which is shared with stdio
  * (fdopen), with children and with other processes that would then see
  * EAGAIN they never asked for. Listening sockets are the one exception
- * (accept has no per-call flag); fcntl hides it (shim/net.c).
+ * (accept has no per-call flag); fcntl hides it (shim/fd.c).
  */
 #ifndef GOSHIM_NETPOLL_H
 #define GOSHIM_NETPOLL_H

@@ -4,7 +4,7 @@
  * the Gs that would unblock it, because its P goes to another M (at once,
  * or when sysmon sees the call last). One body for all, by X-macro.
  * Socket, pipe and poll-style waits park on the netpoller instead
- * (shim/net.c). errno is the G's own (its TCB stays installed on this M
+ * (shim/net.c, shim/poll.c). errno is the G's own (its TCB stays installed on this M
  * through the call).
  */
 #include <poll.h>

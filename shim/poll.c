@@ -9,7 +9,7 @@
  * handler runs on the G, then the call fails with EINTR (poll, select and
  * epoll_wait are never restarted, SA_RESTART or not). ppoll, pselect,
  * epoll_pwait and epoll_pwait2 with a signal mask park the same way, the
- * mask being the thread's for the call (shim_callmask in shim/signal.c:
+ * mask being the thread's for the call (shim_callmask in shim/sigmask.c:
  * the router sees it, so a process signal the mask lets through interrupts
  * the call, its handler having run before it returns, and the old mask is
  * back afterwards). Rejected: handing the P off and letting the kernel

@@ -52,7 +52,7 @@ static inline bool sync_on(void)
 
 /* shim/thread.h */
 int shim_deliver_signals(void);
-/* shim/signal.c: start the router of process-directed signals (after adoption). */
+/* shim/sigroute.c: start the router of process-directed signals (after adoption). */
 int shim_signal_init(void);
 void shim_async_cancel(void);
 

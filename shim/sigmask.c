@@ -84,7 +84,7 @@ static void install_mask(uint64_t real, uint64_t next)
 }
 
 /*
- * ppoll, pselect, epoll_pwait and epoll_pwait2 with a mask (shim/net.c) wait on the
+ * ppoll, pselect, epoll_pwait and epoll_pwait2 with a mask (shim/poll.c) wait on the
  * netpoller like their plain forms, with the given mask as the thread's for the call
  * (the kernel's sigprocmask-wait-restore, atomically): the router sees it, so a process
  * signal it lets through comes to this thread and interrupts the wait; a signal the mask
