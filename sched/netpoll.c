@@ -263,7 +263,10 @@ static struct pdesc *pd_peer(struct pdesc *pd)
     return pp;
 }
 
-struct pdesc *netpoll_write_begin(struct pdesc *pd)
+/* Around a write to pd: begin returns the other end of an own pair (NULL
+ * if pd is not one) and marks a write in progress to it; end (with the
+ * result) counts the bytes in flight and readies its reader. */
+static struct pdesc *netpoll_write_begin(struct pdesc *pd)
 {
     struct pdesc *pp = pd_peer(pd);
     if (pp)
@@ -271,7 +274,7 @@ struct pdesc *netpoll_write_begin(struct pdesc *pd)
     return pp;
 }
 
-void netpoll_write_end(struct pdesc *pp, long n)
+static void netpoll_write_end(struct pdesc *pp, long n)
 {
     if (!pp)
         return;
@@ -285,7 +288,8 @@ void netpoll_write_end(struct pdesc *pp, long n)
         pd_ready(pp, true, false);
 }
 
-void netpoll_read_done(struct pdesc *pd, long n)
+/* After a successful read: ready the other end's writer. */
+static void netpoll_read_done(struct pdesc *pd, long n)
 {
     __atomic_sub_fetch(&pd->inflight, n, __ATOMIC_SEQ_CST);
     struct pdesc *pp = pd_peer(pd);
@@ -293,7 +297,11 @@ void netpoll_read_done(struct pdesc *pd, long n)
         pd_ready(pp, false, true);
 }
 
-bool netpoll_known_empty(struct pdesc *pd, uint32_t seq)
+/* True when a read of pd is known to find nothing, without a system call:
+ * registered, no hang-up reported, and either an own pair's read end with
+ * nothing written through goshim left unread, or a stream a read drained
+ * at this very seq (the caller read seq before). */
+static bool netpoll_known_empty(struct pdesc *pd, uint32_t seq)
 {
     if (pd->epoll != 1 || __atomic_load_n(&pd->hup, __ATOMIC_SEQ_CST))
         return false;
@@ -356,7 +364,10 @@ bool netpoll_arm(struct pdesc *pd)
     return ok;
 }
 
-int netpoll_wait(struct pdesc *pd, int mode, uint32_t seq, uint32_t gen, int64_t deadline)
+/* Park the calling G until pd's mode sequence differs from seq, or until
+ * deadline (monotonic ns, < 0 none). 0: maybe ready; ETIMEDOUT; EINTR;
+ * EBADF: closed meanwhile (gen is the generation seen before the try). */
+static int netpoll_wait(struct pdesc *pd, int mode, uint32_t seq, uint32_t gen, int64_t deadline)
 {
     bool counted = !own_pair(pd);
     __atomic_add_fetch(&pd->waiters[mode], 1, __ATOMIC_SEQ_CST);
@@ -372,11 +383,182 @@ int netpoll_wait(struct pdesc *pd, int mode, uint32_t seq, uint32_t gen, int64_t
     return err == EAGAIN ? 0 : err;
 }
 
-void netpoll_read_after_park(struct pdesc *pd, uint32_t direct0)
+/* A read that parked found data: if no own write brought it (direct still
+ * direct0, none in progress), another writer exists and pd's pair is no
+ * longer treated as own. */
+static void netpoll_read_after_park(struct pdesc *pd, uint32_t direct0)
 {
     if (pd->peer >= 0 && __atomic_load_n(&pd->direct, __ATOMIC_SEQ_CST) == direct0 &&
         __atomic_load_n(&pd->writing, __ATOMIC_SEQ_CST) == 0)
         pair_unown(pd);
+}
+
+/* ---- one I/O call: the readiness protocol (netpoll.h) --------------------------- */
+
+/* Put O_NONBLOCK on a listening socket for good (accept has no per-call flag). */
+static void force_nonblock(struct pdesc *pd)
+{
+    struct m *m_pd = pd_lock(pd);
+    if (!pd->forced_nb && !pd->user_nb) {
+        long fl = sys(SYS_fcntl, pd->fd, F_GETFL, 0);
+        if (fl >= 0 && sys(SYS_fcntl, pd->fd, F_SETFL, fl | O_NONBLOCK) == 0)
+            pd->forced_nb = 1;
+    }
+    pd_unlock(pd, m_pd);
+}
+
+int netpoll_reset(struct pdcall *c, int fd, int mode, bool listening)
+{
+    struct pdesc *pd = netpoll_fd(fd);
+    c->pd = pd;
+    if (!pd)
+        return PD_NOTOPEN;
+    if (__atomic_load_n(&pd->kind, __ATOMIC_RELAXED) != PD_NOWAIT)
+        return PD_HANDOFF;
+    if (listening && !__atomic_load_n(&pd->forced_nb, __ATOMIC_RELAXED) &&
+        !__atomic_load_n(&pd->user_nb, __ATOMIC_RELAXED))
+        force_nonblock(pd);
+    c->mode = mode;
+    c->peer = NULL;
+    c->parked = false;
+    c->direct0 = 0;
+    c->gen = __atomic_load_n(&pd->gen, __ATOMIC_ACQUIRE);
+    int64_t timeo = __atomic_load_n(&pd->timeo[mode], __ATOMIC_RELAXED);
+    c->deadline = timeo > 0 ? nanotime() + timeo : -1;
+    return PD_POLL;
+}
+
+void netpoll_snapshot(struct pdcall *c)
+{
+    /* direct before seq: an own write bumps direct, then seq. */
+    c->direct = __atomic_load_n(&c->pd->direct, __ATOMIC_SEQ_CST);
+    c->seq = __atomic_load_n(&c->pd->seq[c->mode], __ATOMIC_SEQ_CST);
+}
+
+static bool user_nonblock(const struct pdesc *pd)
+{
+    return __atomic_load_n(&pd->user_nb, __ATOMIC_RELAXED);
+}
+
+bool netpoll_try_begin(struct pdcall *c)
+{
+    netpoll_snapshot(c);
+    /* Known empty (no system call to learn it). Never after a wake-up: it
+     * may come from a write goshim did not see. */
+    if (!c->parked && c->mode == PD_READ && !user_nonblock(c->pd) &&
+        netpoll_known_empty(c->pd, c->seq))
+        return false;
+    c->peer = c->mode == PD_WRITE ? netpoll_write_begin(c->pd) : NULL;
+    return true;
+}
+
+/* The read drained a stream at the sequence read before the try. */
+static void drained(struct pdcall *c)
+{
+    if (c->mode == PD_READ && c->pd->stream)
+        __atomic_store_n(&c->pd->drained, c->seq + 1, __ATOMIC_RELAXED);
+}
+
+int netpoll_tried(struct pdcall *c, long n, size_t rest)
+{
+    netpoll_write_end(c->peer, n);
+    c->peer = NULL;
+    if (n >= 0) {
+        if (c->mode == PD_READ) {
+            if ((size_t)n < rest)
+                drained(c);
+            if (c->parked && n > 0)
+                netpoll_read_after_park(c->pd, c->direct0);
+            if (n > 0)
+                netpoll_read_done(c->pd, n);
+        }
+        return PD_DONE;
+    }
+    if (n != -EAGAIN || user_nonblock(c->pd)) /* made non-blocking meanwhile: as natively */
+        return PD_FAIL;
+    drained(c);
+    return PD_WAIT;
+}
+
+void netpoll_accepted(struct pdcall *c, int fd, int flags)
+{
+    struct pdesc *lpd = c->pd;
+    netpoll_known(fd, PD_NOWAIT, lpd->stream, true, (flags & SOCK_NONBLOCK) != 0);
+    struct pdesc *pd = netpoll_lookup(fd);
+    if (!pd)
+        return;
+    struct m *m_pd = pd_lock(pd);
+    for (int mode = 0; mode < 2; mode++)
+        pd->timeo[mode] = __atomic_load_n(&lpd->timeo[mode], __ATOMIC_RELAXED);
+    pd_unlock(pd, m_pd);
+}
+
+bool netpoll_whole(const struct pdcall *c)
+{
+    return c->pd->stream && !user_nonblock(c->pd);
+}
+
+void netpoll_set_blocking(struct pdcall *c)
+{
+    struct m *m_pd = pd_lock(c->pd);
+    __atomic_store_n(&c->pd->kind, PD_BLOCKING, __ATOMIC_RELAXED);
+    pd_unlock(c->pd, m_pd);
+}
+
+bool netpoll_prepare(struct pdcall *c)
+{
+    return netpoll_arm(c->pd);
+}
+
+int netpoll_waitcall(void *arg)
+{
+    struct pdcall *c = arg;
+    c->direct0 = c->direct;
+    c->parked = true;
+    return netpoll_wait(c->pd, c->mode, c->seq, c->gen, c->deadline);
+}
+
+bool netpoll_blocking_socket(const struct pdcall *c)
+{
+    return c->pd->socket && !user_nonblock(c->pd);
+}
+
+bool netpoll_forced_nonblock(const struct pdcall *c)
+{
+    return __atomic_load_n(&c->pd->forced_nb, __ATOMIC_RELAXED);
+}
+
+/* ---- per-fd state the application sets --------------------------------------------- */
+
+bool netpoll_set_user_nonblock(int fd, bool nb)
+{
+    struct pdesc *pd = netpoll_fd(fd);
+    if (!pd)
+        return false;
+    struct m *m_pd = pd_lock(pd);
+    __atomic_store_n(&pd->user_nb, nb, __ATOMIC_RELAXED);
+    bool forced = pd->forced_nb;
+    pd_unlock(pd, m_pd);
+    return forced;
+}
+
+int netpoll_getfl(int fd, int fl)
+{
+    struct pdesc *pd = netpoll_lookup(fd);
+    if (fl >= 0 && pd && __atomic_load_n(&pd->init, __ATOMIC_ACQUIRE) &&
+        __atomic_load_n(&pd->forced_nb, __ATOMIC_RELAXED) && !user_nonblock(pd))
+        fl &= ~O_NONBLOCK; /* ours, not the application's */
+    return fl;
+}
+
+void netpoll_set_timeout(int fd, int mode, int64_t ns)
+{
+    struct pdesc *pd = netpoll_fd(fd);
+    if (!pd)
+        return;
+    struct m *m_pd = pd_lock(pd);
+    __atomic_store_n(&pd->timeo[mode], ns > 0 ? ns : 0, __ATOMIC_RELAXED);
+    pd_unlock(pd, m_pd);
 }
 
 /* ---- close, dup, fork ----------------------------------------------------------- */
@@ -404,6 +586,19 @@ void netpoll_close(int fd)
         pd_unlock(pp, m_pp);
         __atomic_store_n(&pp->hup, 1, __ATOMIC_SEQ_CST);
         pd_ready(pp, true, true); /* EOF for a reader, EPIPE for a writer */
+    }
+}
+
+void netpoll_close_range(unsigned first, unsigned last)
+{
+    for (unsigned fd = first; fd <= last && fd < (unsigned)INT_MAX; fd++) {
+        struct pdesc *pd = netpoll_lookup((int)fd);
+        if (!pd) {
+            fd |= PD_CHUNK - 1; /* no chunk here: skip it */
+            continue;
+        }
+        if (__atomic_load_n(&pd->init, __ATOMIC_ACQUIRE))
+            netpoll_close((int)fd);
     }
 }
 

@@ -15,22 +15,17 @@
  * never by setting O_NONBLOCK on the open file, which is shared with stdio
  * (fdopen), with children and with other processes that would then see
  * EAGAIN they never asked for. Listening sockets are the one exception
- * (accept has no per-call flag); fcntl hides it (shim/net.c).
+ * (accept has no per-call flag); fcntl hides it (shim/fd.c).
  */
 #ifndef GOSHIM_NETPOLL_H
 #define GOSHIM_NETPOLL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "api.h" /* the part the shim uses: enum pd_mode, struct pdcall, the protocol */
 #include "lock.h"
-
-enum pd_kind {
-    PD_NOWAIT = 1, /* pollable and takes RWF_NOWAIT: park on EAGAIN */
-    PD_BLOCKING,   /* regular file, block or char device, or no RWF_NOWAIT: hand off the P */
-};
-
-enum pd_mode { PD_READ, PD_WRITE };
 
 struct psub;
 
@@ -58,72 +53,15 @@ struct pdesc {
     struct psub *subs; /* poll/select waiters; lock */
 };
 
-/* A poll/select/epoll_wait waiter subscribed to some descriptors: word is
- * bumped (and woken) whenever one of them may have become ready. */
-struct psub {
-    struct psub *next, *prev;
-    struct pdesc *pd;
-    uint32_t *word;
-    bool counted; /* in the epoll waiters */
-};
-
 /* Start (sched_init). 0 or an errno value. */
 int netpoll_init(void);
 
-/* The descriptor of fd, classified (a few system calls, once per fd until
- * it is closed); NULL if fd is not open or out of range. */
-struct pdesc *netpoll_fd(int fd);
 /* The descriptor of fd if it was ever seen, unclassified allowed; else NULL. */
 struct pdesc *netpoll_lookup(int fd);
-/* Describe a fd the caller just created (no system call). */
-void netpoll_known(int fd, int kind, bool stream, bool socket, bool user_nb);
-/* The two ends of a pipe or socketpair this process just created. */
-void netpoll_pair(int a, int b);
-/* Forget everything about fd (it is being closed or replaced): waiters
- * wake with EBADF, the other end of an own pair becomes readable (EOF) or
- * writable (EPIPE). Before the real close. */
-void netpoll_close(int fd);
-/* fd was duplicated (dup, dup2, F_DUPFD): another name now writes to it. */
-void netpoll_dup(int oldfd, int newfd);
 /* A process was forked: in the parent, own pairs are no longer known to
  * be written only through goshim; in the child, a fresh epoll instance. */
 void netpoll_fork_parent(void);
 void netpoll_fork_child(void);
-
-/* Register fd in the epoll set (edge-triggered, both directions). False if
- * it cannot be (it is then always ready: regular files, /dev/null). */
-bool netpoll_arm(struct pdesc *pd);
-
-/*
- * Park the calling G until pd's mode sequence differs from seq, or until
- * deadline (monotonic ns, < 0 none). 0: maybe ready, try again; ETIMEDOUT;
- * EINTR (cancellation or a signal for this thread); EBADF: closed meanwhile
- * (gen is the generation seen before the try).
- */
-int netpoll_wait(struct pdesc *pd, int mode, uint32_t seq, uint32_t gen, int64_t deadline);
-
-/*
- * Around a write to pd: begin returns the other end of an own pair (NULL
- * if pd is not one) and marks a write in progress to it; end (with the
- * result) counts the bytes in flight and readies its reader.
- */
-struct pdesc *netpoll_write_begin(struct pdesc *pd);
-void netpoll_write_end(struct pdesc *peer, long n);
-/* After a successful read: ready the other end's writer. */
-void netpoll_read_done(struct pdesc *pd, long n);
-/* A read that parked found data: if no own write brought it (direct still
- * direct0, none in progress), another writer exists and pd's pair is no
- * longer treated as own. */
-void netpoll_read_after_park(struct pdesc *pd, uint32_t direct0);
-/* True when a read of pd is known to find nothing, without a system call:
- * registered, no hang-up reported, and either an own pair's read end with
- * nothing written through goshim left unread, or a stream a read drained
- * at this very seq (the caller read seq before). */
-bool netpoll_known_empty(struct pdesc *pd, uint32_t seq);
-
-/* Subscribe/unsubscribe a poll-style waiter. */
-void netpoll_subscribe(struct pdesc *pd, struct psub *s, uint32_t *word);
-void netpoll_unsubscribe(struct psub *s);
 
 /*
  * Poll the epoll set: until = absolute monotonic ns to block until, -1 to

@@ -14,7 +14,7 @@
  * to it for glibc's handler and back. The M is told by its GS base (0 on
  * threads goshim does not run). SIGSETXID must never be blocked, so
  * neither the helper threads nor any G block it (sched_helper_thread,
- * shim/signal.c).
+ * shim/sigroute.c).
  */
 #include <asm/prctl.h>
 #include <signal.h>

@@ -64,7 +64,7 @@ GOSHIM_EXPORT int pthread_barrier_wait(pthread_barrier_t *b)
         return PTHREAD_BARRIER_SERIAL_THREAD;
     }
     while (__atomic_load_n(&gb->current_round, __ATOMIC_ACQUIRE) == round)
-        sync_wait(WAIT_BARRIER, gb, &gb->current_round, round, -1);
+        shim_wait_word(WAIT_BARRIER, gb, &gb->current_round, round, -1, 0);
     __atomic_fetch_sub(&gb->out, 1, __ATOMIC_RELEASE); /* last access to b */
     return 0;
 }
@@ -80,7 +80,7 @@ GOSHIM_EXPORT int pthread_barrier_destroy(pthread_barrier_t *b)
         uint32_t round;
         while (round = __atomic_load_n(&gb->current_round, __ATOMIC_ACQUIRE),
                __atomic_load_n(&gb->in, __ATOMIC_ACQUIRE) != 0)
-            sync_wait(WAIT_BARRIER, gb, &gb->current_round, round, -1);
+            shim_wait_word(WAIT_BARRIER, gb, &gb->current_round, round, -1, 0);
         while (__atomic_load_n(&gb->out, __ATOMIC_ACQUIRE) != 0)
             gsync_yield();
     }

@@ -4,7 +4,7 @@
  * the Gs that would unblock it, because its P goes to another M (at once,
  * or when sysmon sees the call last). One body for all, by X-macro.
  * Socket, pipe and poll-style waits park on the netpoller instead
- * (shim/net.c). errno is the G's own (its TCB stays installed on this M
+ * (shim/net.c, shim/poll.c). errno is the G's own (its TCB stays installed on this M
  * through the call).
  */
 #include <poll.h>
@@ -143,17 +143,19 @@ enum { FUTEX_KERNEL = 1 };
 static long futex_wait(uint32_t *addr, uint32_t val, int64_t deadline)
 {
     for (;;) {
-        sched_set_wait(WAIT_FUTEX, addr);
-        int err = gfutex_wait(addr, val, deadline);
-        sched_set_wait(WAIT_NONE, NULL);
-        if (err == 0)
+        switch (shim_wait_word(WAIT_FUTEX, addr, addr, val, deadline, 0)) {
+        case SHIM_WAIT_READY:
             return 0;
-        if (err == EAGAIN || err == ETIMEDOUT)
-            return -err;
-        if (shim_deliver_signals() == 2) /* EINTR: a handler without SA_RESTART ran */
+        case SHIM_WAIT_CHANGED:
+            return -EAGAIN;
+        case SHIM_WAIT_TIMEDOUT:
+            return -ETIMEDOUT;
+        case SHIM_WAIT_INTERRUPTED: /* a handler without SA_RESTART ran */
             return -EINTR;
-        if (__atomic_load_n(addr, __ATOMIC_SEQ_CST) != val)
-            return 0; /* interrupted, but the value moved on: as a wake-up */
+        default:
+            if (__atomic_load_n(addr, __ATOMIC_SEQ_CST) != val)
+                return 0; /* interrupted, but the value moved on: as a wake-up */
+        }
     }
 }
 

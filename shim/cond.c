@@ -78,13 +78,14 @@ static int cond_wait(pthread_cond_t *c, pthread_mutex_t *m, bool timed, clockid_
         __atomic_fetch_sub(COND_NWAITERS(c), 1, __ATOMIC_RELEASE);
         return r;
     }
-    r = sync_wait(WAIT_COND, c, COND_SEQ(c), seq, deadline);
+    bool timedout =
+        shim_wait_word(WAIT_COND, c, COND_SEQ(c), seq, deadline, 0) == SHIM_WAIT_TIMEDOUT;
     __atomic_fetch_sub(COND_NWAITERS(c), 1, __ATOMIC_RELEASE); /* last access to c */
     r2 = gmutex_cond_lock(m, saved);
     if (r2 != 0)
         return r2;
     shim_testcancel(); /* cancelled while waiting: unwind with the mutex re-acquired */
-    return r == ETIMEDOUT ? ETIMEDOUT : 0;
+    return timedout ? ETIMEDOUT : 0;
 }
 
 static void cond_wake(pthread_cond_t *c, int n)

@@ -137,7 +137,8 @@ static int lock_slow(int *word, bool timed, clockid_t clk, const struct timespec
         goto wait;
     while (__atomic_exchange_n(word, 2, __ATOMIC_ACQUIRE) != 0) {
     wait:
-        if (sync_wait(WAIT_MUTEX, word, (uint32_t *)word, 2, deadline) == ETIMEDOUT)
+        if (shim_wait_word(WAIT_MUTEX, word, (uint32_t *)word, 2, deadline, 0) ==
+            SHIM_WAIT_TIMEDOUT)
             return ETIMEDOUT;
         shim_async_cancel(); /* not holding it: a cancelled thread may go */
     }

@@ -131,7 +131,7 @@ static int rdlock(pthread_rwlock_t *rw, bool timed, clockid_t clk, const struct 
                 continue;
             l |= (uint32_t)RW_WAIT;
         }
-        if (sync_wait(WAIT_RWLOCK, rw, rw_word(rw), l, deadline) == ETIMEDOUT)
+        if (shim_wait_word(WAIT_RWLOCK, rw, rw_word(rw), l, deadline, 0) == SHIM_WAIT_TIMEDOUT)
             return ETIMEDOUT;
         s = __atomic_load_n(rw_state(rw), __ATOMIC_RELAXED);
     }
@@ -196,7 +196,7 @@ static int wrlock(pthread_rwlock_t *rw, bool timed, clockid_t clk, const struct 
                 continue;
         }
         counted = true;
-        if (sync_wait(WAIT_RWLOCK, rw, rw_word(rw), nl, deadline) == ETIMEDOUT) {
+        if (shim_wait_word(WAIT_RWLOCK, rw, rw_word(rw), nl, deadline, 0) == SHIM_WAIT_TIMEDOUT) {
             writer_withdraw(rw);
             return ETIMEDOUT;
         }

@@ -80,18 +80,12 @@ static int sem_wait_slow(struct gsem *gs, int64_t deadline)
                 __atomic_fetch_sub(&gs->data, SEM_ONE_WAITER, __ATOMIC_RELAXED);
                 shim_testcancel();
             }
-            sched_set_wait(WAIT_SEM, gs);
-            int err = gfutex_wait(sem_word(gs), 0, deadline);
-            sched_set_wait(WAIT_NONE, NULL);
-            /* Interrupted: the handler runs here; without SA_RESTART the wait fails. */
-            if (err == ETIMEDOUT || (err == EINTR && shim_deliver_signals() == 2)) {
+            /* Interrupted: the handler ran in shim_wait; without SA_RESTART the wait fails. */
+            enum shim_wait w = shim_wait_word(WAIT_SEM, gs, sem_word(gs), 0, deadline, 0);
+            if (w == SHIM_WAIT_TIMEDOUT || w == SHIM_WAIT_INTERRUPTED) {
                 __atomic_fetch_sub(&gs->data, SEM_ONE_WAITER, __ATOMIC_RELAXED);
-                if (err == ETIMEDOUT)
-                    shim_deliver_signals(); /* sent as it timed out */
-                return err;
+                return w == SHIM_WAIT_TIMEDOUT ? ETIMEDOUT : EINTR;
             }
-            if (err != EINTR)
-                shim_deliver_signals(); /* sent as it woke */
             d = __atomic_load_n(&gs->data, __ATOMIC_RELAXED);
         } else if (__atomic_compare_exchange_n(&gs->data, &d, d - 1 - SEM_ONE_WAITER, true,
                                                __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {

@@ -20,6 +20,10 @@
 #include "shim/real.h"
 #include "sched/api.h"
 
+/* glibc reserves these two real-time signals for itself (nptl). */
+#define SIGCANCEL_NO 32
+#define SIGSETXID_NO 33
+
 /* Set by the constructor (preload/init.c) once the runtime runs and the main
  * thread is the main G; defined in shim.c. */
 extern bool goshim_started;
@@ -51,27 +55,37 @@ static inline bool sync_on(void)
 
 /* shim/thread.h */
 int shim_deliver_signals(void);
-/* shim/signal.c: start the router of process-directed signals (after adoption). */
+/* shim/sigroute.c: start the router of process-directed signals (after adoption). */
 int shim_signal_init(void);
 void shim_async_cancel(void);
 
 /*
- * gfutex_wait for the shim's synchronisation objects: what the thread
- * waits for (kind, obj) is noted for deadlock reports and dumps; a signal
- * sent to the waiting thread interrupts the wait and its handler runs
- * here, on the thread, as natively; the caller re-checks and waits again
- * (to it, a spurious wake-up). A signal sent as the wait ended, or one
- * that found its thread switching, runs its handler here too.
+ * A park of the calling G and what comes with it (shim/wait.c): what it
+ * waits for (kind, obj) is noted for deadlock reports and dumps; park(arg)
+ * parks it, returning gfutex_wait's codes (0 woken, EAGAIN the word had
+ * moved, ETIMEDOUT, EINTR a signal or cancellation for the thread, EBADF
+ * a netpoll descriptor closed); interrupted, a pending cancellation is acted
+ * on if flags has SHIM_WAIT_CANCEL (a cancellation point); then the handlers
+ * of the signals sent to the thread run here, on the thread, as natively
+ * (also those sent as it woke). The result says how the park ended and,
+ * when interrupted, which handlers ran; the caller re-checks what it waits
+ * for, retries, or fails with EINTR as its call does natively.
  */
-static inline int sync_wait(int kind, const void *obj, uint32_t *addr, uint32_t val,
-                            int64_t deadline)
-{
-    sched_set_wait(kind, (void *)obj);
-    int err = gfutex_wait(addr, val, deadline);
-    sched_set_wait(WAIT_NONE, NULL);
-    shim_deliver_signals(); /* interrupted, or sent as it woke (or timed out at once) */
-    return err;
-}
+enum shim_wait {
+    SHIM_WAIT_READY,       /* woken: check again */
+    SHIM_WAIT_CHANGED,     /* the word had moved on before it parked */
+    SHIM_WAIT_TIMEDOUT,    /* the deadline passed */
+    SHIM_WAIT_CLOSED,      /* the fd waited on was closed meanwhile */
+    SHIM_WAIT_SPURIOUS,    /* interrupted, and no handler ran: check again */
+    SHIM_WAIT_RESTARTED,   /* interrupted, and every handler that ran has SA_RESTART */
+    SHIM_WAIT_INTERRUPTED, /* interrupted, and a handler without SA_RESTART ran */
+};
+enum { SHIM_WAIT_CANCEL = 1 };
+enum shim_wait shim_wait(int kind, const void *obj, int (*park)(void *), void *arg, unsigned flags);
+/* shim_wait parked on a gfutex word: while *addr == val, until deadline
+ * (monotonic ns, < 0 none). */
+enum shim_wait shim_wait_word(int kind, const void *obj, uint32_t *addr, uint32_t val,
+                              int64_t deadline, unsigned flags);
 
 /* The hand-off: call made as a system call that may block, the P left for
  * sysmon to retake (entry: entersyscall), or handed off at once

@@ -1,6 +1,6 @@
 /*
  * Signals to threads: pthread_kill, pthread_sigqueue and raise, the
- * process-directed signals the router (signal.c) hands to a thread, and
+ * process-directed signals the router (sigroute.c) hands to a thread, and
  * their delivery on the thread's OS thread of the moment. Moved out of
  * thread.c, which makes and ends the records these marks live in.
  *
@@ -35,7 +35,7 @@
  * thread, for whatever thread it ran next with the signal open, or for
  * ever (pthread_kill/8-1 hung at one P, 1 run in 3).
  *
- * Process-directed signals (shim/signal.c) come here through
+ * Process-directed signals (shim/sigroute.c) come here through
  * shim_route_signal, on the router thread: the main thread if it takes
  * the signal, else the first thread that does; the siginfo goes with the
  * signal (fwd_info) for the handler or sigwaitinfo to see. When none takes
@@ -55,10 +55,6 @@
 
 #include "shim/shim.h"
 #include "shim/thread.h"
-
-/* glibc's own two real-time signals (nptl). */
-#define SIGCANCEL_NO 32
-#define SIGSETXID_NO 33
 
 static inline uint64_t sigbit(int sig)
 {

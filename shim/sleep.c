@@ -25,14 +25,10 @@ static int park_until(int64_t deadline)
     shim_deliver_signals();
     for (;;) {
         shim_testcancel();
-        sched_set_wait(WAIT_SLEEP, NULL);
-        int err = gfutex_wait(&word, 0, deadline);
-        sched_set_wait(WAIT_NONE, NULL);
-        if (err == ETIMEDOUT || nanotime() >= deadline) {
-            shim_deliver_signals(); /* sent as it woke: the sleep is over all the same */
-            return 0;
-        }
-        if (err == EINTR && shim_deliver_signals() > 0)
+        enum shim_wait w = shim_wait_word(WAIT_SLEEP, NULL, &word, 0, deadline, 0);
+        if (w == SHIM_WAIT_TIMEDOUT || nanotime() >= deadline)
+            return 0; /* a signal sent as it woke: handled, the sleep is over all the same */
+        if (w == SHIM_WAIT_RESTARTED || w == SHIM_WAIT_INTERRUPTED)
             return EINTR;
     }
 }

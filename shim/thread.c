@@ -447,7 +447,7 @@ static int join(pthread_t t, void **ret, int64_t deadline, bool try)
             runtime_unlock(&st->lock);
             shim_testcancel();
         }
-        if (sync_wait(WAIT_JOIN, st, &st->exited, 0, deadline) == ETIMEDOUT &&
+        if (shim_wait_word(WAIT_JOIN, st, &st->exited, 0, deadline, 0) == SHIM_WAIT_TIMEDOUT &&
             !__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE)) {
             runtime_lock(&st->lock);
             st->joinstate = JS_JOINABLE;
@@ -636,7 +636,7 @@ GOSHIM_EXPORT int pthread_once(pthread_once_t *once, void (*init)(void))
             gfutex_wake(w, INT_MAX);
             return 0;
         }
-        sync_wait(WAIT_ONCE, w, w, v, -1);
+        shim_wait_word(WAIT_ONCE, w, w, v, -1, 0);
     }
 }
 

@@ -44,7 +44,7 @@ int shim_take_signal(uint64_t want, siginfo_t *info);
 uint64_t shim_pending_signals(void);
 
 /*
- * Process-directed signals (shim/signal.c routes them, thread.c picks the
+ * Process-directed signals (shim/sigroute.c routes them, thread.c picks the
  * thread). shim_route_signal delivers sig, with its siginfo, to the thread
  * the kernel would choose (false: none takes it now); run by the router
  * thread. shim_main_takes: the main thread, if it is not self,
@@ -67,13 +67,13 @@ int shim_route_signal_now(int sig, const siginfo_t *info);
  * (shim_recheck_signal signals its thread again if the signal is still pending there).
  */
 #define SHIM_SI_BELL (-0x4753)
-/* A signal the router left pending for the process (shim/signal.c). */
+/* A signal the router left pending for the process (shim/sigroute.c). */
 #define SHIM_SI_PARKED (-0x4754)
 bool shim_bell_take(int sig, const siginfo_t *bell, struct g *cur, siginfo_t *out);
 void shim_recheck_signal(int sig, const siginfo_t *bell);
 /* Routed signals the calling thread has not taken and now blocks: back to the router. */
 void shim_give_back_blocked(uint64_t blocked);
-/* shim/signal.c: hand sig to the router as if it had just been sent to the process. */
+/* shim/sigroute.c: hand sig to the router as if it had just been sent to the process. */
 void shim_signal_repost(int sig, const siginfo_t *info);
 /* The siginfo of a signal the process sends itself: sig, code, our pid and uid. */
 static inline void shim_own_info(siginfo_t *si, int sig, int code)
@@ -97,7 +97,7 @@ void shim_set_hidden_mask(uint64_t set);
 /* A wait with a signal mask of its own (ppoll, pselect, epoll_pwait, epoll_pwait2): begin
  * installs the call's mask as the thread's (handling what it lets through), interrupted
  * says whether a handler of the program ran on this thread since, end puts the old mask
- * back (shim/signal.c). */
+ * back (shim/sigmask.c). */
 struct shim_callmask {
     uint64_t old, mask, hidden;
     uint32_t ran;
@@ -164,7 +164,7 @@ struct sthread {
      * yet handled: the first bell of the signal that arrives there runs the handler (the
      * kernel merges a bell into one of the same signal pending on that thread); atomic. */
     uint64_t owed;
-    /* Process-directed signals forwarded to it (shim/signal.c): the set whose siginfo waits
+    /* Process-directed signals forwarded to it (shim/sigroute.c): the set whose siginfo waits
      * in fwd_info (allocated by the first forward, under sthread_lock), atomic; the signals it
      * waits for in sigwait and friends, atomic; and the ones of never_blocked() that the
      * program asked to block (reported back, never installed). */

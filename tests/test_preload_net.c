@@ -250,6 +250,18 @@ Test(preload_net, signals_interrupt_blocking_calls_one_p, .timeout = 60)
     net_compare("prog_eintr", NULL, "GOSHIM_PROCS=1", 6, 0);
 }
 
+/* writev/sendmsg over many tries, MSG_WAITALL, SO_SNDTIMEO, a writev cut short by a
+ * signal (its partial count), the fortified read and recv. */
+Test(preload_net, io_edges_as_natively, .timeout = 60)
+{
+    net_compare("prog_io_edges", NULL, NULL, 6, 0);
+}
+
+Test(preload_net, io_edges_as_natively_one_p, .timeout = 60)
+{
+    net_compare("prog_io_edges", NULL, "GOSHIM_PROCS=1", 6, 0);
+}
+
 Test(preload_net, poll_select_epoll_across_threads, .timeout = 60)
 {
     net_compare("prog_poll_select", NULL, NULL, 40, 0);

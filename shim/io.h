@@ -1,0 +1,33 @@
+/*
+ * What the netpoller's wrappers share (shim/net.c: read, write and the
+ * socket calls; shim/poll.c: poll, select, epoll_wait; shim/fd.c: the
+ * calls that make, copy and close fds): when a call is theirs, and how a
+ * result becomes the C library's.
+ */
+#ifndef GOSHIM_SHIM_IO_H
+#define GOSHIM_SHIM_IO_H
+
+#include <errno.h>
+#include <stdbool.h>
+
+#include "shim/shim.h"
+
+/* A G outside the runtime: not a signal handler that interrupted goshim's
+ * own code (holding a descriptor or futex lock), whose calls go straight
+ * to the kernel. */
+static inline bool io_active(void)
+{
+    return goshim_active() && !m_in_runtime();
+}
+
+/* A result (count, fd, or -errno) as the C library returns it. */
+static inline long io_result(long r)
+{
+    if (r < 0) {
+        errno = (int)-r;
+        return -1;
+    }
+    return r;
+}
+
+#endif

@@ -1,0 +1,34 @@
+/*
+ * What shim/signal.c (the handlers and the dispatcher), shim/sigroute.c
+ * (the router of process signals) and shim/sigmask.c (masks and waits)
+ * share.
+ */
+#ifndef GOSHIM_SHIM_SIGROUTE_H
+#define GOSHIM_SHIM_SIGROUTE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Signals whose kernel handler is the dispatcher (bit sig-1); atomic. signal.c. */
+extern uint64_t sig_dispatched;
+/* Dispatched signals that no thread took when they came: given back to the kernel, pending
+ * for the process (queued, in order), and blocked in the router until a thread unblocks
+ * them (the kernel then delivers them to that thread's M); atomic. */
+extern uint64_t sig_parked;
+extern pid_t sig_self_pid;
+/* True on the router's own thread. */
+extern __thread bool sig_on_router __attribute__((tls_model("initial-exec")));
+
+/* sigroute.c: wake the router (something posted, or sig_dispatched changed). */
+void sig_router_kick(void);
+/* Signal-safe: queue sig for the router. Its position in the queue, or UINT64_MAX when it
+ * went to the overflow set. */
+uint64_t sig_post(int sig, const siginfo_t *info);
+/* A signal taken from the kernel: its own siginfo if the router parked it. */
+const siginfo_t *sig_unparked(const siginfo_t *info, siginfo_t *copy);
+/* Signals posted to the router that it has not handed on yet. */
+bool sig_router_busy(void);
+
+#endif
