@@ -2,7 +2,7 @@
 #
 #   make            build/libgoshim.so, build/libsched.a, test programs, unit binary, benches
 #   make test       install missing packages, then test-asan, test-tsan and test-unit
-#   make test-unit  build, check exports, run the Criterion suites (normal build only)
+#   make test-unit  build, check exports and layers, run the Criterion suites (normal build only)
 #   make demo       build, run build/bench/demo_sched with GOSHIM_SCHEDTRACE=$(TRACE), the
 #                   blocking-calls demo and the native-vs-goshim comparisons (charts in build/demo)
 #   make bench      run every build/bench/bench_*
@@ -265,10 +265,11 @@ test-posix:
 	    $(MAKE) --no-print-directory all && scripts/test_posix.sh "$(LTP_DIR)"; \
 	fi
 
-# One variant (SAN=... or none): build, check the exports, run the suites.
+# One variant (SAN=... or none): build, check the exports and the layers, run the suites.
 test-unit:
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/check-exports.sh $(LIBGOSHIM)
+	$(Q)scripts/check-layers.sh . $(BUILD)
 	$(Q)$(TEST_ENV) timeout -k 10 $(TEST_TIMEOUT) $(UNIT) --jobs 2 --verbose $(TEST_FILTER)
 
 test-asan:
