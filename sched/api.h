@@ -3,9 +3,17 @@
  * the preload, may use of sched/. The G, M and P stay opaque here (struct g
  * and struct m are only named): the shim reads a G through the accessors
  * below, never through its fields, and the runtime learns about threads'
- * records and objects only through struct sched_hooks. sched/'s own files
- * include sched.h, which adds the types (runtime.h) and the internals
- * shared between them. Nothing here is exported from libgoshim.so.
+ * records and objects only through struct sched_hooks. The netpoller's
+ * descriptors are opaque too: an I/O wrapper drives one call through the
+ * readiness protocol below and reads no descriptor field. Three small
+ * headers of primitives come with it as they are: lock.h (runtime locks,
+ * notes, nanotime), gfutex.h (the futex table every wait parks on) and
+ * throw.h (printing without malloc, assertions, raw system calls).
+ *
+ * sched/'s own files include sched.h, which adds the types (runtime.h) and
+ * the internals shared between them; scripts/check-layers.sh fails the
+ * build's tests if shim/ or preload/ includes anything of sched/ but this
+ * file. Nothing here is exported from libgoshim.so.
  */
 #ifndef GOSHIM_API_H
 #define GOSHIM_API_H
@@ -52,8 +60,6 @@ int sched_config_from_env(struct sched_config *c);
 int sched_usable_cpus(void);
 
 /* ---- the C API -------------------------------------------------------- */
-
-/* Hook: the real pthread_create (the shim points it past its interposer). */
 
 /* Start the runtime: nprocs Ps, all idle; Ms start on demand. Call once,
  * from an ordinary thread. Returns 0 or an errno value. */
