@@ -75,14 +75,14 @@
 struct stackstate stk;
 
 /* Set once by stack_init (and the test hooks) before any concurrent use. */
-size_t pagesize = 4096;
-size_t default_size = 8 << 20;
-size_t default_guard = 4096;
-size_t arena_slot_size; /* default_size rounded to pages */
-int guard_install;      /* MADV_GUARD_INSTALL works */
-int force_mprotect;     /* test hook */
+size_t stack_pagesize = 4096;
+size_t stack_dflt_size = 8 << 20;
+size_t stack_dflt_guard = 4096;
+size_t stack_arena_slot_size; /* stack_dflt_size rounded to pages */
+int stack_guard_install;      /* MADV_GUARD_INSTALL works */
+int stack_force_mprotect;     /* test hook */
 
-int prep_ok; /* process_madvise works here; stk.lock */
+int stack_prep_ok; /* process_madvise works here; stk.lock */
 
 struct stackstats stackstats; /* relaxed atomics: counters only, they order nothing */
 
@@ -129,7 +129,7 @@ static void unmap_stack(struct gstack *st)
 static int is_dflt(const struct gstack *st)
 {
     return st->kind == STACK_ARENA ||
-           ((size_t)(st->hi - st->lo) == default_size && st->guard == default_guard);
+           ((size_t)(st->hi - st->lo) == stack_dflt_size && st->guard == stack_dflt_guard);
 }
 
 /*
@@ -240,12 +240,12 @@ void stack_set_keep_release(void (*fn)(struct gstack *st))
 
 size_t stack_default_size(void)
 {
-    return default_size;
+    return stack_dflt_size;
 }
 
 size_t stack_default_guard(void)
 {
-    return default_guard;
+    return stack_dflt_guard;
 }
 
 /* count_hit counts a stack_alloc served from a cache. */
@@ -413,14 +413,14 @@ static int map_alloc(size_t size, size_t guard, int dflt, struct gstack *out)
 int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack *out)
 {
     if (size == 0)
-        size = default_size;
+        size = stack_dflt_size;
     if (size > SIZE_MAX / 2 || guard > SIZE_MAX / 2)
         return -ENOMEM;
     size = round_page(size);
     guard = round_page(guard);
-    if (size < pagesize)
-        size = pagesize;
-    int dflt = size == default_size && guard == default_guard;
+    if (size < stack_pagesize)
+        size = stack_pagesize;
+    int dflt = size == stack_dflt_size && guard == stack_dflt_guard;
 
     if (pcache_get(pc, size, guard, dflt, out))
         return 0;
@@ -529,8 +529,8 @@ int stack_init(size_t dflt)
     long ps = sysconf(_SC_PAGESIZE);
     if (ps <= 0 || (ps & (ps - 1)))
         return -EINVAL;
-    pagesize = (size_t)ps;
-    default_guard = pagesize;
+    stack_pagesize = (size_t)ps;
+    stack_dflt_guard = stack_pagesize;
     if (dflt == 0) {
         struct rlimit rl;
         if (getrlimit(RLIMIT_STACK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
@@ -542,13 +542,14 @@ int stack_init(size_t dflt)
         dflt = STACK_MIN;
     if (dflt > SIZE_MAX / 4)
         return -EINVAL;
-    default_size = round_page(dflt);
-    arena_slot_size = default_size;
-    guard_install = probe_guard_install();
+    stack_dflt_size = round_page(dflt);
+    stack_arena_slot_size = stack_dflt_size;
+    stack_guard_install = probe_guard_install();
 #ifdef GOSHIM_HAVE_VALGRIND
-    prep_ok = guard_install && !RUNNING_ON_VALGRIND; /* it does not know process_madvise */
+    stack_prep_ok =
+        stack_guard_install && !RUNNING_ON_VALGRIND; /* it does not know process_madvise */
 #else
-    prep_ok = guard_install;
+    stack_prep_ok = stack_guard_install;
 #endif
     unsigned long mmc = read_max_map_count();
     set_max_map_count(mmc ? mmc : MAX_MAP_COUNT_DEFAULT);
@@ -557,22 +558,22 @@ int stack_init(size_t dflt)
 
 void stack_test_force_mprotect(int on)
 {
-    force_mprotect = on;
+    stack_force_mprotect = on;
 }
 
 int stack_test_guard_install(void)
 {
-    return guard_install;
+    return stack_guard_install;
 }
 
 int stack_test_batch_prepare(void)
 {
-    return prep_ok;
+    return stack_prep_ok;
 }
 
 /* Fork child: another thread may have held the cache's lock at the fork. */
 void stack_fork_child(void)
 {
     stk.lock.key = 0;
-    flush_lock.key = 0;
+    stack_flush_lock.key = 0;
 }

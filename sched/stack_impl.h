@@ -101,12 +101,12 @@ struct stackstate {
 extern struct stackstate stk;
 
 /* Set once by stack_init (and the test hooks) before any concurrent use. */
-extern size_t pagesize;
-extern size_t default_size;
-extern size_t default_guard;
-extern size_t arena_slot_size; /* default_size rounded to pages */
-extern int guard_install;      /* MADV_GUARD_INSTALL works */
-extern int force_mprotect;     /* test hook */
+extern size_t stack_pagesize;
+extern size_t stack_dflt_size;
+extern size_t stack_dflt_guard;
+extern size_t stack_arena_slot_size; /* stack_dflt_size rounded to pages */
+extern int stack_guard_install;      /* MADV_GUARD_INSTALL works */
+extern int stack_force_mprotect;     /* test hook */
 
 /* Preparing fresh span slots in batches (prepare_slots). */
 enum { PREP_MIN = 4, PREP_MAX = 32 };
@@ -116,7 +116,7 @@ struct populate {
     struct iovec v[PREP_MAX];
     size_t n;
 };
-extern int prep_ok; /* process_madvise works here; stk.lock */
+extern int stack_prep_ok; /* process_madvise works here; stk.lock */
 
 struct stackstats {
     unsigned long mmaps, munmaps, cache_hits, arena_stacks, live;
@@ -126,17 +126,17 @@ extern struct stackstats stackstats; /* relaxed atomics: counters only, they ord
 #define STAT_ADD(f, v) __atomic_fetch_add(&stackstats.f, (v), __ATOMIC_RELAXED)
 #define STAT_SUB(f, v) __atomic_fetch_sub(&stackstats.f, (v), __ATOMIC_RELAXED)
 
-/* Owns the cold batch being flushed (stack_span.c). Lock order: flush_lock, then stk.lock. */
-extern struct runtime_lock flush_lock;
+/* Owns the cold batch being flushed (stack_span.c). Lock order: stack_flush_lock, then stk.lock. */
+extern struct runtime_lock stack_flush_lock;
 
 static inline size_t round_page(size_t n)
 {
-    return (n + pagesize - 1) & ~(pagesize - 1);
+    return (n + stack_pagesize - 1) & ~(stack_pagesize - 1);
 }
 
 static inline int use_guard_install(void)
 {
-    return guard_install && !force_mprotect;
+    return stack_guard_install && !stack_force_mprotect;
 }
 
 static inline void vg_register(struct gstack *st)

@@ -39,7 +39,7 @@
  * (the node and the kept bytes above it stay). */
 void release_memory(const struct gstack *st)
 {
-    char *top = (char *)((uintptr_t)node_of(st) & ~(uintptr_t)(pagesize - 1));
+    char *top = (char *)((uintptr_t)node_of(st) & ~(uintptr_t)(stack_pagesize - 1));
     if (top > st->lo)
         rt_syscall(SYS_madvise, st->lo, top - st->lo, MADV_DONTNEED);
 }
@@ -75,13 +75,14 @@ static void release_warm(struct stacknode *list)
     struct iovec v[STACK_PCACHE_MAX / 2];
     size_t n = 0;
     for (struct stacknode *nd = list; nd; nd = nd->next) {
-        char *top = (char *)((uintptr_t)nd & ~(uintptr_t)(pagesize - 1));
+        char *top = (char *)((uintptr_t)nd & ~(uintptr_t)(stack_pagesize - 1));
         top = (size_t)(top - nd->st.lo) > WARM_KEEP ? top - WARM_KEEP : nd->st.lo;
         unsigned char in = 1;
         if (top == nd->st.lo ||
-            (rt_syscall(SYS_mincore, top - pagesize, pagesize, (long)&in) == 0 && !(in & 1)))
+            (rt_syscall(SYS_mincore, top - stack_pagesize, stack_pagesize, (long)&in) == 0 &&
+             !(in & 1)))
             continue; /* never went below the kept part */
-        if (!prep_ok) {
+        if (!stack_prep_ok) {
             rt_syscall(SYS_madvise, nd->st.lo, top - nd->st.lo, MADV_DONTNEED);
             continue;
         }

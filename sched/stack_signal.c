@@ -128,7 +128,7 @@ int stack_thread_init(void)
     unsigned extra;
     unsigned need = use_guard_install() ? 1 : 2;
     vmas_add(need);
-    int r = map_stack(ALTSTACK_SIZE, pagesize, &st, &extra);
+    int r = map_stack(ALTSTACK_SIZE, stack_pagesize, &st, &extra);
     if (r < 0) {
         vmas_add(-(long)need);
         return r;

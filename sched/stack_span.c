@@ -192,27 +192,27 @@ int arena_get(struct gstack *out)
         return 0;
     }
     if (stk.arena_next == stk.arena_end) {
-        size_t slots = ARENA_CHUNK_TARGET / arena_slot_size;
+        size_t slots = ARENA_CHUNK_TARGET / stack_arena_slot_size;
         if (slots < 1)
             slots = 1;
         if (slots > ARENA_SLOTS_MAX)
             slots = ARENA_SLOTS_MAX;
-        char *chunk = sys_mmap(slots * arena_slot_size, PROT_READ | PROT_WRITE);
+        char *chunk = sys_mmap(slots * stack_arena_slot_size, PROT_READ | PROT_WRITE);
         if (!chunk)
             return -ENOMEM;
         STAT_ADD(mmaps, 1);
         stk.vmas += 1; /* the arena is the last resort: no budget check */
         stk.arena_next = chunk;
-        stk.arena_end = chunk + slots * arena_slot_size;
+        stk.arena_end = chunk + slots * stack_arena_slot_size;
     }
     char *slot = stk.arena_next;
-    stk.arena_next += arena_slot_size;
+    stk.arena_next += stack_arena_slot_size;
     STAT_ADD(arena_stacks, 1);
     out->map = slot;
-    out->maplen = arena_slot_size;
+    out->maplen = stack_arena_slot_size;
     out->guard = 0;
     out->lo = slot;
-    out->hi = slot + arena_slot_size;
+    out->hi = slot + stack_arena_slot_size;
     out->kind = STACK_ARENA;
     out->vmas = 0;
     out->fresh = 1;
@@ -231,7 +231,7 @@ int arena_get(struct gstack *out)
  * second once it let the lock go (populating a page already in use is
  * harmless), instead of a system call and two page faults per thread. At
  * most a quarter more slots than in use are populated ahead. Where
- * process_madvise cannot do it (before Linux 6.15, or valgrind), prep_ok
+ * process_madvise cannot do it (before Linux 6.15, or valgrind), stack_prep_ok
  * goes 0 and each slot gets its guard when it is carved, as before.
  * stk.lock held.
  */
@@ -247,7 +247,7 @@ static void prepare_slots(struct spanclass *c, char *map, size_t slot, struct po
         long r = rt_syscall6(SYS_process_madvise, PIDFD_SELF_THREAD_GROUP, (long)prep_iov, (long)k,
                              MADV_GUARD_INSTALL, 0, 0);
         if (r != (long)(k * c->guard)) {
-            prep_ok = 0;
+            stack_prep_ok = 0;
             return;
         }
     }
@@ -324,7 +324,7 @@ int span_get(size_t size, size_t guard, struct gstack *out, int *fresh, struct p
     map = c->next;
     c->next += slot;
     c->ncarved++;
-    if (prep_ok && map >= c->prepared)
+    if (stack_prep_ok && map >= c->prepared)
         prepare_slots(c, map, slot, pop);
     *fresh = map >= c->prepared; /* its guard is still to be installed */
 slot:
@@ -417,9 +417,9 @@ static void flush_cold(struct coldslot *v, unsigned n)
 
 /*
  * The batch being flushed, off every stack (a G's may be small): whoever
- * holds flush_lock owns it. Lock order: flush_lock, then stk.lock.
+ * holds stack_flush_lock owns it. Lock order: stack_flush_lock, then stk.lock.
  */
-struct runtime_lock flush_lock;
+struct runtime_lock stack_flush_lock;
 static struct coldslot flushing[COLD_BATCH];
 
 /*
@@ -429,7 +429,7 @@ static struct coldslot flushing[COLD_BATCH];
  */
 void flush_pending(int all)
 {
-    runtime_lock(&flush_lock);
+    runtime_lock(&stack_flush_lock);
     runtime_lock(&stk.lock);
     unsigned n = stk.ncold >= (all ? 1u : (unsigned)COLD_BATCH) ? stk.ncold : 0;
     memcpy(flushing, stk.cold, n * sizeof *flushing);
@@ -437,7 +437,7 @@ void flush_pending(int all)
     runtime_unlock(&stk.lock);
     if (n)
         flush_cold(flushing, n);
-    runtime_unlock(&flush_lock);
+    runtime_unlock(&stack_flush_lock);
 }
 
 void stack_set_populate(size_t bytes)
@@ -474,11 +474,11 @@ unsigned long read_max_map_count(void)
 /* probe_guard_install tries MADV_GUARD_INSTALL on a scratch mapping. Start-up only. */
 int probe_guard_install(void)
 {
-    char *m = sys_mmap(2 * pagesize, PROT_READ | PROT_WRITE);
+    char *m = sys_mmap(2 * stack_pagesize, PROT_READ | PROT_WRITE);
     if (!m)
         return 0;
-    long r = rt_syscall(SYS_madvise, m, pagesize, MADV_GUARD_INSTALL);
-    rt_syscall(SYS_munmap, m, 2 * pagesize, 0);
+    long r = rt_syscall(SYS_madvise, m, stack_pagesize, MADV_GUARD_INSTALL);
+    rt_syscall(SYS_munmap, m, 2 * stack_pagesize, 0);
     return r == 0;
 }
 

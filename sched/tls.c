@@ -118,7 +118,7 @@ int tls_fs_method = TLS_FS_NONE;
 /* Called from tls_x86_64.S when arch_prctl fails (FS unchanged). */
 __attribute__((noreturn)) void tls_setfs_failed(long err);
 
-struct tlsinfo ti; /* written only by tls_init (tls_probe.c), read-only afterwards */
+struct tlsinfo tls_info; /* written only by tls_init (tls_probe.c), read-only afterwards */
 
 static struct {
     unsigned long created, reset, destroyed, ldt, ldt_overflow;
@@ -191,39 +191,40 @@ static void tcb_fill(char *tcb)
     WORD(tcb, TCB_OFF_TCB) = (uintptr_t)tcb;
     WORD(tcb, TCB_OFF_SELF) = (uintptr_t)tcb;
     *(int *)(tcb + TCB_OFF_MULTI) = 1;
-    WORD(tcb, TCB_OFF_STACKGUARD) = ti.stack_guard;
-    WORD(tcb, TCB_OFF_PTRGUARD) = ti.pointer_guard;
-    *(uint32_t *)(tcb + TCB_OFF_FEATURE_1) = ti.feature_1;
+    WORD(tcb, TCB_OFF_STACKGUARD) = tls_info.stack_guard;
+    WORD(tcb, TCB_OFF_PTRGUARD) = tls_info.pointer_guard;
+    *(uint32_t *)(tcb + TCB_OFF_FEATURE_1) = tls_info.feature_1;
 
-    WORD(tcb, ti.list_off) = WORD(tcb, ti.list_off + 8) = (uintptr_t)(tcb + ti.list_off);
-    *(uint32_t *)(tcb + ti.tid_off) = next_tid();
+    WORD(tcb, tls_info.list_off) = WORD(tcb, tls_info.list_off + 8) =
+        (uintptr_t)(tcb + tls_info.list_off);
+    *(uint32_t *)(tcb + tls_info.tid_off) = next_tid();
 
-    uintptr_t head = (uintptr_t)(tcb + ti.robust_head_off);
-    WORD(tcb, ti.robust_head_off - 8) = head; /* robust_prev */
-    WORD(tcb, ti.robust_head_off) = head;     /* list: empty */
-    WORD(tcb, ti.robust_head_off + 8) = (uintptr_t)ti.futex_offset;
-    WORD(tcb, ti.robust_head_off + 16) = 0; /* list_op_pending */
+    uintptr_t head = (uintptr_t)(tcb + tls_info.robust_head_off);
+    WORD(tcb, tls_info.robust_head_off - 8) = head; /* robust_prev */
+    WORD(tcb, tls_info.robust_head_off) = head;     /* list: empty */
+    WORD(tcb, tls_info.robust_head_off + 8) = (uintptr_t)tls_info.futex_offset;
+    WORD(tcb, tls_info.robust_head_off + 16) = 0; /* list_op_pending */
 
-    WORD(tcb, ti.specific_off) = (uintptr_t)(tcb + ti.specific_1st_off);
-    *(int *)(tcb + ti.rseq_cpu_off) = RSEQ_CPU_ID_REGISTRATION_FAILED;
-    *(char **)(tcb - ti.resp_off) = tcb + ti.res_off;
+    WORD(tcb, tls_info.specific_off) = (uintptr_t)(tcb + tls_info.specific_1st_off);
+    *(int *)(tcb + tls_info.rseq_cpu_off) = RSEQ_CPU_ID_REGISTRATION_FAILED;
+    *(char **)(tcb - tls_info.resp_off) = tcb + tls_info.res_off;
 }
 
 /* free_thread_buffers frees what glibc malloc'ed for the thread in struct pthread. */
 static void free_thread_buffers(char *tcb)
 {
     for (int i = 0; i < 2; i++) {
-        if (ti.tls_state_off[i] == 0 || !WORD(tcb, ti.tls_state_off[i]))
+        if (tls_info.tls_state_off[i] == 0 || !WORD(tcb, tls_info.tls_state_off[i]))
             continue; /* not known yet (the malloc probe), or never allocated */
-        free((void *)WORD(tcb, ti.tls_state_off[i]));
-        WORD(tcb, ti.tls_state_off[i]) = 0;
+        free((void *)WORD(tcb, tls_info.tls_state_off[i]));
+        WORD(tcb, tls_info.tls_state_off[i]) = 0;
     }
     /* specific[0] is specific_1stblock inside struct pthread; the rest are malloc'ed. */
-    for (size_t i = 1; i < ti.specific_n; i++) {
-        void *blk = (void *)WORD(tcb, ti.specific_off + 8 * i);
+    for (size_t i = 1; i < tls_info.specific_n; i++) {
+        void *blk = (void *)WORD(tcb, tls_info.specific_off + 8 * i);
         if (blk) { /* keys >= 32 only: most threads have none */
             free(blk);
-            WORD(tcb, ti.specific_off + 8 * i) = 0;
+            WORD(tcb, tls_info.specific_off + 8 * i) = 0;
         }
     }
 }
@@ -232,13 +233,13 @@ void *tls_tcb_new(void)
 {
     char *tcb = NULL;
     if (tls_fs_method == TLS_FS_LDT) {
-        if ((tcb = ldt_tcb_alloc()) != NULL && ti.allocate_tls(tcb) == NULL) {
+        if ((tcb = ldt_tcb_alloc()) != NULL && tls_info.allocate_tls(tcb) == NULL) {
             ldt_tcb_free(tcb);
             return NULL;
         }
         __atomic_add_fetch(tcb ? &stats.ldt : &stats.ldt_overflow, 1, __ATOMIC_RELAXED);
     }
-    if (!tcb && !(tcb = ti.allocate_tls(NULL)))
+    if (!tcb && !(tcb = tls_info.allocate_tls(NULL)))
         return NULL;
     tcb_fill(tcb);
     __atomic_add_fetch(&stats.created, 1, __ATOMIC_RELAXED);
@@ -247,19 +248,20 @@ void *tls_tcb_new(void)
 
 size_t tls_tcb_space(size_t extra)
 {
-    size_t align = ti.static_align ? ti.static_align : 64;
+    size_t align = tls_info.static_align ? tls_info.static_align : 64;
     /* struct pthread is aligned down from top - extra: at most align - 1 more. */
-    return (ti.static_size + extra + align - 1 + 15) & ~(size_t)15;
+    return (tls_info.static_size + extra + align - 1 + 15) & ~(size_t)15;
 }
 
 void *tls_tcb_new_at(void *top, size_t extra, bool zeroed)
 {
     GOSHIM_ASSERT(tls_fs_method != TLS_FS_LDT);
-    size_t align = ti.static_align ? ti.static_align : 64;
-    char *tcb = (char *)(((uintptr_t)top - extra - ti.sizeof_pthread) & ~(uintptr_t)(align - 1));
+    size_t align = tls_info.static_align ? tls_info.static_align : 64;
+    char *tcb =
+        (char *)(((uintptr_t)top - extra - tls_info.sizeof_pthread) & ~(uintptr_t)(align - 1));
     if (!zeroed) /* _dl_allocate_tls(mem) clears nothing of struct pthread */
-        memset(tcb, 0, ti.sizeof_pthread);
-    if (ti.allocate_tls(tcb) == NULL)
+        memset(tcb, 0, tls_info.sizeof_pthread);
+    if (tls_info.allocate_tls(tcb) == NULL)
         return NULL;
     tcb_fill(tcb);
     __atomic_add_fetch(&stats.created, 1, __ATOMIC_RELAXED);
@@ -270,7 +272,7 @@ void tls_tcb_end(void *tcb)
 {
     GOSHIM_ASSERT(tcb != tls_self());
     free_thread_buffers(tcb);
-    ti.deallocate_tls(tcb, false); /* the DTV and dynamic TLS; the memory is the stack's */
+    tls_info.deallocate_tls(tcb, false); /* the DTV and dynamic TLS; the memory is the stack's */
     __atomic_add_fetch(&stats.destroyed, 1, __ATOMIC_RELAXED);
 }
 
@@ -278,9 +280,9 @@ void tls_tcb_reset(void *tcbv)
 {
     char *tcb = tcbv;
     uintptr_t mw[2] = {0, 0}, stack[4];
-    for (int i = 0; i < ti.nmalloc; i++)
-        mw[i] = WORD(tcb, -(ptrdiff_t)ti.malloc_off[i]);
-    memcpy(stack, tcb + ti.stackblock_off, sizeof stack);
+    for (int i = 0; i < tls_info.nmalloc; i++)
+        mw[i] = WORD(tcb, -(ptrdiff_t)tls_info.malloc_off[i]);
+    memcpy(stack, tcb + tls_info.stackblock_off, sizeof stack);
 
     free_thread_buffers(tcb);
     /*
@@ -290,27 +292,27 @@ void tls_tcb_reset(void *tcbv)
      * restore below allocates. The tid is still the old one, which owns
      * ld.so's TLS lock meanwhile.
      */
-    ti.deallocate_tls(tcb, false);
-    if (ti.allocate_tls(tcb) == NULL)
+    tls_info.deallocate_tls(tcb, false);
+    if (tls_info.allocate_tls(tcb) == NULL)
         goshim_throw("tls_tcb_reset: out of memory for the DTV");
 
     /* struct pthread as a new thread: zero except the self pointers and guards, then refill. */
     memset(tcb + TCB_OFF_MULTI, 0, TCB_OFF_STACKGUARD - TCB_OFF_MULTI);
-    memset(tcb + TCB_OFF_PTRGUARD + 8, 0, ti.list_off - (TCB_OFF_PTRGUARD + 8));
-    memset(tcb + ti.list_off, 0, ti.sizeof_pthread - ti.list_off);
+    memset(tcb + TCB_OFF_PTRGUARD + 8, 0, tls_info.list_off - (TCB_OFF_PTRGUARD + 8));
+    memset(tcb + tls_info.list_off, 0, tls_info.sizeof_pthread - tls_info.list_off);
     tcb_fill(tcb);
-    memcpy(tcb + ti.stackblock_off, stack, sizeof stack);
-    for (int i = 0; i < ti.nmalloc; i++)
-        WORD(tcb, -(ptrdiff_t)ti.malloc_off[i]) = mw[i];
+    memcpy(tcb + tls_info.stackblock_off, stack, sizeof stack);
+    for (int i = 0; i < tls_info.nmalloc; i++)
+        WORD(tcb, -(ptrdiff_t)tls_info.malloc_off[i]) = mw[i];
     __atomic_add_fetch(&stats.reset, 1, __ATOMIC_RELAXED);
 }
 
 void tls_tcb_set_stack(void *tcb, void *stackblock, size_t size, size_t guard)
 {
-    WORD(tcb, ti.stackblock_off) = (uintptr_t)stackblock;
-    WORD(tcb, ti.stackblock_off + 8) = size;
-    WORD(tcb, ti.stackblock_off + 16) = guard; /* guardsize */
-    WORD(tcb, ti.stackblock_off + 24) = guard; /* reported_guardsize */
+    WORD(tcb, tls_info.stackblock_off) = (uintptr_t)stackblock;
+    WORD(tcb, tls_info.stackblock_off + 8) = size;
+    WORD(tcb, tls_info.stackblock_off + 16) = guard; /* guardsize */
+    WORD(tcb, tls_info.stackblock_off + 24) = guard; /* reported_guardsize */
 }
 
 void tls_tcb_destroy(void *tcb)
@@ -318,32 +320,32 @@ void tls_tcb_destroy(void *tcb)
     GOSHIM_ASSERT(tcb != tls_self());
     free_thread_buffers(tcb);
     if (ldt_owns(tcb)) {
-        ti.deallocate_tls(tcb, false); /* the DTV and dynamic TLS; the slot is ours */
+        tls_info.deallocate_tls(tcb, false); /* the DTV and dynamic TLS; the slot is ours */
         ldt_tcb_free(tcb);
     } else {
-        ti.deallocate_tls(tcb, true);
+        tls_info.deallocate_tls(tcb, true);
     }
     __atomic_add_fetch(&stats.destroyed, 1, __ATOMIC_RELAXED);
 }
 
 void tls_tcb_set_tid(void *tcb, unsigned tid)
 {
-    *(uint32_t *)((char *)tcb + ti.tid_off) = tid;
+    *(uint32_t *)((char *)tcb + tls_info.tid_off) = tid;
 }
 
 unsigned tls_tcb_tid(void *tcb)
 {
-    return *(uint32_t *)((char *)tcb + ti.tid_off);
+    return *(uint32_t *)((char *)tcb + tls_info.tid_off);
 }
 
 void tls_thread_start(void)
 {
-    ti.ctype_init();
+    tls_info.ctype_init();
 }
 
 void tls_thread_exit(void)
 {
-    ti.call_tls_dtors();
+    tls_info.call_tls_dtors();
     /* The first call hands out a pending message, the second frees glibc's per-thread result. */
     dlerror();
     dlerror();
@@ -353,8 +355,8 @@ void tls_malloc_move(void *from_tcb, void *to_tcb)
 {
     if (from_tcb == to_tcb)
         return;
-    for (int i = 0; i < ti.nmalloc; i++) {
-        ptrdiff_t off = -(ptrdiff_t)ti.malloc_off[i];
+    for (int i = 0; i < tls_info.nmalloc; i++) {
+        ptrdiff_t off = -(ptrdiff_t)tls_info.malloc_off[i];
         WORD(to_tcb, off) = WORD(from_tcb, off);
         WORD(from_tcb, off) = 0;
     }
@@ -372,5 +374,5 @@ void tls_get_stats(struct tls_stats *out)
     out->tcbs_destroyed = __atomic_load_n(&stats.destroyed, __ATOMIC_RELAXED);
     out->ldt_tcbs = __atomic_load_n(&stats.ldt, __ATOMIC_RELAXED);
     out->ldt_overflow = __atomic_load_n(&stats.ldt_overflow, __ATOMIC_RELAXED);
-    out->static_size = ti.static_size;
+    out->static_size = tls_info.static_size;
 }

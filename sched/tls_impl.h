@@ -55,7 +55,7 @@ struct tlsinfo {
     uintptr_t stack_guard, pointer_guard;
     uint32_t feature_1;
 };
-extern struct tlsinfo ti;
+extern struct tlsinfo tls_info;
 
 #define WORD(p, off) (*(uintptr_t *)((char *)(p) + (off)))
 

@@ -191,7 +191,8 @@ static void start_ldt(const char *forced)
                     "with arch_prctl (a system call per switch)\n");
         return;
     }
-    int rc = ldt_init(ti.static_size, ti.static_align, ti.sizeof_pthread, ldt_cap());
+    int rc =
+        ldt_init(tls_info.static_size, tls_info.static_align, tls_info.sizeof_pthread, ldt_cap());
     if (rc == -ENOSYS)
         why = "modify_ldt is not available (a kernel built without CONFIG_MODIFY_LDT_SYSCALL)";
     else if (rc == -EPERM)
@@ -203,10 +204,10 @@ static void start_ldt(const char *forced)
     if (!why) {
         tls_fs_method = TLS_FS_LDT;
         void *tcb = ldt_tcb_alloc(), *seen = NULL;
-        if (tcb && ti.allocate_tls(tcb)) {
+        if (tcb && tls_info.allocate_tls(tcb)) {
             WORD(tcb, TCB_OFF_TCB) = (uintptr_t)tcb; /* %fs:0, all ldt_seen_fn reads */
             tls_call_with_fs(tcb, ldt_seen_fn, &seen);
-            ti.deallocate_tls(tcb, false);
+            tls_info.deallocate_tls(tcb, false);
         }
         if (tcb)
             ldt_tcb_free(tcb);
@@ -231,14 +232,14 @@ static const char *probe_symbols(void)
     for (int i = 0; i < 4; i++)
         if (!(p[i] = priv_sym(names[i])))
             return fail(names[i], " not found");
-    ti.allocate_tls = (void *(*)(void *))p[0];
-    ti.deallocate_tls = (void (*)(void *, bool))p[1];
+    tls_info.allocate_tls = (void *(*)(void *))p[0];
+    tls_info.deallocate_tls = (void (*)(void *, bool))p[1];
     void (*static_info)(size_t *, size_t *) = (void (*)(size_t *, size_t *))p[2];
-    ti.ctype_init = (void (*)(void))p[3];
-    ti.call_tls_dtors = (void (*)(void))priv_sym("__call_tls_dtors");
-    if (!ti.call_tls_dtors)
+    tls_info.ctype_init = (void (*)(void))p[3];
+    tls_info.call_tls_dtors = (void (*)(void))priv_sym("__call_tls_dtors");
+    if (!tls_info.call_tls_dtors)
         return fail("__call_tls_dtors", " not found");
-    static_info(&ti.static_size, &ti.static_align);
+    static_info(&tls_info.static_size, &tls_info.static_align);
     return NULL;
 }
 
@@ -269,9 +270,9 @@ static const char *probe_layout(void)
     const uint32_t *sz = priv_sym("_thread_db_sizeof_pthread");
     if (!sz)
         return fail("_thread_db_sizeof_pthread", " not found");
-    ti.sizeof_pthread = *sz;
-    if (ti.sizeof_pthread < 0x300 || ti.sizeof_pthread > 0x10000 ||
-        ti.static_size <= ti.sizeof_pthread)
+    tls_info.sizeof_pthread = *sz;
+    if (tls_info.sizeof_pthread < 0x300 || tls_info.sizeof_pthread > 0x10000 ||
+        tls_info.static_size <= tls_info.sizeof_pthread)
         return fail("implausible sizeof(struct pthread)", "");
 
     size_t dtv_off;
@@ -280,64 +281,64 @@ static const char *probe_layout(void)
     if (WORD(tp, TCB_OFF_TCB) != (uintptr_t)tp || WORD(tp, TCB_OFF_SELF) != (uintptr_t)tp ||
         WORD(tp, TCB_OFF_DTV) == 0)
         return fail("x86-64 TCB header check", " failed");
-    if (db_field("_thread_db_pthread_tid", 32, &ti.tid_off) != 1)
+    if (db_field("_thread_db_pthread_tid", 32, &tls_info.tid_off) != 1)
         return fail("_thread_db_pthread_tid", " missing or malformed");
-    if (db_field("_thread_db_pthread_list", 128, &ti.list_off) != 1)
+    if (db_field("_thread_db_pthread_list", 128, &tls_info.list_off) != 1)
         return fail("_thread_db_pthread_list", " missing or malformed");
-    ti.specific_n = db_field("_thread_db_pthread_specific", 64, &ti.specific_off);
-    if (ti.specific_n == 0)
+    tls_info.specific_n = db_field("_thread_db_pthread_specific", 64, &tls_info.specific_off);
+    if (tls_info.specific_n == 0)
         return fail("_thread_db_pthread_specific", " missing or malformed");
-    size_t end = ti.sizeof_pthread;
-    if (ti.list_off < 0x80 || ti.list_off + 16 > end || ti.tid_off + 4 > end ||
-        ti.specific_off + 8 * ti.specific_n > end)
+    size_t end = tls_info.sizeof_pthread;
+    if (tls_info.list_off < 0x80 || tls_info.list_off + 16 > end || tls_info.tid_off + 4 > end ||
+        tls_info.specific_off + 8 * tls_info.specific_n > end)
         return fail("_thread_db_pthread_* offsets", " out of range");
 
-    uintptr_t first = WORD(tp, ti.specific_off);
+    uintptr_t first = WORD(tp, tls_info.specific_off);
     if (first <= (uintptr_t)tp || first >= (uintptr_t)tp + end)
         return fail("specific[0] probe", " failed");
-    ti.specific_1st_off = first - (uintptr_t)tp;
+    tls_info.specific_1st_off = first - (uintptr_t)tp;
 
     const ptrdiff_t *roff = dlsym(RTLD_DEFAULT, "__rseq_offset");
     const unsigned *rsize = dlsym(RTLD_DEFAULT, "__rseq_size");
     if (!roff || !rsize)
         return fail("__rseq_offset", " not found");
-    ti.rseq_cpu_off = *roff + 4;
-    if (*roff < (ptrdiff_t)ti.list_off || (size_t)*roff + 32 > end)
+    tls_info.rseq_cpu_off = *roff + 4;
+    if (*roff < (ptrdiff_t)tls_info.list_off || (size_t)*roff + 32 > end)
         return fail("__rseq_offset", " outside struct pthread");
-    int cpu_id = *(int *)(tp + ti.rseq_cpu_off);
+    int cpu_id = *(int *)(tp + tls_info.rseq_cpu_off);
     if (*rsize > 0 ? cpu_id < 0 : cpu_id >= 0)
         return fail("rseq cpu_id check", " failed");
 
     char *resp = priv_sym("__resp");
     if (!resp)
         return fail("__resp", " not found");
-    if (resp >= tp || (size_t)(tp - resp) > ti.static_size)
+    if (resp >= tp || (size_t)(tp - resp) > tls_info.static_size)
         return fail("__resp", " not in static TLS");
-    ti.resp_off = tp - resp;
+    tls_info.resp_off = tp - resp;
 
     /* libc's TLS block: from libc's link map, its size from PT_TLS. */
     Dl_info info;
     struct link_map *lm = NULL;
     size_t l_tls_offset_off;
-    if (!dladdr1((void *)ti.ctype_init, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+    if (!dladdr1((void *)tls_info.ctype_init, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
         return fail("libc link map", " not found");
     if (db_field("_thread_db_link_map_l_tls_offset", 64, &l_tls_offset_off) != 1)
         return fail("_thread_db_link_map_l_tls_offset", " missing or malformed");
-    ti.libc_tls_off = *(size_t *)((char *)lm + l_tls_offset_off);
-    ti.libc_tls_size = 0;
+    tls_info.libc_tls_off = *(size_t *)((char *)lm + l_tls_offset_off);
+    tls_info.libc_tls_size = 0;
     struct phdr_query q = {lm, 0};
     dl_iterate_phdr(find_pt_tls, &q);
-    ti.libc_tls_size = q.memsz;
-    char *blk = tp - ti.libc_tls_off;
+    tls_info.libc_tls_size = q.memsz;
+    char *blk = tp - tls_info.libc_tls_off;
     char *errp = (char *)&errno;
-    if (ti.libc_tls_size == 0 || ti.libc_tls_size > LIBC_TLS_MAX || ti.libc_tls_off % 8 ||
-        ti.libc_tls_off > ti.static_size || errp < blk || errp >= blk + ti.libc_tls_size ||
-        resp < blk || resp >= blk + ti.libc_tls_size)
+    if (tls_info.libc_tls_size == 0 || tls_info.libc_tls_size > LIBC_TLS_MAX ||
+        tls_info.libc_tls_off % 8 || tls_info.libc_tls_off > tls_info.static_size || errp < blk ||
+        errp >= blk + tls_info.libc_tls_size || resp < blk || resp >= blk + tls_info.libc_tls_size)
         return fail("libc TLS block probe", " failed");
 
-    ti.stack_guard = WORD(tp, TCB_OFF_STACKGUARD);
-    ti.pointer_guard = WORD(tp, TCB_OFF_PTRGUARD);
-    ti.feature_1 = *(uint32_t *)(tp + TCB_OFF_FEATURE_1);
+    tls_info.stack_guard = WORD(tp, TCB_OFF_STACKGUARD);
+    tls_info.pointer_guard = WORD(tp, TCB_OFF_PTRGUARD);
+    tls_info.feature_1 = *(uint32_t *)(tp + TCB_OFF_FEATURE_1);
     return NULL;
 }
 
@@ -355,7 +356,7 @@ static size_t find_pair(char *tp, uintptr_t a, uintptr_t b)
 {
     size_t found = 0;
     int n = 0;
-    for (size_t off = ti.list_off; off + 16 <= ti.sizeof_pthread; off += 8)
+    for (size_t off = tls_info.list_off; off + 16 <= tls_info.sizeof_pthread; off += 8)
         if (WORD(tp, off) == a && (b == 0 || WORD(tp, off + 8) == b)) {
             found = off;
             n++;
@@ -378,13 +379,13 @@ static void malloc_probe_fn(void *arg)
 {
     struct probe *pr = arg;
     char *tp = tls_self();
-    char *blk = tp - ti.libc_tls_off;
+    char *blk = tp - tls_info.libc_tls_off;
     char *errp = (char *)&errno;
-    pr->fresh_ok = errno == 0 && errp >= blk && errp < blk + ti.libc_tls_size;
-    memcpy(pr->before, blk, ti.libc_tls_size);
+    pr->fresh_ok = errno == 0 && errp >= blk && errp < blk + tls_info.libc_tls_size;
+    memcpy(pr->before, blk, tls_info.libc_tls_size);
     void *volatile p = glibc_malloc.malloc(24);
     glibc_malloc.free(p);
-    memcpy(pr->after, blk, ti.libc_tls_size);
+    memcpy(pr->after, blk, tls_info.libc_tls_size);
 }
 
 /*
@@ -407,7 +408,7 @@ static const char *probe_malloc_words(struct probe *pr)
         return fail("fresh TCB errno check", " failed");
     int n = 0, bad = 0;
     size_t offs[2] = {0, 0};
-    for (size_t i = 0; i + 8 <= ti.libc_tls_size; i += 8) {
+    for (size_t i = 0; i + 8 <= tls_info.libc_tls_size; i += 8) {
         uintptr_t b, a;
         memcpy(&b, pr->before + i, 8);
         memcpy(&a, pr->after + i, 8);
@@ -416,13 +417,13 @@ static const char *probe_malloc_words(struct probe *pr)
         if (b != 0 || n == 2)
             bad = 1;
         else
-            offs[n++] = ti.libc_tls_off - i;
+            offs[n++] = tls_info.libc_tls_off - i;
     }
     if (bad || n == 1)
         return fail("malloc state probe", ": unexpected TLS changes");
-    ti.nmalloc = n;
-    ti.malloc_off[0] = offs[0];
-    ti.malloc_off[1] = offs[1];
+    tls_info.nmalloc = n;
+    tls_info.malloc_off[0] = offs[0];
+    tls_info.malloc_off[1] = offs[1];
     char *self = tls_self();
     if (n == 2 && WORD(self, -(ptrdiff_t)offs[0]) == 0 && WORD(self, -(ptrdiff_t)offs[1]) == 0)
         tls_malloc_move(fresh, self);
@@ -435,30 +436,30 @@ static void *probe_stack_thread(void *arg)
     struct probe *pr = arg;
     char *tp = tls_self();
 
-    ti.stackblock_off = find_pair(tp, (uintptr_t)pr->stack, pr->stack_size);
-    if (!ti.stackblock_off)
+    tls_info.stackblock_off = find_pair(tp, (uintptr_t)pr->stack, pr->stack_size);
+    if (!tls_info.stackblock_off)
         return (void *)fail("stackblock probe", " failed");
 
     long head = 0, len = 0;
     if (rt_syscall(SYS_get_robust_list, 0, &head, &len) != 0 || (char *)head <= tp ||
-        (char *)head + 24 > tp + ti.sizeof_pthread || len != 24)
+        (char *)head + 24 > tp + tls_info.sizeof_pthread || len != 24)
         return (void *)fail("get_robust_list probe", " failed");
-    ti.robust_head_off = (char *)head - tp;
-    if (WORD(tp, ti.robust_head_off) != (uintptr_t)head ||
-        WORD(tp, ti.robust_head_off - 8) != (uintptr_t)head)
+    tls_info.robust_head_off = (char *)head - tp;
+    if (WORD(tp, tls_info.robust_head_off) != (uintptr_t)head ||
+        WORD(tp, tls_info.robust_head_off - 8) != (uintptr_t)head)
         return (void *)fail("robust list layout", " unexpected");
-    ti.futex_offset = (long)WORD(tp, ti.robust_head_off + 8);
+    tls_info.futex_offset = (long)WORD(tp, tls_info.robust_head_off + 8);
 
-    char *res = *(char **)(tp - ti.resp_off);
-    if (res <= tp || res >= tp + ti.sizeof_pthread)
+    char *res = *(char **)(tp - tls_info.resp_off);
+    if (res <= tp || res >= tp + tls_info.sizeof_pthread)
         return (void *)fail("__resp probe", " failed");
-    ti.res_off = res - tp;
+    tls_info.res_off = res - tp;
 
     char *e = strerror(987654);
     char *s = strsignal(98765);
-    ti.tls_state_off[0] = find_pair(tp, (uintptr_t)e, 0);
-    ti.tls_state_off[1] = find_pair(tp, (uintptr_t)s, 0);
-    if (!ti.tls_state_off[0] || !ti.tls_state_off[1])
+    tls_info.tls_state_off[0] = find_pair(tp, (uintptr_t)e, 0);
+    tls_info.tls_state_off[1] = find_pair(tp, (uintptr_t)s, 0);
+    if (!tls_info.tls_state_off[0] || !tls_info.tls_state_off[1])
         return (void *)fail("strerror/strsignal buffer probe", " failed");
     return NULL;
 }
@@ -473,10 +474,11 @@ static void *probe_guard_thread(void *arg)
     struct probe *pr = arg;
     char *tp = tls_self();
     char here;
-    char *block = (char *)WORD(tp, ti.stackblock_off);
-    size_t size = WORD(tp, ti.stackblock_off + 8);
-    if (&here < block || &here >= block + size || WORD(tp, ti.stackblock_off + 16) != pr->guard ||
-        WORD(tp, ti.stackblock_off + 24) != pr->guard)
+    char *block = (char *)WORD(tp, tls_info.stackblock_off);
+    size_t size = WORD(tp, tls_info.stackblock_off + 8);
+    if (&here < block || &here >= block + size ||
+        WORD(tp, tls_info.stackblock_off + 16) != pr->guard ||
+        WORD(tp, tls_info.stackblock_off + 24) != pr->guard)
         return (void *)fail("guardsize probe", " failed");
     return (void *)probe_malloc_words(pr);
 }
@@ -508,7 +510,7 @@ static const char *run_probe_thread(void *(*fn)(void *), struct probe *pr, bool 
 static const char *probe_all(bool want_ldt, const char *forced)
 {
     const char *why;
-    memset(&ti, 0, sizeof ti); /* unknown offsets read as 0 (see free_thread_buffers) */
+    memset(&tls_info, 0, sizeof tls_info); /* unknown offsets read as 0 (see free_thread_buffers) */
     if ((why = probe_symbols()) || (why = probe_layout()))
         return why;
     if (want_ldt)

@@ -146,7 +146,7 @@ class Runtime:
         except GoshimError:
             self.reasons = None
         try:
-            self.tid_off = int(lib_symbol("ti", "tls.c")["tid_off"])
+            self.tid_off = int(lib_symbol("tls_info", "tls.c")["tid_off"])
         except (GoshimError, gdb.error):
             self.tid_off = None
         self.u32 = gdb.lookup_type("unsigned int").pointer()
