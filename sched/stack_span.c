@@ -182,6 +182,25 @@ int map_stack(size_t size, size_t guard, struct gstack *out, unsigned *extra)
 }
 
 /* arena_get carves or reuses a guard-less default-size arena slot. stk.lock held. */
+/* A new mapping of about target bytes cut into slots of slot bytes (at
+ * least one, at most max): its start, with *end one past its last slot;
+ * NULL if the kernel refuses. One VMA more (stk.lock held). */
+static char *slots_map(size_t target, size_t slot, size_t max, char **end)
+{
+    size_t n = target / slot;
+    if (n < 1)
+        n = 1;
+    if (n > max)
+        n = max;
+    char *map = sys_mmap(n * slot, PROT_READ | PROT_WRITE);
+    if (!map)
+        return NULL;
+    STAT_ADD(mmaps, 1);
+    stk.vmas += 1;
+    *end = map + n * slot;
+    return map;
+}
+
 int arena_get(struct gstack *out)
 {
     struct stacknode *nd = stk.arena_free;
@@ -192,18 +211,12 @@ int arena_get(struct gstack *out)
         return 0;
     }
     if (stk.arena_next == stk.arena_end) {
-        size_t slots = ARENA_CHUNK_TARGET / stack_arena_slot_size;
-        if (slots < 1)
-            slots = 1;
-        if (slots > ARENA_SLOTS_MAX)
-            slots = ARENA_SLOTS_MAX;
-        char *chunk = sys_mmap(slots * stack_arena_slot_size, PROT_READ | PROT_WRITE);
+        /* The arena is the last resort: no budget check. */
+        char *chunk =
+            slots_map(ARENA_CHUNK_TARGET, stack_arena_slot_size, ARENA_SLOTS_MAX, &stk.arena_end);
         if (!chunk)
             return -ENOMEM;
-        STAT_ADD(mmaps, 1);
-        stk.vmas += 1; /* the arena is the last resort: no budget check */
         stk.arena_next = chunk;
-        stk.arena_end = chunk + slots * stack_arena_slot_size;
     }
     char *slot = stk.arena_next;
     stk.arena_next += stack_arena_slot_size;
@@ -307,18 +320,10 @@ int span_get(size_t size, size_t guard, struct gstack *out, int *fresh, struct p
         goto slot;
     }
     if (c->next == c->end) {
-        size_t n = SPAN_TARGET / slot;
-        if (n < 1)
-            n = 1;
-        if (n > SPAN_SLOTS_MAX)
-            n = SPAN_SLOTS_MAX;
-        char *span = sys_mmap(n * slot, PROT_READ | PROT_WRITE);
+        char *span = slots_map(SPAN_TARGET, slot, SPAN_SLOTS_MAX, &c->end);
         if (!span)
             return -ENOMEM;
-        STAT_ADD(mmaps, 1);
-        stk.vmas += 1;
         c->next = span;
-        c->end = span + n * slot;
         c->prepared = span;
     }
     map = c->next;
