@@ -139,6 +139,21 @@ static inline int use_guard_install(void)
     return stack_guard_install && !stack_force_mprotect;
 }
 
+/* A stack on memory of ours, map..map+maplen with guard bytes at its
+ * bottom, of kind STACK_MMAP, _ARENA or _SPAN: its memory zero pages never
+ * written (fresh), no VMA charged, nothing kept, every other field zero. */
+static inline void gstack_on_map(struct gstack *out, unsigned kind, char *map, size_t maplen,
+                                 size_t guard)
+{
+    *out = (struct gstack){.lo = map + guard,
+                           .hi = map + maplen,
+                           .guard = guard,
+                           .map = map,
+                           .maplen = maplen,
+                           .kind = kind,
+                           .fresh = 1};
+}
+
 static inline void vg_register(struct gstack *st)
 {
 #ifdef GOSHIM_HAVE_VALGRIND

@@ -151,7 +151,7 @@ int map_stack(size_t size, size_t guard, struct gstack *out, unsigned *extra)
     if (!map)
         return -ENOMEM;
     STAT_ADD(mmaps, 1);
-    out->vmas = 1;
+    unsigned vmas = 1;
     if (guard) {
         long r = -EINVAL;
         if (use_guard_install())
@@ -163,20 +163,13 @@ int map_stack(size_t size, size_t guard, struct gstack *out, unsigned *extra)
                 STAT_ADD(munmaps, 1);
                 return (int)r;
             }
-            out->vmas = 2;
+            vmas = 2;
             if (use_guard_install())
                 *extra = 1;
         }
     }
-    out->map = map;
-    out->maplen = len;
-    out->guard = guard;
-    out->lo = map + guard;
-    out->hi = map + len;
-    out->kind = STACK_MMAP;
-    out->fresh = 1;
-    out->keep = 0;
-    out->tcb = NULL;
+    gstack_on_map(out, STACK_MMAP, map, len, guard);
+    out->vmas = vmas;
     vg_register(out);
     return 0;
 }
@@ -221,16 +214,7 @@ int arena_get(struct gstack *out)
     char *slot = stk.arena_next;
     stk.arena_next += stack_arena_slot_size;
     STAT_ADD(arena_stacks, 1);
-    out->map = slot;
-    out->maplen = stack_arena_slot_size;
-    out->guard = 0;
-    out->lo = slot;
-    out->hi = slot + stack_arena_slot_size;
-    out->kind = STACK_ARENA;
-    out->vmas = 0;
-    out->fresh = 1;
-    out->keep = 0;
-    out->tcb = NULL;
+    gstack_on_map(out, STACK_ARENA, slot, stack_arena_slot_size, 0);
     vg_register(out);
     return 0;
 }
@@ -333,18 +317,8 @@ int span_get(size_t size, size_t guard, struct gstack *out, int *fresh, struct p
         prepare_slots(c, map, slot, pop);
     *fresh = map >= c->prepared; /* its guard is still to be installed */
 slot:
-    out->vgid = 0;
-    out->map = map;
-    out->maplen = slot;
-    out->guard = guard;
-    out->lo = map + guard;
-    out->hi = map + slot;
-    out->kind = STACK_SPAN;
-    out->vmas = 0;
+    gstack_on_map(out, STACK_SPAN, map, slot, guard);
     out->cls = i;
-    out->fresh = 1;
-    out->keep = 0;
-    out->tcb = NULL;
     return 0;
 }
 
