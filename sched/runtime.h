@@ -197,6 +197,7 @@ struct p {
     struct p *link;       /* sched.pidle; sched.lock */
     uint32_t schedtick;   /* incremented on every schedule that does not inherit time */
     int64_t schedwhen;    /* when its G began its slice, stamped while sysmon sleeps long; atomic */
+    int64_t switchwhen;   /* when its G was switched in: stamped with schedwhen, not if inherited */
     uint32_t syscalltick; /* incremented at every system call entry and exit; atomic */
     struct m *m;          /* owner M, when Prunning */
     bool fairdue;         /* the next look takes the global queue first (fair_defer); owner */

@@ -89,6 +89,10 @@ void resetspinning(struct m *mp)
         goshim_throw("findrunnable: negative nmspinning");
     /* We found work; let another M look for the rest. */
     wakep();
+    /* And if Gs still wait while every P runs, sysmon must watch the
+     * slices: a G readied while this M spun did not kick it. */
+    if (__atomic_load_n(&sched.sysmon_longsleep, __ATOMIC_RELAXED) && any_runq_nonempty())
+        sysmon_kick_slow(0);
 }
 
 /*
@@ -331,16 +335,25 @@ static inline void m_leave_g0(struct m *mp)
 }
 
 /*
- * pp's next G begins a slice of its own (not runnext's inherited one):
- * the schedtick sysmon watches moves. While sysmon sleeps past a slice
- * (nobody it serves waits) it cannot see when, so the slice's start is
- * stamped then (a vDSO clock read, ~30 ns here: not on every switch).
+ * pp's next G is switched in: nschedule moves, and unless it inherits
+ * runnext's time it begins a slice of its own, so the schedtick sysmon
+ * watches moves too. While sysmon sleeps past a slice (nobody it serves
+ * waits) it cannot see when, so a slice's start is stamped then (a vDSO
+ * clock read, ~30 ns here: not on every switch). An inherited switch is
+ * not stamped (that would be a clock read on every hand-off): sysmon
+ * counts such a G's own run from the round that first sees it.
  */
-static inline void new_slice(struct p *pp)
+static inline void new_slice(struct p *pp, bool inherit)
 {
-    if (__builtin_expect(__atomic_load_n(&sched.sysmon_longsleep, __ATOMIC_RELAXED) == 2, 0))
-        __atomic_store_n(&pp->schedwhen, nanotime(), __ATOMIC_RELAXED);
-    __atomic_store_n(&pp->schedtick, pp->schedtick + 1, __ATOMIC_RELEASE);
+    if (!inherit) {
+        if (__builtin_expect(__atomic_load_n(&sched.sysmon_longsleep, __ATOMIC_RELAXED) == 2, 0)) {
+            int64_t now = nanotime();
+            __atomic_store_n(&pp->schedwhen, now, __ATOMIC_RELAXED);
+            __atomic_store_n(&pp->switchwhen, now, __ATOMIC_RELAXED);
+        }
+        __atomic_store_n(&pp->schedtick, pp->schedtick + 1, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&pp->nschedule, pp->nschedule + 1, __ATOMIC_RELEASE); /* sysmon reads both */
 }
 
 GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp, bool inherit)
@@ -351,9 +364,7 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
     preemptq_leave(gp);
     __atomic_store_n(&gp->m, mp, __ATOMIC_RELEASE); /* pthread_kill reads it */
     mp->curg = gp;
-    if (!inherit) /* sysmon reads it */
-        new_slice(pp);
-    pp->nschedule++;
+    new_slice(pp, inherit);
     gp->nswitch++;
     if (!(gp->flags & G_STARTED))
         bind_stack(mp, gp);
@@ -391,7 +402,7 @@ GOSHIM_NO_TSAN void schedule(void)
     if (self_resume) {
         preemptq_leave(gp);
         mp->curg = gp;
-        new_slice(mp->p);
+        new_slice(mp->p, false);
         if (!tls_full())
             tls_g = gp;
         if (gp->sigmask != mp->sigmask)

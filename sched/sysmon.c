@@ -123,6 +123,8 @@ struct ptick {
     int64_t syscallwhen;
     uint32_t schedtick;
     int64_t schedwhen;
+    uint64_t nschedule;     /* the P's switch count then, */
+    int64_t switchwhen;     /* and when its G was switched in (its own run, not inherited) */
     int64_t armed;          /* when it was first seen past its slice (0: not yet) */
     bool cut;               /* its slice was cut short for a waiting G (counted once) */
     int64_t cpu0;           /* its M's CPU time then */
@@ -308,21 +310,44 @@ static struct round round_begin(int64_t now)
  * then, if another G waits, its slice is timed (by its M's slice timer,
  * or by sysmon, which asks it to yield once past the slice, again every
  * quarter slice until it does). */
+/* When a P's G began, seen at a round that found it new: the P's own
+ * stamp if it was taken since the last round (while sysmon slept long),
+ * else now. */
+static int64_t began_at(const int64_t *stamp, int64_t now)
+{
+    int64_t began = __atomic_load_n(stamp, __ATOMIC_RELAXED);
+    return began > sm.lastround && began <= now ? began : now;
+}
+
 static void retake_running(struct p *pp, struct ptick *pt, const struct round *r)
 {
+    uint64_t ns = __atomic_load_n(&pp->nschedule, __ATOMIC_ACQUIRE);
+    if (pt->nschedule != ns) {
+        pt->nschedule = ns;
+        pt->switchwhen = began_at(&pp->switchwhen, r->now);
+    }
     uint32_t t = __atomic_load_n(&pp->schedtick, __ATOMIC_ACQUIRE);
     if (pt->schedtick != t) {
-        /* When its G began: the P's own stamp if it was taken since
-         * the last round (while sysmon slept long), else now. */
-        int64_t began = __atomic_load_n(&pp->schedwhen, __ATOMIC_RELAXED);
         pt->schedtick = t;
-        pt->schedwhen = began > sm.lastround && began <= r->now ? began : r->now;
+        pt->schedwhen = began_at(&pp->schedwhen, r->now);
         pt->armed = 0;
         pt->blocked = 0;
         pt->refused = 0;
         pt->refm = NULL;
         pt->cut = false;
     }
+    /* As Go, a G switched in from runnext inherits the slice, so that a
+     * pair handing the P to each other cannot keep the Gs queued behind
+     * runnext waiting. But a waiter in runnext alone is the G that runs
+     * as soon as this one blocks: as under the kernel, where a thread
+     * that blocks and wakes starts afresh, this G is cut only once it has
+     * run a slice itself (a create+join loop at P=1 was asked to yield
+     * hundreds of times a second for nothing), counted from its switch
+     * or, for an inherited one (not stamped), from the round that first
+     * saw it: at most a slice late. */
+    int64_t start = pt->schedwhen;
+    if (r->policy && !r->global && runqlen(pp) == 0)
+        start = pt->switchwhen;
     if (r->policy && !others_wait(pp, r->global)) {
         pt->armed = 0;      /* nobody waits for this P: its G runs on */
     } else if (!r->woken) { /* its slice timer rotates it */
@@ -332,7 +357,7 @@ static void retake_running(struct p *pp, struct ptick *pt, const struct round *r
         } else {
             look_at(pt->schedwhen + r->rotate);
         }
-    } else if (r->now - pt->schedwhen >= r->slice) {
+    } else if (r->now - start >= r->slice) {
         if (r->policy && !pt->cut) {
             pt->cut = true;
             preempt_count_cut();
@@ -340,7 +365,7 @@ static void retake_running(struct p *pp, struct ptick *pt, const struct round *r
         over_slice(pp, pt, r->now, true);
         look_at(r->now + r->slice / 4); /* again until it yields */
     } else {
-        look_at(pt->schedwhen + r->slice);
+        look_at(start + r->slice);
     }
 }
 
@@ -506,6 +531,8 @@ void sysmon_kick_slow(int64_t when)
 {
     if (__atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) > 0)
         return; /* an idle P takes it (wakep), or its M sleeps until the timer */
+    if (__atomic_load_n(&sched.nmspinning, __ATOMIC_RELAXED) > 0)
+        return; /* a spinning M (often the one wakep just started) takes it, or kicks (resetspinning) */
     if (when > 0 && when >= __atomic_load_n(&sched.sysmon_wake_at, __ATOMIC_RELAXED))
         return; /* a timer sysmon wakes for anyway */
     if (__atomic_exchange_n(&sched.sysmon_longsleep, 0, __ATOMIC_SEQ_CST))
