@@ -53,7 +53,9 @@
  * (it polls when nobody has). A G that begins to wait while every P runs
  * (created, woken, back from a system call without a P, a new earliest
  * timer) kicks it out of such a sleep (sysmon_kick: one load when it is
- * not in one). A fixed GOSHIM_PREEMPT keeps the old rule: preempt after
+ * not in one) if it would not look within a slice anyway, and for 50 ms
+ * after a kick its sleeps stay within a slice, where new waiters need no
+ * kick: a create+join loop paid a futex wake per thread before. A fixed GOSHIM_PREEMPT keeps the old rule: preempt after
  * the slice whether or not anyone waits.
  *
  * It runs outside any G, so what it readies goes to the global run queue
@@ -77,6 +79,7 @@ enum {
     SYSMON_MIN_NS = 20000,
     SYSMON_MAX_NS = 10000000,
     SYSMON_IDLE_ROUNDS = 50,
+    SYSMON_WATCH_NS = 50000000, /* after a kick, 50 ms of sleeps within a slice */
     FORCE_POLL_NS = 10000000,
     SYSCALL_RETAKE_NS = 10000000,
 };
@@ -89,8 +92,9 @@ static struct {
     bool running;
     uint64_t nretake; /* Ps retaken from system calls; atomic */
     uint64_t nrounds;
-    int64_t nextlook;  /* the last round's: when a P next needs a look (INT64_MAX: none) */
-    int64_t lastround; /* when the previous round looked at the Ps */
+    int64_t nextlook;    /* the last round's: when a P next needs a look (INT64_MAX: none) */
+    int64_t lastround;   /* when the previous round looked at the Ps */
+    int64_t watch_until; /* after a kick: sleeps stay within a slice until then */
 } sm;
 
 /* A P needs sysmon's look at when (retake). */
@@ -447,6 +451,12 @@ static int64_t sysmon_delay(int64_t delay)
         if (netpoll_anywaiters() && slice < look)
             look = slice;
     }
+    /* Kicked lately: Gs keep beginning to wait (a create+join loop does
+     * a thousand times a millisecond), so stay within a slice for a while,
+     * where a new waiter needs no kick (sysmon_kick_slow): one wake-up a
+     * slice instead of a futex wake on every such waiter's path. */
+    if (now < sm.watch_until && slice < look)
+        look = slice;
     if (delay > look)
         delay = look > SYSMON_MIN_NS ? look : SYSMON_MIN_NS;
     return delay;
@@ -471,10 +481,14 @@ static int64_t sysmon_sleep(int64_t delay)
     }
     if (sleep > 0)
         notetsleep(&sm.note, sleep);
-    if (longsleep) /* (a kick cleared it already) */
-        __atomic_store_n(&sched.sysmon_longsleep, 0, __ATOMIC_SEQ_CST);
+    /* A kick cleared it already. */
+    bool kicked =
+        longsleep && __atomic_exchange_n(&sched.sysmon_longsleep, 0, __ATOMIC_SEQ_CST) == 0;
     noteclear(&sm.note);
-    return nanotime();
+    now = nanotime();
+    if (kicked)
+        sm.watch_until = now + SYSMON_WATCH_NS;
+    return now;
 }
 
 /* Poll the network without blocking when nobody has for a while (under
@@ -533,8 +547,16 @@ void sysmon_kick_slow(int64_t when)
         return; /* an idle P takes it (wakep), or its M sleeps until the timer */
     if (__atomic_load_n(&sched.nmspinning, __ATOMIC_RELAXED) > 0)
         return; /* a spinning M (often the one wakep just started) takes it, or kicks (resetspinning) */
-    if (when > 0 && when >= __atomic_load_n(&sched.sysmon_wake_at, __ATOMIC_RELAXED))
-        return; /* a timer sysmon wakes for anyway */
+    /* The latest look it needs: a timer's due time; for a G that begins
+     * to wait, a slice from now (the running G's slice ends by then, and
+     * sysmon's look times the rest). Within that, sysmon wakes anyway: a
+     * kick per pthread_create in a create+join loop was a futex wake
+     * (~2 us here) on the creator's path. */
+    if (when == 0 && __atomic_load_n(&sched.sysmon_longsleep, __ATOMIC_RELAXED) == 1)
+        return; /* it sleeps a slice at most (no clock read needed) */
+    int64_t by = when > 0 ? when : nanotime() + preempt_slice();
+    if (by >= __atomic_load_n(&sched.sysmon_wake_at, __ATOMIC_RELAXED))
+        return;
     if (__atomic_exchange_n(&sched.sysmon_longsleep, 0, __ATOMIC_SEQ_CST))
         sysmon_wake();
 }
