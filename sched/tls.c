@@ -184,6 +184,23 @@ static void dtv_trim(char *tcb)
     free(dtv - 2);
 }
 
+/*
+ * tls_dtv_clear readies a used TCB's DTV for _dl_allocate_tls_init, as
+ * glibc's own stack cache does for a stack it reuses (get_cached_stack):
+ * the blocks of dlopen'ed modules' TLS that the thread allocated
+ * (to_free; NULL for static TLS) freed, the generation and every slot
+ * zeroed. The DTV itself, trimmed once, is kept.
+ */
+void tls_dtv_clear(char *tcb)
+{
+    uintptr_t *dtv = (uintptr_t *)WORD(tcb, TCB_OFF_DTV); /* two words a slot */
+    size_t len = dtv[-2];
+    for (size_t i = 1; i <= len; i++)
+        if (dtv[2 * i + 1])
+            free((void *)dtv[2 * i + 1]);
+    memset(dtv, 0, (len + 1) * 16);
+}
+
 /* tcb_fill writes every field a new thread needs, keeping the stack fields. */
 static void tcb_fill(char *tcb)
 {
@@ -286,15 +303,20 @@ void tls_tcb_reset(void *tcbv)
 
     free_thread_buffers(tcb);
     /*
-     * Free dynamic TLS and the DTV, then a new DTV and fresh copies of all
-     * static TLS images. With tcb installed, malloc still finds its words
+     * Free dynamic TLS (and the DTV, where glibc's reinit is unknown), then
+     * fresh copies of all static TLS images. With tcb installed, malloc still finds its words
      * until the libc image is copied; nothing between that copy and the
      * restore below allocates. The tid is still the old one, which owns
      * ld.so's TLS lock meanwhile.
      */
-    tls_info.deallocate_tls(tcb, false);
-    if (tls_info.allocate_tls(tcb) == NULL)
-        goshim_throw("tls_tcb_reset: out of memory for the DTV");
+    if (tls_info.allocate_tls_init) { /* the DTV kept: no malloc, no free */
+        tls_dtv_clear(tcb);
+        tls_info.allocate_tls_init(tcb, tls_info.init_flag);
+    } else {
+        tls_info.deallocate_tls(tcb, false);
+        if (tls_info.allocate_tls(tcb) == NULL)
+            goshim_throw("tls_tcb_reset: out of memory for the DTV");
+    }
 
     /* struct pthread as a new thread: zero except the self pointers and guards, then refill. */
     memset(tcb + TCB_OFF_MULTI, 0, TCB_OFF_STACKGUARD - TCB_OFF_MULTI);

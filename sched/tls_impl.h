@@ -31,6 +31,11 @@
 struct tlsinfo {
     void *(*allocate_tls)(void *mem);
     void (*deallocate_tls)(void *tcb, bool dealloc_tcb);
+    /* _dl_allocate_tls_init and the flag a new thread gets (its meaning
+     * flipped across glibc versions: init_flag_of); NULL when it could not
+     * be shown to work. */
+    void *(*allocate_tls_init)(void *tcb, bool flag);
+    bool init_flag;
     void (*ctype_init)(void);
     void (*call_tls_dtors)(void);
 
@@ -58,5 +63,8 @@ struct tlsinfo {
 extern struct tlsinfo tls_info;
 
 #define WORD(p, off) (*(uintptr_t *)((char *)(p) + (off)))
+
+/* Free a TCB's dynamic TLS blocks and zero its DTV (tls.c). */
+void tls_dtv_clear(char *tcb);
 
 #endif

@@ -224,6 +224,63 @@ static void start_ldt(const char *forced)
                  forced && strcmp(forced, "ldt") == 0 ? "GOSHIM_FS=ldt" : "LDT selectors", why);
 }
 
+/*
+ * init_flag_of finds the flag _dl_allocate_tls passes to
+ * _dl_allocate_tls_init for a new thread: its meaning flipped across glibc
+ * versions ("copy the images of other namespaces' modules too" in 2.36,
+ * "the main thread: do not" from 2.40), and it only shows with modules of
+ * other namespaces (dlmopen, LD_AUDIT). _dl_allocate_tls sets %esi right
+ * before it jumps there (mov $imm32,%esi or xor %esi,%esi, then jmp or
+ * call rel32, as gcc builds it). Returns 0 or 1, or -1 if that shape is
+ * not found: then resets take the longer way.
+ */
+static int init_flag_of(const unsigned char *alloc, const void *init)
+{
+    int flag = -1;
+    for (int i = 0; i < 64; i++) {
+        if (alloc[i] == 0xbe) /* mov $imm32, %esi */
+            flag = alloc[i + 1] != 0 || alloc[i + 2] || alloc[i + 3] || alloc[i + 4];
+        else if (alloc[i] == 0x31 && alloc[i + 1] == 0xf6) /* xor %esi, %esi */
+            flag = 0;
+        else if ((alloc[i] == 0xe9 || alloc[i] == 0xe8) && flag >= 0) {
+            int32_t rel;
+            memcpy(&rel, alloc + i + 1, 4);
+            if (alloc + i + 5 + rel == (const unsigned char *)init)
+                return flag;
+        }
+    }
+    return -1;
+}
+
+/* An initialised static TLS variable of ours: _dl_allocate_tls_init copies its image. */
+static __thread int reinit_mark __attribute__((tls_model("initial-exec"))) = 0x676f;
+
+/*
+ * probe_reinit finds how to reinitialise a used TCB's TLS in place, as
+ * glibc's stack cache does (tls_dtv_clear, then _dl_allocate_tls_init
+ * with a new thread's flag): a TCB reset then keeps its DTV instead of
+ * freeing it and allocating another (two mallocs and two frees per
+ * pthread_create). It is tried on a TCB of glibc's own making, and kept
+ * only if it brings back reinit_mark's image.
+ */
+static void probe_reinit(void)
+{
+    void *(*init)(void *, bool) = (void *(*)(void *, bool))priv_sym("_dl_allocate_tls_init");
+    int flag = init ? init_flag_of((const unsigned char *)tls_info.allocate_tls, init) : -1;
+    char *t = flag >= 0 ? tls_info.allocate_tls(NULL) : NULL;
+    if (!t)
+        return;
+    ptrdiff_t off = (char *)&reinit_mark - (char *)tls_self();
+    *(int *)(t + off) = 0;
+    tls_dtv_clear(t);
+    init(t, flag);
+    if (*(int *)(t + off) == 0x676f && WORD(t, TCB_OFF_DTV) != 0) {
+        tls_info.allocate_tls_init = init;
+        tls_info.init_flag = flag;
+    }
+    tls_info.deallocate_tls(t, true);
+}
+
 static const char *probe_symbols(void)
 {
     static const char *const names[] = {"_dl_allocate_tls", "_dl_deallocate_tls",
@@ -513,6 +570,7 @@ static const char *probe_all(bool want_ldt, const char *forced)
     memset(&tls_info, 0, sizeof tls_info); /* unknown offsets read as 0 (see free_thread_buffers) */
     if ((why = probe_symbols()) || (why = probe_layout()))
         return why;
+    probe_reinit();
     if (want_ldt)
         start_ldt(forced); /* the TCBs made from here on may come from the arena */
     struct probe *pr = mmap(NULL, sizeof *pr + PROBE_STACK_SIZE, PROT_READ | PROT_WRITE,

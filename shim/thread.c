@@ -213,15 +213,18 @@ static void free_thread(struct sthread *st)
     __atomic_store_n(gone_slot(sthread_id(st)), (uintptr_t)sthread_id(st), __ATOMIC_RELEASE);
     void *tcb = tls_full() ? st->tcb : NULL;
     bool inblock = st->inblock;
-    if (st->keyblk)
+    if (st->keyblk) { /* (most threads have none of these) */
         for (int i = 0; i < 32; i++)
             free(st->keyblk[i]);
-    free(st->keyblk);
-    free(st->affinity);
+        free(st->keyblk);
+    }
+    if (st->affinity)
+        free(st->affinity);
     runtime_lock(&sthread_lock);
     st->magic = 0;
     runtime_unlock(&sthread_lock);
-    free(st->fwd_info);
+    if (st->fwd_info)
+        free(st->fwd_info);
     if (!inblock)
         free(st);
     /* Last: an in-block record ends with its block. */

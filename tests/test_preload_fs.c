@@ -188,6 +188,44 @@ Test(preload_fs, blocked_threads_heap_is_a_trimmed_dtv_and_a_task, .timeout = 60
     cr_assert(pre <= nat + 200, "%ld heap bytes a thread under goshim, %ld natively", pre, nat);
 }
 
+/* reuse_out runs prog_tcb_block reuse 2000 in method m (NULL: natively) and checks its output. */
+static void reuse_out(const char *m, const char *env)
+{
+    static char out[1 << 12];
+    char penv[256], fenv[200];
+    struct pp_argv a;
+    if (m) {
+        snprintf(fenv, sizeof fenv, "GOSHIM_FS=%s %s", m, env ? env : "");
+        run_preloaded_ok("prog_tcb_block", "reuse 2000", fenv, penv, sizeof penv, out, sizeof out);
+    } else {
+        int st = run_native("prog_tcb_block", pp_argv(&a, "prog_tcb_block", "reuse 2000"), NULL,
+                            out, sizeof out);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "natively: status %d\n%s", st, out);
+    }
+    long n = 0, bad = -1, grew = -1;
+    const char *line = strstr(out, "reuse: ");
+    cr_assert(line &&
+                  sscanf(line, "reuse: %ld threads, %ld failures, heap %ld", &n, &bad, &grew) == 3,
+              "%s: %s", m ? m : "native", out);
+    cr_assert(n == 2000 && bad == 0, "%s %s: %s", m ? m : "native", env ? env : "", out);
+    /* One module block left behind per thread would be ~300 bytes. */
+    cr_assert(grew < 64, "%s %s: the heap keeps %ld bytes a thread", m ? m : "native",
+              env ? env : "", grew);
+}
+
+/* A reused TCB (the last thread's, reset in place with its DTV kept) frees the
+ * dynamic TLS blocks its previous thread allocated and starts at the initial values. */
+Test(preload_fs, reused_tcb_frees_dynamic_tls_and_starts_fresh, .timeout = 60)
+{
+    const char *m[3];
+    int n = n_block_methods(m);
+    reuse_out(NULL, NULL);
+    for (int i = 0; i < n; i++) {
+        reuse_out(m[i], NULL);
+        reuse_out(m[i], "GOSHIM_PROCS=1");
+    }
+}
+
 /* fork from threads (the LDT is inherited), exec (the kernel drops it), vfork, daemon. */
 Test(preload_fs, fork_and_exec_in_every_method, .timeout = 60)
 {

@@ -5,6 +5,7 @@
  * natively.
  *
  *   usage: prog_tcb_block tls | layout | joinable | detached N | deep N KIB | heap N
+ *          | reuse N
  *
  * tls: threads of 64 KiB and of default stacks, made before and after a
  *   dlopen of libgoshim_tlsmod.so (dynamic TLS through each thread's DTV),
@@ -31,6 +32,12 @@
  *   steps (at most 10 s) until the process's resident memory is back within
  *   half of what the threads touched. Prints "deep: released yes" or
  *   "deep: released no (X MiB still resident of Y touched)".
+ * reuse: after the dlopen, N threads one after another (each made once
+ *   the last is joined, so it gets the last one's TCB under goshim and its
+ *   cached stack natively) find the module's TLS and their own __thread
+ *   variables at their initial values, set their own and exit; the blocks of the module's TLS they allocated must
+ *   be freed with them. Prints "reuse: N threads, F failures, heap X bytes
+ *   a thread" (X: heap growth from the 2nd thread to the last).
  * heap: N threads blocked at once in pthread_cond_wait; prints the malloc
  *   heap in use (mallinfo2, every arena) they added, per thread:
  *   "heap: X bytes a thread" (natively glibc's DTV).
@@ -412,6 +419,42 @@ static int run_heap(long n)
     return 0;
 }
 
+static __thread long reuse_own = 77; /* static TLS, initialised */
+static __thread long reuse_zero;     /* static TLS, zero */
+
+static void *reuse_worker(void *arg)
+{
+    /* Initial values, whoever had this TCB before. */
+    long id = (long)arg, bad = mod_get() != 4242 || reuse_own != 77 || reuse_zero != 0;
+    mod_set(id);
+    reuse_own = reuse_zero = id;
+    bad |= mod_get() != id || !mod_buf_ok(id);
+    return (void *)bad;
+}
+
+static int run_reuse(const char *argv0, long n)
+{
+    if (n < 2 || load_module(argv0) != 0) {
+        fprintf(stderr, "reuse: needs N >= 2 and libgoshim_tlsmod.so\n");
+        return 1;
+    }
+    size_t before = 0;
+    long bad = 0;
+    for (long i = 0; i < n; i++) {
+        pthread_t t;
+        void *r;
+        if (i == 1)
+            before = mallinfo2().uordblks; /* the first thread's one-time allocations are in */
+        if (pthread_create(&t, NULL, reuse_worker, (void *)(i + 1)) != 0 ||
+            pthread_join(t, &r) != 0)
+            return 1;
+        bad += r != NULL;
+    }
+    long grew = (long)(mallinfo2().uordblks - before) / (n - 1);
+    printf("reuse: %ld threads, %ld failures, heap %ld bytes a thread\n", n, bad, grew);
+    return bad != 0;
+}
+
 int main(int argc, char **argv)
 {
     main_canary = canary();
@@ -428,7 +471,10 @@ int main(int argc, char **argv)
         return run_deep(atol(argv[2]), atol(argv[3]));
     if (strcmp(mode, "heap") == 0 && argc > 2)
         return run_heap(atol(argv[2]));
-    fprintf(stderr, "usage: %s tls | layout | joinable | detached N | deep N KIB | heap N\n",
+    if (strcmp(mode, "reuse") == 0 && argc > 2)
+        return run_reuse(argv[0], atol(argv[2]));
+    fprintf(stderr,
+            "usage: %s tls | layout | joinable | detached N | deep N KIB | heap N | reuse N\n",
             argv[0]);
     return 2;
 }
