@@ -419,8 +419,16 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
 
     maybe_grow();
     struct gftable *t0 = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
-    struct gfwaiter w = {
-        .addr = addr, .gp = gp, .b = &t0->b[hashof(addr) & t0->mask], .state = W_ARMING};
+    /* Field by field: an initialiser would zero the timer too, with a
+     * rep stos (3% of a cond ping-pong); the timer is set only when timed,
+     * the links by enqueue. */
+    struct gfwaiter w;
+    w.addr = addr;
+    w.gp = gp;
+    w.b = &t0->b[hashof(addr) & t0->mask];
+    w.next = w.prev = w.qnext = w.qprev = NULL;
+    w.ishead = 0;
+    w.state = W_ARMING;
     bool timed = deadline_ns >= 0;
     if (timed && deadline_ns <= nanotime())
         return __atomic_load_n(addr, __ATOMIC_SEQ_CST) != val ? EAGAIN : ETIMEDOUT;
