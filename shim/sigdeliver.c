@@ -440,11 +440,9 @@ void shim_set_hidden_mask(uint64_t set)
 int shim_deliver_signals(void)
 {
     struct sthread *st = goshim_active() ? sthread_self() : NULL;
-    if (!st)
-        return 0;
+    if (!st || !__atomic_load_n(&st->sigpending, __ATOMIC_RELAXED))
+        return 0; /* the common case, after every wait: one load */
     uint64_t mask = sched_sigmask() | st->hidden_mask;
-    if (!__atomic_load_n(&st->sigpending, __ATOMIC_RELAXED))
-        return 0;
     uint64_t set = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & ~mask;
     if (!set)
         return 0; /* all blocked: they wait */
