@@ -437,11 +437,18 @@ void shim_set_hidden_mask(uint64_t set)
         __atomic_store_n(&st->hidden_mask, set, __ATOMIC_RELAXED); /* the router reads it */
 }
 
+static int deliver_pending(struct sthread *st);
+
 int shim_deliver_signals(void)
 {
     struct sthread *st = goshim_active() ? sthread_self() : NULL;
     if (!st || !__atomic_load_n(&st->sigpending, __ATOMIC_RELAXED))
-        return 0; /* the common case, after every wait: one load */
+        return 0; /* the common case, after every wait: one load, no frame */
+    return deliver_pending(st);
+}
+
+__attribute__((noinline)) static int deliver_pending(struct sthread *st)
+{
     uint64_t mask = sched_sigmask() | st->hidden_mask;
     uint64_t set = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & ~mask;
     if (!set)
