@@ -122,6 +122,21 @@ Test(preload_preempt, spin_advances_one_p, .timeout = 60)
                   s.done, s.requests, s.tickcuts);
 }
 
+/* A thread that creates another and computes is cut by sysmon after its
+ * own slice though the new one waits in its runnext alone (which would
+ * inherit the slice, as Go's runnext does). Without that rule only the
+ * slice timers let it in, at the kernel's tick: no sysmon request at all
+ * (seen). Under load sysmon's look comes even sooner than the timer's,
+ * which counts the M's CPU time. */
+Test(preload_preempt, creator_that_spins_is_cut_for_its_new_thread_one_p, .timeout = 60)
+{
+    static const char want[] = "new thread ran while its creator spun: 10 rounds\n";
+    struct pp_stats s = pp_preloaded("prog_spin_after_create", "10", "GOSHIM_PROCS=1", want);
+
+    cr_assert_geq(s.requests, 1, "no creator was asked to yield (slice-timer cuts: %ld)",
+                  s.tickcuts);
+}
+
 Test(preload_preempt, spin_advances_one_p_fractional_slice, .timeout = 60)
 {
     struct pp_stats s =
