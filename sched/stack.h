@@ -110,6 +110,8 @@ struct note;
  * woken (stop may be NULL). Scheduler context, no P needed.
  */
 void stack_scavenge(const struct note *stop);
+/* Whether stack_scavenge has stacks to look at (one load). */
+int stack_scavenge_due(void);
 
 /*
  * stack_set_keep_release installs fn, called with a free stack whose kept

@@ -95,6 +95,11 @@ static void release_warm(struct stacknode *list)
     flush_releases(v, n);
 }
 
+int stack_scavenge_due(void)
+{
+    return __atomic_load_n(&stk.ndirty, __ATOMIC_RELAXED) != 0;
+}
+
 /*
  * stack_scavenge: see stack.h. One dirty stack at a time, off its list
  * while its memory is looked at (still counted in its warm counter), so
