@@ -15,7 +15,10 @@
 #   pipe_pingpong  blocking read/write over two pipes, ns per round trip
 #   create_join    pthread_create + pthread_join one at a time, ns per thread
 #
-# Output: "bench_fs_<case>: native X, wrfsbase Y, ldt Z, arch_prctl W" (ns),
+# Output: the host's raw costs (tests/progs/pbench_fs_cost.c: one system
+# call, one arch_prctl(ARCH_SET_FS), one LDT selector load, wrfsbase where
+# allowed, one modify_ldt write), then
+# "bench_fs_<case>: native X, wrfsbase Y, ldt Z, arch_prctl W" (ns),
 # then a Markdown table with native / method for each method and
 # ldt / wrfsbase, whose target (issue 15) is <= 1.5x for yield and
 # cond_pingpong. The targets are informational: the exit status is non-zero
@@ -25,7 +28,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 progs=$root/build/tests/progs
 lib=$root/build/libgoshim.so
-for f in "$lib" "$progs"/pbench_{yield,cond_pingpong,pipe_pingpong,create_join}; do
+for f in "$lib" "$progs"/pbench_{yield,cond_pingpong,pipe_pingpong,create_join,fs_cost}; do
     if [ ! -e "$f" ]; then
         echo "bench_fs: $f is missing (run make all)" >&2
         exit 1
@@ -45,6 +48,8 @@ else
     host="this host has no FSGSBASE (AT_HWCAP2 ${hwcap2:-0}): auto picks ldt; wrfsbase not possible"
 fi
 modes=(native "${methods[@]}")
+# The host's raw price of each way to move the FS base, without goshim.
+cost=$(timeout -k 5 60 "$progs/pbench_fs_cost" 2>&1 | tail -1)
 
 # name | program and arguments | key of the figure | goshim environment | native prefix
 cases=(
@@ -92,6 +97,7 @@ done
 
 declare -A med
 echo "bench_fs: $runs repetitions, medians; $(nproc) CPUs; scale $scale; $host"
+echo "bench_fs_host_costs (pbench_fs_cost, no goshim): $cost"
 for spec in "${cases[@]}"; do
     IFS='|' read -r name _ <<<"$spec"
     line="bench_fs_$name:"
