@@ -248,6 +248,11 @@ size_t stack_default_guard(void)
     return stack_dflt_guard;
 }
 
+size_t stack_page_size(void)
+{
+    return stack_pagesize;
+}
+
 /* count_hit counts a stack_alloc served from a cache. */
 static void count_hit(void)
 {

@@ -66,6 +66,7 @@ struct stackcache {
 int stack_init(size_t default_size);
 size_t stack_default_size(void);
 size_t stack_default_guard(void); /* the page size, as glibc */
+size_t stack_page_size(void);
 
 /*
  * stack_alloc fills *out with a stack of size usable bytes (0 = default,

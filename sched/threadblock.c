@@ -75,16 +75,39 @@ static void tcb_keep_release(struct gstack *st)
     }
 }
 
+/*
+ * A blocked thread's frames: 640 B from its stack's top, measured parked in
+ * pthread_cond_wait (a first call through a lazily bound PLT entry goes
+ * deeper once: ld.so's resolver saves the vector registers there). A
+ * guess too small costs little: a thread deeper than this takes a second
+ * page anyway, and the record it could have kept in the block (512 B) is
+ * on the heap; a guess too large costs a page a thread.
+ */
+#define BLOCKED_FRAMES 768
+
 void sched_tcb_layout_init(size_t record_size)
 {
     tcbl.on = tls_full() && tls_fs_method != TLS_FS_LDT;
+    size_t hdr = (sizeof(struct tcbhdr) + 63) & ~(size_t)63;
     tcbl.rec = (record_size + 63) & ~(size_t)63;
-    tcbl.extra = tcbl.rec + ((sizeof(struct tcbhdr) + 63) & ~(size_t)63);
+    /*
+     * One page a thread where it can be: with a small static TLS surplus
+     * (glibc.rtld.optional_static_tls=0 and glibc.rtld.nns=1, the user's
+     * tunables; see tls.c's essay) struct pthread, the static TLS and a
+     * blocked thread's frames fit in the block's top page if the shim's
+     * record is not there too. Then the record is malloc'ed (dense, 656 B)
+     * instead of costing each thread a second page (4 KiB).
+     */
+    size_t page = stack_page_size();
+    if (tcbl.on && tls_tcb_space(tcbl.rec + hdr) + BLOCKED_FRAMES > page &&
+        tls_tcb_space(hdr) + BLOCKED_FRAMES <= page)
+        tcbl.rec = 0;
+    tcbl.extra = tcbl.rec + hdr;
     tcbl.keep = tcbl.on ? tls_tcb_space(tcbl.extra) : 0;
     if (tcbl.on)
         stack_set_keep_release(tcb_keep_release);
     /* A new thread touches its TCB and its first frames at once: populated in batches. */
-    size_t pop = tcbl.on ? tcbl.keep + 1024 : 4096;
+    size_t pop = tcbl.on ? tcbl.keep + BLOCKED_FRAMES : 4096;
     stack_set_populate(pop < 16384 ? pop : 16384); /* a program with a large static TLS */
 }
 
@@ -102,7 +125,7 @@ static struct tcbhdr *tcbhdr_of_tcb(void *tcb)
 
 void *sched_g_record(struct g *gp, bool *zeroed)
 {
-    if (!tcbl.on || !gp->stack.tcb || gp->tcb != gp->stack.tcb)
+    if (!tcbl.on || !tcbl.rec || !gp->stack.tcb || gp->tcb != gp->stack.tcb)
         return NULL;
     *zeroed = gp->stack.fresh != 0;
     return (char *)tcbhdr_of_top(gp->stack.hi) - tcbl.rec;

@@ -71,15 +71,17 @@
  * such as sysmon rely on it): left for later.
  *
  * Why no transparent design reaches 2 x Go's 2.7 KB (5.4 KB) a thread:
- *   - no surplus (glibc.rtld.optional_static_tls=0 and a smaller nns are
- *     the user's tunables, read once by ld.so; goshim could only refuse
- *     the surplus by overlapping it with frames): the top page would hold
- *     3200 B and leave ~900 B for frames (a blocked thread's here take
- *     up to 1.2 KiB: one page for some threads at best, 4.2 KB with the
- *     DTV), but a dlopen of a module with initial-exec TLS (libGL,
- *     sanitizer runtimes, many Python extensions) then fails with "cannot
- *     allocate memory in static TLS block", or writes its TLS image into
- *     live frames;
+ *   - no surplus by default: glibc.rtld.optional_static_tls=0 and
+ *     glibc.rtld.nns=1 are the user's tunables, read once by ld.so, and
+ *     goshim could only refuse the surplus by overlapping it with frames,
+ *     so that a dlopen of a module with initial-exec TLS (libGL, sanitizer
+ *     runtimes, many Python extensions) fails with "cannot allocate memory
+ *     in static TLS block", or writes its TLS image into live frames. With
+ *     those tunables (goshim run --lean-tls) the surplus is 144 B and the
+ *     top page holds struct pthread, the static TLS, the header and a
+ *     blocked thread's frames (640 B) if the shim's record goes to the heap
+ *     (threadblock.c): measured here, 4096 B of block + 912 B of heap a
+ *     thread (5.0 KB), and dlopen fails cleanly past the 144 B;
  *   - TCBs packed in shared pages, away from the stacks (as the ldt
  *     method's arena does): the surplus bytes still share pages with the
  *     next TCB's used ones, so 4.3 KB each plus the stack's own page: 8.3 KB
@@ -91,7 +93,8 @@
  *     frames (predicates, futex words, list nodes handed to other
  *     threads), which would then point at another thread's frames;
  *   - smaller pages: x86-64 has none under 4 KiB.
- * So about 8.2-8.3 KB a thread is the floor of a transparent design here.
+ * So about 8.2-8.3 KB a thread is the floor of a transparent design here,
+ * and 5.0 KB the floor with lean TLS, which the user chooses.
  */
 #include "libc.h"
 #include "tls.h"

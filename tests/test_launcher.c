@@ -166,6 +166,32 @@ Test(launcher, ld_preload_gets_the_library_first, .timeout = 30)
     cr_assert_str_eq(out, want);
 }
 
+/* --lean-tls puts glibc's no-spare-static-TLS tunables first in GLIBC_TUNABLES, the user's after. */
+Test(launcher, lean_tls_sets_glibc_tunables_before_the_users, .timeout = 30)
+{
+    static const char lean[] = "glibc.rtld.optional_static_tls=0:glibc.rtld.nns=1";
+    char want[256];
+    int st;
+
+    skip_if_sanitized();
+    st = launch_env(STDOUT_ONLY, "GLIBC_TUNABLES=", NULL, "run", "--lean-tls", "--", "sh", "-c",
+                    "echo \"$GLIBC_TUNABLES\"", NULL);
+    assert_exit(st, 0, "goshim run --lean-tls");
+    snprintf(want, sizeof want, "%s\n", lean);
+    cr_assert_str_eq(out, want);
+
+    st = launch_env(STDOUT_ONLY, "GLIBC_TUNABLES=glibc.malloc.tcache_count=0", NULL, "run",
+                    "--lean-tls", "sh", "-c", "echo \"$GLIBC_TUNABLES\"", NULL);
+    assert_exit(st, 0, "goshim run --lean-tls with GLIBC_TUNABLES set");
+    snprintf(want, sizeof want, "%s:glibc.malloc.tcache_count=0\n", lean);
+    cr_assert_str_eq(out, want);
+
+    st = launch_env(STDOUT_ONLY, "GLIBC_TUNABLES=", NULL, "run", "sh", "-c",
+                    "echo \"[$GLIBC_TUNABLES]\"", NULL);
+    assert_exit(st, 0, "goshim run");
+    cr_assert_str_eq(out, "[]\n", "without --lean-tls GLIBC_TUNABLES stays unset");
+}
+
 Test(launcher, exit_status_is_the_commands, .timeout = 30)
 {
     int st;

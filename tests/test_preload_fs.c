@@ -179,6 +179,43 @@ static long heap_per_thread(int preload)
     return atol(p + 6);
 }
 
+/*
+ * pages_of runs prog_tcb_block heap 5000 at P=1 under goshim with env and
+ * reads its pages line. Without preemption: a thread cut by a signal runs
+ * the handler on its own stack, deeper, as a native thread would.
+ */
+static void pages_of(const char *env, long v[4])
+{
+    static char out[1 << 14];
+    char penv[512], fenv[300];
+    snprintf(fenv, sizeof fenv, "GOSHIM_PROCS=1 GOSHIM_PREEMPT=0 LD_BIND_NOW=1 %s", env);
+    run_preloaded_ok("prog_tcb_block", "heap 5000", fenv, penv, sizeof penv, out, sizeof out);
+    const char *p = strstr(out, "pages: ");
+    cr_assert(p && sscanf(p, "pages: %ld one, %ld two, %ld more, %ld other", &v[0], &v[1], &v[2],
+                          &v[3]) == 4,
+              "%s: %s", penv, out);
+}
+
+/*
+ * Pages a blocked thread holds in its block. By default two: struct pthread,
+ * the static TLS and its spare bytes fill more than the top page. With no
+ * spare static TLS (goshim run --lean-tls) one: the shim's record leaves the
+ * block for the heap, and the thread's frames share the TCB's page.
+ */
+Test(preload_fs, blocked_thread_holds_two_pages_and_one_with_lean_tls, .timeout = 60)
+{
+    long v[4];
+    /* A few threads may go deeper once (a signal handler on their stack): 1% at most. */
+    pages_of("", v);
+    cr_assert(v[1] >= 4950 && v[0] + v[1] + v[2] == 5000,
+              "by default: %ld threads on one page, %ld on two, %ld more, %ld other", v[0], v[1],
+              v[2], v[3]);
+    pages_of("GLIBC_TUNABLES=glibc.rtld.optional_static_tls=0:glibc.rtld.nns=1", v);
+    cr_assert(v[0] >= 4950 && v[0] + v[1] == 5000,
+              "lean TLS: %ld threads on one page, %ld on two, %ld more, %ld other", v[0], v[1],
+              v[2], v[3]);
+}
+
 /* A blocked thread's heap: glibc's DTV (natively all of it) with its slots for the
  * modules loaded so far only, and goshim's task descriptor (336 B). */
 Test(preload_fs, blocked_threads_heap_is_a_trimmed_dtv_and_a_task, .timeout = 60)

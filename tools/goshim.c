@@ -139,6 +139,9 @@ static char *trace_script(const struct trace_point *pts, size_t n, const char *t
 
 /* ---- usage ------------------------------------------------------------------------------- */
 
+/* glibc's spare static TLS, none: see sched/tls.c's essay (memory per thread). */
+#define LEAN_TUNABLES "glibc.rtld.optional_static_tls=0:glibc.rtld.nns=1"
+
 static const char intro[] =
     "goshim runs an unmodified pthread program on a Go-style G/M/P scheduler\n"
     "(LD_PRELOAD=libgoshim.so): each thread becomes a task, N processors run them.\n"
@@ -146,7 +149,7 @@ static const char intro[] =
 
 static const char usage_run[] =
     "usage: goshim run [-p N] [--trace MS] [--detail] [--stats] [--chaos SEED]\n"
-    "                  [--preempt MS] [--] CMD [ARGS...]\n";
+    "                  [--preempt MS] [--lean-tls] [--] CMD [ARGS...]\n";
 static const char help_run[] =
     "  run CMD with libgoshim.so preloaded; goshim's exit status is CMD's\n"
     "  -p, --procs N     number of processors P, 1 to 1024 (GOSHIM_PROCS; default: usable CPUs)\n"
@@ -154,7 +157,11 @@ static const char help_run[] =
     "  --detail          with --trace, one line per P, M and G (GOSHIM_SCHEDDETAIL=1)\n"
     "  --stats           print the scheduler's counters at exit (GOSHIM_STATS=1)\n"
     "  --chaos SEED      randomized run order, steals and preemptions (GOSHIM_CHAOS)\n"
-    "  --preempt MS      preemption time slice, fractions allowed, 0: off (GOSHIM_PREEMPT)\n";
+    "  --preempt MS      preemption time slice, fractions allowed, 0: off (GOSHIM_PREEMPT)\n"
+    "  --lean-tls        a blocked thread holds one page instead of two: glibc keeps no\n"
+    "                    spare static TLS (GLIBC_TUNABLES=" LEAN_TUNABLES "\n"
+    "                    first), so a later dlopen of libraries with more than 144 bytes\n"
+    "                    of initial-exec TLS fails, as does dlmopen\n";
 
 static const char usage_compare[] =
     "usage: goshim compare [-n RUNS] [-p N] [--out DIR] [--show-output] [--] CMD [ARGS...]\n";
@@ -434,23 +441,41 @@ bool find_command(const char *cmd)
 
 /* ---- run --------------------------------------------------------------------------------- */
 
+/* set_lean_tunables puts LEAN_TUNABLES first in GLIBC_TUNABLES: the user's own come after, and win. */
+static void set_lean_tunables(void)
+{
+    const char *old = getenv("GLIBC_TUNABLES");
+    char *v;
+    if (old && *old ? asprintf(&v, "%s:%s", LEAN_TUNABLES, old) < 0
+                    : (v = strdup(LEAN_TUNABLES)) == NULL)
+        fail(EXIT_USAGE, "goshim run: out of memory for GLIBC_TUNABLES");
+    if (setenv("GLIBC_TUNABLES", v, 1) != 0)
+        fail(EXIT_USAGE, "goshim run: setenv GLIBC_TUNABLES: %s", strerror(errno));
+    free(v);
+}
+
 static int cmd_run(const struct command *cmd, int argc, char **argv)
 {
     static const struct option_spec opts[] = {
         {"procs", 'p', true}, {"trace", 0, true},   {"detail", 0, false}, {"stats", 0, false},
-        {"chaos", 0, true},   {"preempt", 0, true}, {"help", 'h', false}, {NULL, 0, false},
+        {"chaos", 0, true},   {"preempt", 0, true}, {"help", 'h', false}, {"lean-tls", 0, false},
+        {NULL, 0, false},
     };
-    enum { O_PROCS, O_TRACE, O_DETAIL, O_STATS, O_CHAOS, O_PREEMPT, O_HELP };
+    enum { O_PROCS, O_TRACE, O_DETAIL, O_STATS, O_CHAOS, O_PREEMPT, O_HELP, O_LEAN };
     /* The environment for CMD, by option; NULL: not given. */
     static const char *const names[] = {"GOSHIM_PROCS", "GOSHIM_SCHEDTRACE", "GOSHIM_SCHEDDETAIL",
                                         "GOSHIM_STATS", "GOSHIM_CHAOS",      "GOSHIM_PREEMPT"};
     const char *values[O_HELP] = {NULL};
     const char *val;
     char *lib, *preload;
+    bool lean = false;
     int i = 1, k;
 
     while ((k = next_option(cmd, opts, argc, argv, &i, &val)) >= 0) {
         switch (k) {
+        case O_LEAN:
+            lean = true;
+            continue;
         case O_PROCS:
             if (!parse_uint(val, 1, MAX_PROCS))
                 usage_error(cmd, "-p wants a whole number from 1 to %d, not '%s'", MAX_PROCS, val);
@@ -492,6 +517,8 @@ static int cmd_run(const struct command *cmd, int argc, char **argv)
     }
     if (setenv("LD_PRELOAD", preload, 1) != 0)
         fail(EXIT_USAGE, "goshim run: setenv LD_PRELOAD: %s", strerror(errno));
+    if (lean)
+        set_lean_tunables();
     free(preload);
     free(lib);
     fflush(NULL);

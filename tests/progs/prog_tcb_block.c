@@ -40,7 +40,12 @@
  *   a thread" (X: heap growth from the 2nd thread to the last).
  * heap: N threads blocked at once in pthread_cond_wait; prints the malloc
  *   heap in use (mallinfo2, every arena) they added, per thread:
- *   "heap: X bytes a thread" (natively glibc's DTV).
+ *   "heap: X bytes a thread" (natively glibc's DTV), then how many pages
+ *   of the top four of each thread's stack block (above its pthread_t,
+ *   which lies in the top page natively and under goshim) are resident:
+ *   "pages: A one, B two, C more, D other" (other: the top page is not,
+ *   or a hole lies between resident ones). Exact only when every thread
+ *   has parked by the time main counts (GOSHIM_PROCS=1).
  */
 #include <alloca.h>
 #include <dlfcn.h>
@@ -55,6 +60,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -409,12 +415,30 @@ static int run_heap(long n)
     while (heap_started < n)
         pthread_cond_wait(&heap_started_cv, &heap_m);
     size_t during = mallinfo2().uordblks;
+    long pages[4] = {0}; /* one, two, more, other */
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    for (long i = 0; i < n; i++) {
+        uintptr_t top = ((uintptr_t)t[i] + pg - 1) & ~(uintptr_t)(pg - 1);
+        unsigned char v[4];
+        if (mincore((void *)(top - 4 * pg), 4 * pg, v) != 0) {
+            printf("heap: mincore: %s\n", strerror(errno));
+            return 1;
+        }
+        int k = 0; /* resident pages from the top down, without a hole */
+        while (k < 4 && (v[3 - k] & 1))
+            k++;
+        int rest = 0;
+        for (int j = k; j < 4; j++)
+            rest |= v[3 - j] & 1;
+        pages[k == 0 || rest ? 3 : k >= 3 ? 2 : k - 1]++;
+    }
     heap_go = 1;
     pthread_cond_broadcast(&heap_cv);
     pthread_mutex_unlock(&heap_m);
     for (long i = 0; i < n; i++)
         pthread_join(t[i], NULL);
     printf("heap: %ld bytes a thread\n", (long)(during - before) / n);
+    printf("pages: %ld one, %ld two, %ld more, %ld other\n", pages[0], pages[1], pages[2], pages[3]);
     free(t);
     return 0;
 }
