@@ -47,6 +47,14 @@ for n in 1000 10000 100000 1000000; do
 done
 [ "$max" -ge 1000000 ] &&
     cases+=("cond_1M_default_stack|pbench_blocked_threads 1000000 cond 0|blocked 1000000 cond|blocked|1000000|900")
+# Lean TLS (goshim run --lean-tls): goshim only; native and Go are the rows without _lean.
+lean_tunables=glibc.rtld.optional_static_tls=0:glibc.rtld.nns=1
+for n in 10000 1000000; do
+    [ "$n" -gt "$max" ] && continue
+    k=$((n / 1000))k
+    [ "$n" -eq 1000000 ] && k=1M
+    cases+=("cond_${k}_lean|pbench_blocked_threads $n cond 64|-|blocked|$n|600")
+done
 cases+=("create_join_seq|pbench_create_join seq $(sc 2000)|create seq $(sc 2000)|ns|1|60")
 cases+=("create_join_batch1000|pbench_create_join batch $(sc 2) 1000|create batch $(sc 2) 1000|ns|1000|60")
 for t in 1 2 8 64; do
@@ -66,6 +74,10 @@ run_case() {
         fail[$name,$mode]="not run: over pid_max ($pid_max)"
         return
     fi
+    if [[ $name == *_lean ]] && [ "$mode" != goshim ]; then
+        fail[$name,$mode]="see ${name%_lean}"
+        return
+    fi
     if [ "$mode" = go ] && [ $have_go -eq 0 ]; then
         fail[$name,$mode]="no Go (apt-get install golang-go)"
         return
@@ -74,7 +86,11 @@ run_case() {
     argv[0]=$progs/${argv[0]}
     case $mode in
     native) out=$(timeout -k 5 "$tmo" "${argv[@]}" 2>&1) ;;
-    goshim) out=$(LD_PRELOAD=$lib timeout -k 5 "$tmo" "${argv[@]}" 2>&1) ;;
+    goshim)
+        local tun=${GLIBC_TUNABLES:-}
+        [[ $name == *_lean ]] && tun=$lean_tunables${tun:+:$tun}
+        out=$(GLIBC_TUNABLES=$tun LD_PRELOAD=$lib timeout -k 5 "$tmo" "${argv[@]}" 2>&1)
+        ;;
     go) read -r -a gargv <<<"$gargs"; out=$(timeout -k 5 "$tmo" "$gob" "${gargv[@]}" 2>&1) ;;
     esac
     rc=$?
@@ -171,21 +187,22 @@ for kind in cond sleep; do
     echo "$line"
 done
 
-# row NAME TARGET-TEXT LIMIT: goshim/Go must be <= LIMIT ("-": informational).
+# row NAME TARGET-TEXT LIMIT [BASE]: goshim/Go must be <= LIMIT ("-": informational); the
+# native and Go columns are BASE's (default NAME).
 row() {
-    local name=$1 kind=ns threads=1 spec r res=-
+    local name=$1 base=${4:-$1} kind=ns threads=1 spec r res=-
     for spec in "${cases[@]}"; do
         if [[ $spec == "$name|"* ]]; then
             IFS='|' read -r _ _ _ kind threads _ <<<"$spec"
         fi
     done
-    r=$(ratio "${med[$name,goshim]:-}" "${med[$name,go]:-}")
+    r=$(ratio "${med[$name,goshim]:-}" "${med[$base,go]:-}")
     if [ "$3" != - ]; then
         res=missed
         [ -n "$r" ] && awk -v r="$r" -v l="$3" 'BEGIN { exit !(r <= l) }' && res=met
     fi
-    printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$(fig "$name" native "$kind" "$threads")" \
-        "$(fig "$name" goshim "$kind" "$threads")" "$(fig "$name" go "$kind" "$threads")" \
+    printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$(fig "$base" native "$kind" "$threads")" \
+        "$(fig "$name" goshim "$kind" "$threads")" "$(fig "$base" go "$kind" "$threads")" \
         "${r:-n/a}${r:+x}" "$2" "$res"
 }
 
@@ -196,17 +213,35 @@ for spec in "${cases[@]}"; do
     IFS='|' read -r name _ <<<"$spec"
     case $name in
     cond_1M | sleep_1M) row "$name" "time <= 2x Go" 2 ;;
+    cond_1M_lean) row "$name" "time <= 2x Go (lean TLS)" 2 cond_1M ;;
+    *_lean) row "$name" "(info, lean TLS)" - "${name%_lean}" ;;
     create_join_*) row "$name" "<= 2x Go" 2 ;;
     yield_T1) row "$name" "<= 1.5x Go" 1.5 ;;
     cond_pingpong) row "$name" "<= 1.3x Go" 1.3 ;;
     *) row "$name" "(info)" - ;;
     esac
 done
-if [ -n "${medrss[cond_1M,goshim]:-}" ] && [ -n "${medrss[cond_1M,go]:-}" ]; then
-    r=$(ratio "${medrss[cond_1M,goshim]}" "${medrss[cond_1M,go]}")
-    res=missed
+# rss_row NAME BASE: NAME's peak RSS against BASE's Go run (<= 2x), and per thread against
+# BASE at 10k natively when there is one.
+rss_row() {
+    local v=${medrss[$1,goshim]:-} g=${medrss[$2,go]:-}
+    [ -n "$v" ] && [ -n "$g" ] || return
+    local r res=missed
+    r=$(ratio "$v" "$g")
     awk -v r="$r" 'BEGIN { exit !(r <= 2) }' && res=met
-    echo "| cond_1M peak RSS | | ${medrss[cond_1M,goshim]} KiB | ${medrss[cond_1M,go]} KiB | ${r}x | <= 2x Go | $res |"
+    echo "| $1 peak RSS | | $v KiB | $g KiB | ${r}x | <= 2x Go | $res |"
+}
+rss_row cond_1M cond_1M
+rss_row cond_1M_lean cond_1M
+if [ -n "${medrss[cond_10k,native]:-}" ]; then
+    for name in cond_10k cond_10k_lean; do
+        v=${medrss[$name,goshim]:-}
+        [ -n "$v" ] || continue
+        r=$(ratio "$v" "${medrss[cond_10k,native]}")
+        res=missed
+        awk -v r="$r" 'BEGIN { exit !(r < 1) }' && res=met
+        echo "| $name peak RSS vs native | ${medrss[cond_10k,native]} KiB | $v KiB | | ${r}x native | below native | $res |"
+    done
 fi
 echo "(targets from issue 14; time and RSS of the blocked cases are per run of N threads)"
 exit $crashed
