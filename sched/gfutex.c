@@ -438,10 +438,12 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
         timer_add(&w.t);
     }
     struct gfbucket *b = lockbucket(addr);
-    __atomic_store_n(&w.b, b, __ATOMIC_SEQ_CST); /* before leaving ARMING: see gfutex_timeout */
+    __atomic_store_n(&w.b, b, __ATOMIC_RELEASE); /* before leaving ARMING: see gfutex_timeout */
     /* Publish the bucket before reading interrupt: gfutex_interrupt stores
-     * interrupt, then reads the bucket; one of the two sees the other. */
-    __atomic_store_n(&gp->gfbucket, b, __ATOMIC_SEQ_CST);
+     * interrupt, then reads the bucket; one of the two sees the other. The
+     * exchange is a locked instruction, a full fence on x86-64: both stores
+     * above are visible before it reads, so they need no fence of their own. */
+    __atomic_store_n(&gp->gfbucket, b, __ATOMIC_RELEASE);
     bool intr = __atomic_exchange_n(&gp->interrupt, 0, __ATOMIC_SEQ_CST);
     int r = 0;
     if (intr || __atomic_load_n(addr, __ATOMIC_SEQ_CST) != val)

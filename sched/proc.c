@@ -93,7 +93,12 @@ struct m *acquirem(void)
     if (!sched.started || !getg())
         return NULL;
     struct m *mp = getm();
-    __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST); /* sysmon's hand-off reads it */
+    int32_t held = __atomic_load_n(&mp->locks, __ATOMIC_RELAXED);
+    if (held > 0) { /* already inside: no fence, and no P to take back (as releasem) */
+        __atomic_store_n(&mp->locks, held + 1, __ATOMIC_RELAXED);
+        return mp;
+    }
+    __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST); /* entering: see runtime.h */
     /* A G whose P was handed off while it stayed away takes one back (or
      * any idle one) at its first entry into the runtime, without
      * switching: this may be a signal handler. */
@@ -105,8 +110,11 @@ struct m *acquirem(void)
 
 void releasem(struct m *mp)
 {
+    /* Not a locked instruction: only this thread writes locks, and a signal
+     * handler that runs between the load and the store gives back what it took. */
     if (mp)
-        __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&mp->locks, __atomic_load_n(&mp->locks, __ATOMIC_RELAXED) - 1,
+                         __ATOMIC_RELEASE);
 }
 
 bool m_in_runtime(void)
@@ -252,7 +260,7 @@ GOSHIM_NO_TSAN GOSHIM_G_ENTRY static void gostart(void *arg)
         tls_thread_start();
     else
         errno_set(0);
-    __atomic_store_n(&getm()->locks, 0, __ATOMIC_SEQ_CST); /* execute's; in the G's code now */
+    __atomic_store_n(&getm()->locks, 0, __ATOMIC_RELEASE); /* execute's; in the G's code now */
     gp->fn(gp->arg);
     goexit();
 }
@@ -270,8 +278,8 @@ void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *))
 {
     if (!tls_full())
         gp->errno_save = errno_get();
-    __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&mp->locks, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&mp->ong0, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&mp->locks, 0, __ATOMIC_RELEASE);
     cputime_out(mp, gp); /* its CPU-time clock: the slice ends (cputime.c) */
     san_switch_begin(&gp->san_fake, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
     ctx_mcall(&gp->sched, fn, NULL, mp->g0_sp);
@@ -279,7 +287,7 @@ void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *))
     if (!tls_full())
         errno_set(gp->errno_save);
     /* Resumed, maybe on another M, with the locks == 1 execute gave. */
-    __atomic_store_n(&getm()->locks, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&getm()->locks, 0, __ATOMIC_RELEASE);
 }
 
 /*
@@ -313,8 +321,8 @@ GOSHIM_NO_TSAN void goexit(void)
     struct m *mp = switch_enter(); /* its P may have been handed off: get one to exit on */
     mp->rel = (struct release){REL_EXIT, gp, NULL, NULL};
     cputime_out(mp, gp);
-    __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&mp->locks, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&mp->ong0, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&mp->locks, 0, __ATOMIC_RELEASE);
     san_switch_begin(NULL, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
     ctx_mcall(&gp->sched, mcall_schedule, NULL, mp->g0_sp);
     goshim_throw("goexit: dead G resumed");

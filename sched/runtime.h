@@ -157,7 +157,12 @@ struct m {
      * the time it works on the fields below, so that sysmon, once it has
      * marked mp->pless TAKING and read both as zero, may change them
      * (syscall.c, sched_handoff_asleep): execute hands the G locks == 1,
-     * and the G drops it when it is back in its own code.
+     * and the G drops it when it is back in its own code. Only an entry
+     * from outside (locks 0 -> 1 with ong0 clear: acquirem, switch_enter)
+     * is a locked instruction, a full fence before the M reads pless, as
+     * sysmon's mark is before it reads these two (Dekker). Every other
+     * change keeps the M inside or leaves it, and needs release order
+     * only: the last store that clears the pair is seen after the work.
      */
     int32_t locks;
     uint32_t ong0;

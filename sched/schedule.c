@@ -330,8 +330,8 @@ static struct g *findrunnable(struct m *mp, bool *inherit, bool *self_resume)
  * stops counting as on g0 (runtime.h); it drops it there. */
 static inline void m_leave_g0(struct m *mp)
 {
-    __atomic_store_n(&mp->locks, 1, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&mp->ong0, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&mp->locks, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&mp->ong0, 0, __ATOMIC_RELEASE);
 }
 
 /*
