@@ -257,6 +257,7 @@ static int popn(struct gfbucket *b, struct gfwaiter *q, int n, struct gfwaiter *
         q = w->next == w ? NULL : w->next;
         dequeue(b, w);
         w->state = W_WOKEN;
+        __atomic_store_n(&w->gp->gfbucket, NULL, __ATOMIC_RELEASE); /* see gfutex_wait */
         **tail = w;
         *tail = &w->next;
         k++;
@@ -361,6 +362,7 @@ static void gfutex_timeout(void *arg)
         dequeue(b, w);
         w->state = W_TIMEDOUT;
         gp = w->gp;
+        __atomic_store_n(&gp->gfbucket, NULL, __ATOMIC_RELEASE);
         break;
     }
     runtime_unlock(&b->lock);
@@ -463,15 +465,19 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
     gp->gfwaiter = &w;
     enqueue(b, &w, NULL);
     gopark(park_unlock, &b->lock, waitReasonFutex);
-    /* Readied by exactly one of wake, requeue, the timer or an interrupt. */
-    mp = acquirem();
-    struct gfbucket *wb = lockfollow(&w.b); /* an interrupter may be looking at gp's fields */
+    /*
+     * Readied by exactly one of wake, requeue, the timer or an interrupt,
+     * which took w off its queue and cleared gp->gfbucket under the bucket's
+     * lock: no interrupter can reach w any more (it follows gfbucket), and
+     * gfwaiter is read only while gfqueued. A timer that fired meanwhile
+     * may still look at w: timer_del waits for it.
+     */
     gp->gfwaiter = NULL;
-    __atomic_store_n(&gp->gfbucket, NULL, __ATOMIC_RELEASE);
-    runtime_unlock(&wb->lock);
-    if (timed)
+    if (timed) {
+        mp = acquirem();
         timer_del(&w.t);
-    releasem(mp);
+        releasem(mp);
+    }
     return w.state == W_TIMEDOUT ? ETIMEDOUT : w.state == W_INTERRUPTED ? EINTR : 0;
 }
 
@@ -694,6 +700,7 @@ void gfutex_interrupt(struct g *gp)
         if (w && w->b == b) {
             dequeue(b, w);
             w->state = W_INTERRUPTED;
+            __atomic_store_n(&gp->gfbucket, NULL, __ATOMIC_RELEASE);
             __atomic_store_n(&gp->interrupt, 0, __ATOMIC_SEQ_CST); /* consumed */
             runtime_unlock(&b->lock);
             goready(gp);
