@@ -95,7 +95,7 @@ void sched_tcb_layout_init(size_t record_size)
      * (glibc.rtld.optional_static_tls=0 and glibc.rtld.nns=1, the user's
      * tunables; see tls.c's essay) struct pthread, the static TLS and a
      * blocked thread's frames fit in the block's top page if the shim's
-     * record is not there too. Then the record is malloc'ed (dense, 656 B)
+     * record is not there too. Then the record is malloc'ed (dense, 512 B)
      * instead of costing each thread a second page (4 KiB).
      */
     size_t page = stack_page_size();
