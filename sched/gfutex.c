@@ -103,6 +103,7 @@ struct gfwaiter {
 struct gfbucket {
     struct runtime_lock lock;
     struct gfwaiter *queues; /* chain of queue heads; lock */
+    uint32_t nq;             /* queues in the chain; lock */
 };
 
 struct gftable {
@@ -116,8 +117,13 @@ static struct {
 } table0 = {.t = {.mask = GFUTEX_BUCKETS0 - 1}};
 
 static struct gftable *table =
-    &table0.t;           /* the live table; atomic, changed under every bucket lock */
-static uint64_t nqueues; /* queues in the live table; atomic */
+    &table0.t; /* the live table; atomic, changed under every bucket lock */
+/* The queues of the live table in pairs: each bucket adds its own count rounded down to an
+ * even number (chain_link, chain_unlink), so the shared counter changes only when a chain
+ * reaches or leaves a second queue. A wait and its wake on a lone address, the common case,
+ * make and drop a queue in a chain of one without a locked instruction on this line, and
+ * the count is short of the truth by less than one queue per bucket. Atomic. */
+static uint64_t nqueues;
 static struct {
     struct runtime_lock lock; /* one grower; wake_every_g holds it to keep the table still */
 } grow;
@@ -175,6 +181,8 @@ static struct gfwaiter *findqueue(struct gfbucket *b, uint32_t *addr)
 
 static void chain_link(struct gfbucket *b, struct gfwaiter *q)
 {
+    if (++b->nq % 2 == 0)
+        __atomic_fetch_add(&nqueues, 2, __ATOMIC_RELAXED);
     q->ishead = 1;
     q->qprev = NULL;
     q->qnext = b->queues;
@@ -185,6 +193,8 @@ static void chain_link(struct gfbucket *b, struct gfwaiter *q)
 
 static void chain_unlink(struct gfbucket *b, struct gfwaiter *q)
 {
+    if (b->nq-- % 2 == 0)
+        __atomic_fetch_sub(&nqueues, 2, __ATOMIC_RELAXED);
     if (q->qprev)
         q->qprev->qnext = q->qnext;
     else
@@ -206,7 +216,6 @@ static struct gfwaiter *enqueue(struct gfbucket *b, struct gfwaiter *w, struct g
     if (!q) {
         w->next = w->prev = w;
         chain_link(b, w);
-        __atomic_fetch_add(&nqueues, 1, __ATOMIC_RELAXED);
         return w;
     }
     struct gfwaiter *tail = q->prev;
@@ -226,7 +235,6 @@ static void dequeue(struct gfbucket *b, struct gfwaiter *w)
         struct gfwaiter *nh = w->next;
         if (nh == w) {
             chain_unlink(b, w);
-            __atomic_fetch_sub(&nqueues, 1, __ATOMIC_RELAXED);
         } else {
             /* nh takes w's place in the chain. */
             nh->ishead = 1;
@@ -292,7 +300,7 @@ static struct gftable *table_map(uintptr_t n)
 }
 
 /*
- * Double the table if it holds more than two queues per bucket. Called with
+ * Double the table if it holds more than about two queues per bucket (nqueues). Called with
  * no bucket lock held; amortised O(1) per queue made. A failed mapping
  * leaves the table as it is (longer chains, still correct).
  */
@@ -328,6 +336,9 @@ static void maybe_grow(void)
             } while (w != q);
         }
         t->b[i].queues = NULL;
+        if (t->b[i].nq >= 2)
+            __atomic_fetch_sub(&nqueues, t->b[i].nq & ~1u, __ATOMIC_RELAXED);
+        t->b[i].nq = 0;
     }
     __atomic_store_n(&table, nt, __ATOMIC_RELEASE);
     for (uintptr_t i = 0; i <= t->mask; i++)
@@ -407,6 +418,51 @@ static int thread_wait(uint32_t *addr, uint32_t val, int64_t deadline)
     return 0; /* woken, or EINTR: a spurious wakeup */
 }
 
+/*
+ * Lock w's bucket and decide, under that lock, whether w waits: 0 (it
+ * does: QUEUED), EINTR, EAGAIN (*addr moved on) or ETIMEDOUT (its timer
+ * came first). The bucket stays locked (*bp).
+ *
+ * The bucket is published, then locked, then interrupt is read:
+ * gfutex_interrupt stores interrupt, then follows gfbucket, and the lock's
+ * exchange is a full fence on x86-64, so one of the two sees the other's
+ * store. An interrupter that finds the bucket locks it: before this wait
+ * does (and then the read below sees its store) or once the waiter is
+ * queued. A grown table means another bucket, published again. w->b
+ * before leaving ARMING: see gfutex_timeout.
+ */
+static int wait_arm(struct gfwaiter *w, bool timed, uint32_t val, struct gfbucket **bp)
+{
+    struct g *gp = w->gp;
+    struct gfbucket *b;
+    for (;;) {
+        struct gftable *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+        b = &t->b[hashof(w->addr) & t->mask];
+        __atomic_store_n(&w->b, b, __ATOMIC_RELEASE);
+        __atomic_store_n(&gp->gfbucket, b, __ATOMIC_RELEASE);
+        runtime_lock(&b->lock);
+        if (__atomic_load_n(&table, __ATOMIC_ACQUIRE) == t)
+            break;
+        runtime_unlock(&b->lock);
+    }
+    *bp = b;
+    int r = 0;
+    if (__atomic_load_n(&gp->interrupt, __ATOMIC_SEQ_CST) &&
+        __atomic_exchange_n(&gp->interrupt, 0, __ATOMIC_SEQ_CST))
+        r = EINTR;
+    else if (__atomic_load_n(w->addr, __ATOMIC_SEQ_CST) != val)
+        r = EAGAIN;
+    if (!timed) {
+        w->state = r ? W_WOKEN : W_QUEUED; /* no timer to race with */
+        return r;
+    }
+    int st = W_ARMING;
+    if (!__atomic_compare_exchange_n(&w->state, &st, r ? W_WOKEN : W_QUEUED, 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST))
+        r = ETIMEDOUT; /* the timer came first */
+    return r;
+}
+
 int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
 {
     if (deadline_ns == INT64_MAX)
@@ -439,21 +495,8 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
         w.t = (struct timer){.when = deadline_ns, .f = gfutex_timeout, .arg = &w};
         timer_add(&w.t);
     }
-    struct gfbucket *b = lockbucket(addr);
-    __atomic_store_n(&w.b, b, __ATOMIC_RELEASE); /* before leaving ARMING: see gfutex_timeout */
-    /* Publish the bucket before reading interrupt: gfutex_interrupt stores
-     * interrupt, then reads the bucket; one of the two sees the other. The
-     * exchange is a locked instruction, a full fence on x86-64: both stores
-     * above are visible before it reads, so they need no fence of their own. */
-    __atomic_store_n(&gp->gfbucket, b, __ATOMIC_RELEASE);
-    bool intr = __atomic_exchange_n(&gp->interrupt, 0, __ATOMIC_SEQ_CST);
-    int r = 0;
-    if (intr || __atomic_load_n(addr, __ATOMIC_SEQ_CST) != val)
-        r = intr ? EINTR : EAGAIN;
-    int st = W_ARMING;
-    if (!__atomic_compare_exchange_n(&w.state, &st, r ? W_WOKEN : W_QUEUED, 0, __ATOMIC_SEQ_CST,
-                                     __ATOMIC_SEQ_CST))
-        r = ETIMEDOUT; /* the timer came first */
+    struct gfbucket *b;
+    int r = wait_arm(&w, timed, val, &b);
     if (r) {
         __atomic_store_n(&gp->gfbucket, NULL, __ATOMIC_RELEASE);
         runtime_unlock(&b->lock);

@@ -28,6 +28,7 @@
  * stack block: threadblock.c.
  */
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -88,6 +89,22 @@ void m_mark_own_tls(struct m *mp, void *tcb)
     *(struct m **)((char *)tcb + ((char *)&tls_own_m - (char *)tls_self())) = mp;
 }
 
+bool m_asym_fence;
+
+void m_fence_init(void)
+{
+    long cmds = rt_syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    m_asym_fence = cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+                   rt_syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+bool m_fence_remote(void)
+{
+    if (!m_asym_fence)
+        return true; /* the Ms fence their own entries */
+    return rt_syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
 struct m *acquirem(void)
 {
     if (!sched.started || !getg())
@@ -98,7 +115,7 @@ struct m *acquirem(void)
         __atomic_store_n(&mp->locks, held + 1, __ATOMIC_RELAXED);
         return mp;
     }
-    __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST); /* entering: see runtime.h */
+    m_locks_enter(mp); /* entering from outside: see runtime.h */
     /* A G whose P was handed off while it stayed away takes one back (or
      * any idle one) at its first entry into the runtime, without
      * switching: this may be a signal handler. */
@@ -299,10 +316,10 @@ static struct m *switch_enter(void)
 {
     for (;;) {
         struct m *mp = getm();
-        __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
-        if (!__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST))
+        m_locks_enter(mp);
+        if (!__atomic_load_n(&mp->pless, __ATOMIC_RELAXED))
             return mp;
-        __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+        m_locks_leave(mp);
         exitsyscall();
     }
 }

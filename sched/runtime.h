@@ -158,9 +158,10 @@ struct m {
      * marked mp->pless TAKING and read both as zero, may change them
      * (syscall.c, sched_handoff_asleep): execute hands the G locks == 1,
      * and the G drops it when it is back in its own code. Only an entry
-     * from outside (locks 0 -> 1 with ong0 clear: acquirem, switch_enter)
-     * is a locked instruction, a full fence before the M reads pless, as
-     * sysmon's mark is before it reads these two (Dekker). Every other
+     * from outside (locks 0 -> 1 with ong0 clear: acquirem, switch_enter,
+     * entersyscall) needs a full fence before the M reads pless, as
+     * sysmon's mark is before it reads these two (Dekker; m_locks_enter
+     * says who makes it). Every other
      * change keeps the M inside or leaves it, and needs release order
      * only: the last store that clears the pair is seen after the work.
      */
@@ -291,6 +292,45 @@ __attribute__((always_inline)) static inline struct m *getm(void)
     __asm__ volatile("mov %%gs:0, %0" : "=r"(mp));
     return mp;
 }
+
+/*
+ * An M's entry from outside (m->locks from 0, or switch_enter): one half of
+ * the Dekker pair with sysmon's pless mark (struct m). Where the kernel has
+ * the private expedited membarrier, sysmon's half makes the fence for both
+ * (m_fence_remote): after its mark it runs membarrier, which puts a full
+ * barrier on every CPU that runs a thread of the process (a thread that is
+ * not running went through a context switch, which is one). Then the M's
+ * half is a plain store and a compiler barrier: whether the M's CPU passed
+ * that barrier before its store, after its load, or between them, either
+ * sysmon sees the store or the M sees the mark. Without it (old kernels, a
+ * seccomp filter), the M's half is a locked add. m_asym_fence is chosen at
+ * start-up, before any M runs, and again in a fork child.
+ */
+extern bool m_asym_fence;
+
+static inline void m_locks_enter(struct m *mp)
+{
+    if (__builtin_expect(m_asym_fence, 1)) {
+        /* A signal handler on this thread between the two gives back what it takes. */
+        __atomic_store_n(&mp->locks, __atomic_load_n(&mp->locks, __ATOMIC_RELAXED) + 1,
+                         __ATOMIC_RELAXED);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    } else {
+        __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+    }
+}
+
+/* Leaving needs release order only (struct m). */
+static inline void m_locks_leave(struct m *mp)
+{
+    __atomic_store_n(&mp->locks, __atomic_load_n(&mp->locks, __ATOMIC_RELAXED) - 1,
+                     __ATOMIC_RELEASE);
+}
+
+/* Choose m_asym_fence (registers with membarrier); at start-up and in a fork child. */
+void m_fence_init(void);
+/* sysmon's half, after it marked pless: false if the fence could not be made. */
+bool m_fence_remote(void);
 
 static inline uint32_t fastrand(struct m *mp)
 {

@@ -33,7 +33,8 @@ int sched_init(const struct sched_config *c)
 {
     if (sched.started)
         return EBUSY;
-    libc_init(); /* before any signal handler or fork child could be the first to ask */
+    libc_init();    /* before any signal handler or fork child could be the first to ask */
+    m_fence_init(); /* before any M runs */
     int nprocs = c->nprocs > 0 ? c->nprocs : sched_usable_cpus();
     if (nprocs > MAX_PROCS)
         nprocs = MAX_PROCS;

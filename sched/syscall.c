@@ -72,7 +72,7 @@ static struct p *syscall_enter(struct m *mp)
 bool entersyscall(void)
 {
     struct m *mp = getm();
-    __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+    m_locks_enter(mp);
     struct p *pp = syscall_enter(mp);
     if (pp) {
         /* The P stays ours unless sysmon retakes it (Psyscall -> Pidle). */
@@ -80,20 +80,20 @@ bool entersyscall(void)
         __atomic_store_n(&pp->m, NULL, __ATOMIC_RELAXED);
         __atomic_store_n(&pp->status, Psyscall, __ATOMIC_SEQ_CST);
     }
-    __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+    m_locks_leave(mp);
     return pp != NULL;
 }
 
 bool entersyscallblock(void)
 {
     struct m *mp = getm();
-    __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+    m_locks_enter(mp);
     struct p *pp = syscall_enter(mp);
     if (pp) {
         releasep();
         handoffp(pp);
     }
-    __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+    m_locks_leave(mp);
     return pp != NULL;
 }
 /*
@@ -156,7 +156,7 @@ bool sched_handoff_asleep(struct m *mp, bool (*still_asleep)(struct m *))
     if (!__atomic_compare_exchange_n(&mp->pless, &no, PLESS_TAKING, false, __ATOMIC_SEQ_CST,
                                      __ATOMIC_SEQ_CST))
         return false;
-    if (!still_asleep(mp)) {
+    if (!m_fence_remote() || !still_asleep(mp)) {
         __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
         return false;
     }
@@ -272,7 +272,7 @@ void exitsyscall(void)
 {
     struct m *mp = getm();
     struct g *gp = mp->curg;
-    __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+    m_locks_enter(mp);
     while (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) == PLESS_TAKING)
         procyield(20);
     /* Called on a read of pless that saw sysmon's TAKING of a hand-off it
@@ -281,12 +281,12 @@ void exitsyscall(void)
      * system call", 1 run in ~10 of the million-G test under TSan). */
     if (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) == PLESS_NO && mp->p != NULL && gp != NULL &&
         readgstatus(gp) == Grunning) {
-        __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+        m_locks_leave(mp);
         return;
     }
     __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
     if (exitsyscall_try(mp, gp)) {
-        __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+        m_locks_leave(mp);
         return;
     }
     mp->oldp = NULL;

@@ -143,7 +143,8 @@ static inline void expect_preloaded_prints(const char *prog, const char *args, c
 
     run_preloaded_ok(prog, args, env, penv, sizeof penv, out, sizeof out);
     long gs = strip_stats(out);
-    cr_assert_str_eq(out, want, "%s %s under goshim (%s)", prog, args ? args : "", penv);
+    cr_assert_str_eq(out, want, "%s %s under goshim (%s) printed:\n%s\nnot:\n%s", prog,
+                     args ? args : "", penv, out, want);
     cr_assert_geq(gs, min_gs, "%s %s: only %ld Gs ran under goshim (stats line missing?)", prog,
                   args ? args : "", gs);
 }

@@ -457,9 +457,9 @@ static void set_lean_tunables(void)
 static int cmd_run(const struct command *cmd, int argc, char **argv)
 {
     static const struct option_spec opts[] = {
-        {"procs", 'p', true}, {"trace", 0, true},   {"detail", 0, false}, {"stats", 0, false},
-        {"chaos", 0, true},   {"preempt", 0, true}, {"help", 'h', false}, {"lean-tls", 0, false},
-        {NULL, 0, false},
+        {"procs", 'p', true}, {"trace", 0, true},     {"detail", 0, false},
+        {"stats", 0, false},  {"chaos", 0, true},     {"preempt", 0, true},
+        {"help", 'h', false}, {"lean-tls", 0, false}, {NULL, 0, false},
     };
     enum { O_PROCS, O_TRACE, O_DETAIL, O_STATS, O_CHAOS, O_PREEMPT, O_HELP, O_LEAN };
     /* The environment for CMD, by option; NULL: not given. */

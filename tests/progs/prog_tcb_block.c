@@ -438,7 +438,8 @@ static int run_heap(long n)
     for (long i = 0; i < n; i++)
         pthread_join(t[i], NULL);
     printf("heap: %ld bytes a thread\n", (long)(during - before) / n);
-    printf("pages: %ld one, %ld two, %ld more, %ld other\n", pages[0], pages[1], pages[2], pages[3]);
+    printf("pages: %ld one, %ld two, %ld more, %ld other\n", pages[0], pages[1], pages[2],
+           pages[3]);
     free(t);
     return 0;
 }
