@@ -470,6 +470,8 @@ static void runnable_to(struct p *pp, struct g *gp)
 {
     if (pp) {
         runqput(pp, gp, true);
+        if (__builtin_expect(sched_chaos, 0))
+            __atomic_thread_fence(__ATOMIC_SEQ_CST); /* it may have gone to the ring: wakep */
     } else {
         runtime_lock(&sched.lock);
         globrunqput(gp);
@@ -482,7 +484,7 @@ static void runnable_to(struct p *pp, struct g *gp)
 void gopark(bool (*unlockf)(struct g *, void *), void *lock, int reason)
 {
     struct m *mp = getm();
-    __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST); /* no hand-off from here on */
+    m_locks_enter(mp); /* no hand-off from here on */
     /* Handed off between its caller's check and here: it cannot switch
      * out without a P, nor drop the caller's lock to wait for one. */
     while (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST)) {
