@@ -51,11 +51,14 @@
  *     found it loaded): what it stores in its block first is overwritten.
  *   - Without membarrier (kernels before 4.14, a seccomp filter) a G
  *     starting exactly during the walk may miss the image.
- *   - At most TLS_LATE_MAX modules are remembered for the catch-up and for
- *     doing each once; past that the walk still copies.
+ *   - At most TLS_LATE_MAX modules are remembered (with a copy of the
+ *     image: the module may be unmapped by a dlclose before the shim
+ *     forgets it) for the catch-up and for doing each once; past that, or
+ *     with no memory for the copy, the walk still copies.
  *   - dlmopen is not interposed: its modules are glibc's alone.
  */
 #include <linux/membarrier.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 
@@ -70,7 +73,7 @@ struct tls_late {
     uintptr_t base; /* the module, as dl_iterate_phdr names it: load base, TLS module id */
     size_t modid;
     ptrdiff_t off; /* its block, from the thread pointer (< 0: TLS variant II) */
-    const void *image;
+    void *image;   /* a malloc'ed copy: the module may be unmapped before it is forgotten */
     size_t filesz, memsz;
     uint64_t gen; /* sched.tls_static_gen once it was added */
 };
@@ -129,20 +132,26 @@ bool sched_tls_static_init(uintptr_t base, size_t modid, void *block, const void
     if (!tls_full() || memsz == 0 || filesz > memsz || off >= 0 || (size_t)-off > ts.static_size ||
         memsz > (size_t)-off)
         return false;
+    void *copy = malloc(filesz + 1); /* NULL: copied by the walk, not remembered */
+    if (copy)
+        memcpy(copy, image, filesz);
     struct m *mp = acquirem(); /* not preempted while others wait for allglock */
     runtime_lock(&sched.allglock);
     for (int i = 0; i < late.n; i++) {
         if (late.mod[i].base == base && late.mod[i].modid == modid) {
             runtime_unlock(&sched.allglock);
             releasem(mp);
+            free(copy);
             return false; /* another caller's dlopen of it got here first */
         }
     }
-    struct tls_late e = {base, modid, off, image, filesz, memsz, 0};
+    struct tls_late e = {base, modid, off, (void *)image, filesz, memsz, 0};
     __atomic_store_n(&sched.tls_static_walking, 1, __ATOMIC_SEQ_CST);
     e.gen = __atomic_add_fetch(&sched.tls_static_gen, 1, __ATOMIC_SEQ_CST);
-    if (late.n < TLS_LATE_MAX) {
+    bool kept = copy && late.n < TLS_LATE_MAX;
+    if (kept) {
         late.mod[late.n] = e;
+        late.mod[late.n].image = copy;
         __atomic_store_n(&late.n, late.n + 1, __ATOMIC_RELEASE);
     }
     all_ms_barrier(); /* none: a G that starts right now may miss it (see the top) */
@@ -154,6 +163,8 @@ bool sched_tls_static_init(uintptr_t base, size_t modid, void *block, const void
     __atomic_store_n(&sched.tls_static_walking, 0, __ATOMIC_RELEASE);
     runtime_unlock(&sched.allglock);
     releasem(mp);
+    if (!kept)
+        free(copy);
     return true;
 }
 
@@ -173,17 +184,26 @@ void sched_tls_static_forget(bool (*loaded)(uintptr_t base, size_t modid, void *
     struct m *mp = acquirem();
     runtime_lock(&sched.allglock);
     int k = 0;
-    for (int i = 0; i < late.n; i++)
+    void *gone[TLS_LATE_MAX];
+    int ngone = 0;
+    for (int i = 0; i < late.n; i++) {
         if (loaded(late.mod[i].base, late.mod[i].modid, arg))
-            late.mod[k++] = late.mod[i];
+            late.mod[k++] = late.mod[i]; /* the order of their generations is kept */
+        else
+            gone[ngone++] = late.mod[i].image;
+    }
     __atomic_store_n(&late.n, k, __ATOMIC_RELEASE);
     runtime_unlock(&sched.allglock);
     releasem(mp);
+    for (int i = 0; i < ngone; i++)
+        free(gone[i]);
 }
 
 /*
  * tls_static_catch_up copies into gp's TCB the images added since it got
- * its images (gp->tls_gen). On g0, for a G about to run for the first time.
+ * its images (gp->tls_gen), oldest first: a module loaded where one that
+ * was unloaded (and not forgotten yet) had its block comes after it. On
+ * g0, for a G about to run for the first time.
  */
 void tls_static_catch_up(struct g *gp)
 {

@@ -290,7 +290,8 @@ static void ietls_want(const char *how, char *buf, size_t len)
  * run after the dlopen), the opener, later threads and main all read its
  * image, as natively. Opened by main, by another thread, from a
  * constructor of a library being dlopen'ed, and again after a dlclose
- * unloaded it (at the same base and module id: a new module); in every
+ * unloaded it (at the same base and module id: a new module), and
+ * loaded and unloaded over and over while threads come and go; in every
  * FS method.
  */
 Test(preload_fs, dlopen_initial_exec_tls_reaches_existing_threads, .timeout = 120)
@@ -307,6 +308,15 @@ Test(preload_fs, dlopen_initial_exec_tls_reaches_existing_threads, .timeout = 12
             in_method(m[i], "prog_dlopen_ietls", hows[h], NULL, want, 8);
             in_method(m[i], "prog_dlopen_ietls", hows[h], "GOSHIM_PROCS=1", want, 8);
         }
+    }
+    /* Loaded and unloaded 300 times while threads start, exit and live on. Not checked
+     * natively: glibc 2.36 itself misses a thread now and then (about one run in 15 here),
+     * one whose fresh stack gets its TLS (_dl_allocate_tls) before the load and joins
+     * dl_stack_used only after the load's walk of it. */
+    static const char churn[] = "churn: every thread read the image after every load: yes\n";
+    for (int i = 0; i < n; i++) {
+        in_method(m[i], "prog_dlopen_ietls", "churn", NULL, churn, 8);
+        in_method(m[i], "prog_dlopen_ietls", "churn", "GOSHIM_PROCS=1", churn, 8);
     }
 }
 

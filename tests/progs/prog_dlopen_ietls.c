@@ -12,6 +12,9 @@
  *     reload  main dlopens it, every thread reads and changes it, main
  *             dlcloses it (unloaded) and dlopens it again: every thread
  *             reads the image again
+ *     churn   main unloads and loads it again and again while threads
+ *             come and go (spawned, joined) and others live on: each reads
+ *             the image first after every load (prints one line)
  *
  * Threads, each printing in turn: 3 that have run and block on a
  * semaphore before the dlopen, 3 created just before it (they may not
@@ -98,6 +101,19 @@ static int static_tls_cb(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
+static void load_quiet(void)
+{
+    char path[PATH_MAX];
+    lib_path(path, "libgoshim_tlsie.so");
+    if (!(lib = dlopen(path, RTLD_NOW))) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        exit(1);
+    }
+    mod_read = (int (*)(unsigned char *, int *))dlsym(lib, "tlsie_read");
+    mod_bump = (void (*)(void))dlsym(lib, "tlsie_bump");
+    CHECK(mod_read && mod_bump);
+}
+
 static void load(const char *how)
 {
     char path[PATH_MAX];
@@ -150,6 +166,101 @@ static void unload(void)
     }
 }
 
+/* ---- churn ---- */
+
+static pthread_rwlock_t churn_lk = PTHREAD_RWLOCK_INITIALIZER;
+static int churn_gen; /* loads so far; churn_lk */
+static int churn_stop, churn_bad, churn_short_runs;
+
+/* The calling thread's copy is the image (then it changes it). churn_lk read-held. */
+static void churn_check(const char *who)
+{
+    static const unsigned char img[16] = {0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,
+                                          0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xf1, 0xf2};
+    unsigned char b[16];
+    int zero;
+    int one = mod_read(b, &zero);
+    if (one != 1 || !zero || memcmp(b, img, sizeof b) != 0) {
+        __atomic_add_fetch(&churn_bad, 1, __ATOMIC_RELAXED);
+        fprintf(stderr, "churn: %s thread after load %d: one=%d zero=%d bytes %02x %02x ... %02x\n",
+                who, churn_gen, one, zero, b[0], b[1], b[15]);
+    }
+    mod_bump();
+}
+
+static void *churn_short(void *arg)
+{
+    (void)arg;
+    EXPECT(pthread_rwlock_rdlock(&churn_lk), 0);
+    if (churn_gen > 0)
+        churn_check("short");
+    EXPECT(pthread_rwlock_unlock(&churn_lk), 0);
+    __atomic_add_fetch(&churn_short_runs, 1, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+static void *churn_spawner(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&churn_stop, __ATOMIC_RELAXED)) {
+        pthread_t t[4];
+        for (int i = 0; i < 4; i++)
+            EXPECT(pthread_create(&t[i], NULL, churn_short, NULL), 0);
+        for (int i = 0; i < 4; i++)
+            EXPECT(pthread_join(t[i], NULL), 0);
+    }
+    return NULL;
+}
+
+static void *churn_long(void *arg)
+{
+    int seen = 0;
+    (void)arg;
+    while (!__atomic_load_n(&churn_stop, __ATOMIC_RELAXED)) {
+        EXPECT(pthread_rwlock_rdlock(&churn_lk), 0);
+        if (churn_gen != seen) {
+            churn_check("long");
+            seen = churn_gen;
+        }
+        EXPECT(pthread_rwlock_unlock(&churn_lk), 0);
+        sched_yield();
+    }
+    return NULL;
+}
+
+static void churn(void)
+{
+    enum { SPAWNERS = 2, LONG = 4 };
+    pthread_t sp[SPAWNERS], lg[LONG];
+    long loads = scaled(300);
+    for (int i = 0; i < SPAWNERS; i++)
+        EXPECT(pthread_create(&sp[i], NULL, churn_spawner, NULL), 0);
+    for (int i = 0; i < LONG; i++)
+        EXPECT(pthread_create(&lg[i], NULL, churn_long, NULL), 0);
+    for (long n = 0; n < loads; n++) {
+        while (n % 50 == 0 && __atomic_load_n(&churn_short_runs, __ATOMIC_RELAXED) < n)
+            sched_yield(); /* short threads keep coming while it loads */
+        EXPECT(pthread_rwlock_wrlock(&churn_lk), 0);
+        if (churn_gen > 0)
+            unload();
+        load_quiet();
+        churn_gen++;
+        EXPECT(pthread_rwlock_unlock(&churn_lk), 0);
+        for (int y = 0; y < 8; y++)
+            sched_yield();
+    }
+    __atomic_store_n(&churn_stop, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < SPAWNERS; i++)
+        EXPECT(pthread_join(sp[i], NULL), 0);
+    for (int i = 0; i < LONG; i++)
+        EXPECT(pthread_join(lg[i], NULL), 0);
+    printf("churn: every thread read the image after every load: %s\n",
+           churn_bad == 0 && churn_short_runs > 0 ? "yes" : "no");
+    if (churn_bad)
+        fprintf(stderr, "churn: %d bad reads in %ld loads, %d short threads\n", churn_bad, loads,
+                churn_short_runs);
+}
+
 static void *opener(void *arg)
 {
     load(arg);
@@ -161,6 +272,10 @@ int main(int argc, char **argv)
 {
     const char *how = argc > 1 ? argv[1] : "main";
     bool reload = strcmp(how, "reload") == 0;
+    if (strcmp(how, "churn") == 0) {
+        churn();
+        return 0;
+    }
     if (reload)
         rounds = 2;
     pthread_t t[WAITERS + 1];
