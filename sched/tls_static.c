@@ -55,6 +55,12 @@
  *     image: the module may be unmapped by a dlclose before the shim
  *     forgets it) for the catch-up and for doing each once; past that, or
  *     with no memory for the copy, the walk still copies.
+ *   - A module is known by its base and TLS module id: one unloaded by a
+ *     dlclose that is not goshim's (libc's own) and loaded again at the
+ *     same base with the same id is taken as done; and a G that first
+ *     runs after a module was unloaded, before it is forgotten, gets its
+ *     image at its old offset: harmless unless a module loaded past the
+ *     wrapper (dlmopen) has its block there.
  *   - dlmopen is not interposed: its modules are glibc's alone.
  */
 #include <linux/membarrier.h>
