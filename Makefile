@@ -198,10 +198,14 @@ $(PROGS): $(BUILD)/tests/progs/%: tests/progs/%.c $(STAMP)
 	    -o $@ $<
 
 # Libraries the test programs dlopen (tests/progs/lib/NAME.c -> libgoshim_NAME.so).
+# The tlsie and tlsouter ones use initial-exec TLS (DF_STATIC_TLS: prog_dlopen_ietls).
+$(BUILD)/tests/progs/libgoshim_tlsie.so $(BUILD)/tests/progs/libgoshim_tlsouter.so: \
+    PROG_LIB_FLAGS = -ftls-model=initial-exec
 $(PROG_LIBS): $(BUILD)/tests/progs/libgoshim_%.so: tests/progs/lib/%.c $(STAMP)
 	$(call msg,CC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(CC) -std=gnu11 -shared -fPIC -MMD -MP -MF $@.d $(TESTWARN) $(CFLAGS) $(LDFLAGS) -o $@ $<
+	$(Q)$(CC) -std=gnu11 -shared -fPIC $(PROG_LIB_FLAGS) -MMD -MP -MF $@.d $(TESTWARN) $(CFLAGS) \
+	    $(LDFLAGS) -o $@ $<
 
 $(PROGS_CXX): $(BUILD)/tests/progs/%: tests/progs/%.cc $(STAMP)
 	$(call msg,CXX,$<)

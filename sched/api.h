@@ -328,6 +328,19 @@ static inline bool tls_full(void)
 }
 /* The current thread pointer (%fs:0). TLS-free. */
 void *tls_self(void);
+/*
+ * Late static TLS (tls_static.c): the image of a module with static TLS
+ * that dlopen loaded while Gs exist, copied into every G's TCB (glibc
+ * does so only for the threads on its lists). (base, modid) name the
+ * module as dl_iterate_phdr does; block is its TLS block on the calling
+ * thread (__tls_get_addr); filesz bytes of image, zeros to memsz. Once per
+ * module; false if nothing was copied. forget drops the modules that
+ * loaded() says are gone (dlclose); count is how many are remembered.
+ */
+bool sched_tls_static_init(uintptr_t base, size_t modid, void *block, const void *image,
+                           size_t filesz, size_t memsz);
+void sched_tls_static_forget(bool (*loaded)(uintptr_t base, size_t modid, void *arg), void *arg);
+int sched_tls_static_count(void);
 /* The fake tid stored in a TCB (full mode): what gettid says on that G. */
 unsigned tls_tcb_tid(void *tcb);
 /*

@@ -110,6 +110,7 @@ static void reset_sched(struct m *mp)
     sched.lock.key = 0;
     sched.gflock.key = 0;
     sched.allglock.key = 0;
+    sched.tls_static_walking = 0; /* a walk in the parent's other threads: gone here */
     sched.allm = mp;
     mp->alllink = NULL;
     sched.midle = NULL;

@@ -594,6 +594,7 @@ void release_commit(struct m *mp)
         return;
     case REL_EXIT:
         castatus_or_throw(r.gp, Grunning, Gdead, "goexit0");
+        tls_static_exit_wait(); /* a late static TLS copy may still write its TCB */
         r.gp->m = NULL;
         /* The G's TCB is installed nowhere now: a joiner may free it. */
         if (sched_hooks.exited)

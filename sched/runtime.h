@@ -108,6 +108,9 @@ struct g {
     uint64_t cpu_tsc;
     int64_t cpu_ns;
     uint32_t cpu_seq;
+    /* sched.tls_static_gen when its TCB last got every static TLS image (bind, then
+     * tls_static_catch_up at its first run; tls_static.c); owner. */
+    uint64_t tls_gen;
 };
 
 /*
@@ -262,6 +265,10 @@ struct schedt {
     struct runtime_lock allglock;
     struct g *allg;   /* allglock */
     uint64_t allglen; /* allglock */
+    /* Late static TLS (tls_static.c): bumped, under allglock, for each module whose
+     * image went to every G (atomic reads); nonzero while one is being copied. */
+    uint64_t tls_static_gen;
+    uint32_t tls_static_walking; /* atomic */
     int32_t gomaxprocs;
     struct p *allp[MAX_PROCS];
     size_t tls_g_off;      /* offset of tls_g from the thread pointer */

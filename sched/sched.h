@@ -80,6 +80,10 @@ void bind_stack(struct m *mp, struct g *gp);
 void bind_tcb(struct m *mp, struct g *gp);
 struct g *malg(void);
 
+/* tls_static.c: late static TLS images for a G's first run, and an exiting G's wait. */
+void tls_static_catch_up(struct g *gp);
+void tls_static_exit_wait(void);
+
 /* schedule.c */
 __attribute__((noreturn)) void schedule(void);
 struct g *findrunnable_local(struct p *pp, bool *inherit);

@@ -374,7 +374,8 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
     mp->curg = gp;
     new_slice(pp, inherit);
     gp->nswitch++;
-    if (!(gp->flags & G_STARTED))
+    bool first = !(gp->flags & G_STARTED);
+    if (first)
         bind_stack(mp, gp);
     if (tls_full()) {
         if (!(gp->flags & G_STARTED))
@@ -388,6 +389,13 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
         tls_g = gp; /* errno mode: the M's own TLS */
     }
     gp->flags |= G_STARTED;
+    if (first && tls_full()) {
+        /* Late static TLS: the walk sees this TCB and G_STARTED, or this load sees its
+         * generation (its membarrier orders our stores first; tls_static.c). */
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&sched.tls_static_gen, __ATOMIC_RELAXED) != gp->tls_gen)
+            tls_static_catch_up(gp);
+    }
     if (gp->sigmask != mp->sigmask)
         m_apply_sigmask(mp, gp->sigmask);
     m_apply_altstack(mp, gp);

@@ -192,6 +192,8 @@ void bind_tcb(struct m *mp, struct g *gp)
         gp->flags &= ~(uint32_t)G_TCB_BOUND; /* bound at spawn (tls_bind_eager) */
         goto stack;
     }
+    /* Before the TLS images are copied: late ones after this are caught up (tls_static.c). */
+    gp->tls_gen = __atomic_load_n(&sched.tls_static_gen, __ATOMIC_ACQUIRE);
     struct g *dead = mp->rel.kind == REL_EXIT ? mp->rel.gp : NULL;
     if (dead && dead->tcb && dead->tcb == mp->curfs && !(dead->flags & (G_MAIN | G_KEEP_TCB)) &&
         !dead->stack.tcb && !gp->stack.tcb) { /* block TCBs stay in their blocks */
@@ -232,6 +234,7 @@ stack:
  */
 int tls_bind_eager(struct p *pp, struct g *gp)
 {
+    gp->tls_gen = __atomic_load_n(&sched.tls_static_gen, __ATOMIC_ACQUIRE); /* as bind_tcb */
     if (tcbl.on) {
         int r = tcb_bind_block(pp, gp);
         if (r == 0) {

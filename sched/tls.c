@@ -16,7 +16,9 @@
  * Facts relied on (measured on glibc 2.36 x86-64, /work/shared/TCB_FACTS.md):
  *   - _dl_allocate_tls(NULL) zeroes struct pthread, installs a DTV and
  *     copies every static TLS init image; _dl_deallocate_tls(tcb, false) +
- *     _dl_allocate_tls(tcb) recycles a TCB (re-copies all images).
+ *     _dl_allocate_tls(tcb) recycles a TCB (re-copies all images). A
+ *     later dlopen of an initial-exec module copies its image only into
+ *     the threads on glibc's lists: tls_static.c does the Gs.
  *   - Fields a new thread needs (else a crash or silent misbehaviour): the
  *     header self pointers, multiple_threads = 1 (else malloc's catomic ops
  *     lose their lock prefix), stack/pointer guards and feature_1 copied

@@ -1,12 +1,12 @@
 /*
  * The program's signal handlers (sigaction, signal) and the dispatcher
- * goshim installs in their place; exec and dlopen.
+ * goshim installs in their place; exec.
  *
  * The preemption signal belongs to goshim (sched/preempt.c): the
  * application's sigaction and signal for it are recorded, not installed,
  * and goshim's handler passes every signal that is not its own on to that
- * recorded handler. dlopen and dlclose refresh preemption's table of
- * application text.
+ * recorded handler. The dlopen and dlclose wrappers, which refresh
+ * preemption's table of application text, are in shim/dlopen.c.
  *
  * Signals sent to the process (kill, the tty, itimers and alarm, POSIX
  * timers, SIGCHLD) go where the kernel would send them among the
@@ -294,19 +294,3 @@ EXEC_WRAPPER(execvpe, (const char *file, char *const argv[], char *const envp[])
              (file, argv, envp))
 EXEC_WRAPPER(fexecve, (int fd, char *const argv[], char *const envp[]), (fd, argv, envp))
 #undef EXEC_WRAPPER
-
-GOSHIM_EXPORT void *dlopen(const char *file, int mode)
-{
-    void *h = REAL(dlopen)(file, mode);
-    if (h && goshim_on)
-        preempt_refresh();
-    return h;
-}
-
-GOSHIM_EXPORT int dlclose(void *h)
-{
-    int r = REAL(dlclose)(h);
-    if (r == 0 && goshim_on)
-        preempt_refresh();
-    return r;
-}
