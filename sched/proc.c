@@ -100,9 +100,14 @@ void m_fence_init(void)
 
 bool m_fence_remote(void)
 {
-    if (!m_asym_fence)
-        return true; /* the Ms fence their own entries */
-    return rt_syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+    return !m_asym_fence || m_fence_all(); /* without it, the Ms fence their own entries */
+}
+
+bool m_fence_all(void)
+{
+    if (m_asym_fence && rt_syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+        return true;
+    return rt_syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0; /* slow, but there */
 }
 
 struct m *acquirem(void)

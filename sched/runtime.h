@@ -338,6 +338,9 @@ static inline void m_locks_leave(struct m *mp)
 void m_fence_init(void);
 /* sysmon's half, after it marked pless: false if the fence could not be made. */
 bool m_fence_remote(void);
+/* A full barrier on every thread of the process that runs now (membarrier); false if the
+ * kernel makes none. */
+bool m_fence_all(void);
 
 static inline uint32_t fastrand(struct m *mp)
 {

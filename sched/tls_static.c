@@ -63,10 +63,8 @@
  *     wrapper (dlmopen) has its block there.
  *   - dlmopen is not interposed: its modules are glibc's alone.
  */
-#include <linux/membarrier.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 
 #include "sched.h"
 #include "throw.h"
@@ -87,7 +85,6 @@ struct tls_late {
 static struct {
     struct tls_late mod[TLS_LATE_MAX]; /* allglock */
     int n;                             /* allglock; atomic reads (sched_tls_static_count) */
-    int membarrier;                    /* allglock: 0 unknown, 1 registered, -1 refused */
 } late;
 
 static void late_copy(void *tcb, const struct tls_late *e)
@@ -95,19 +92,6 @@ static void late_copy(void *tcb, const struct tls_late *e)
     char *dst = (char *)tcb + e->off;
     memcpy(dst, e->image, e->filesz);
     memset(dst + e->filesz, 0, e->memsz - e->filesz);
-}
-
-/* Every running M executes a full barrier (allglock held). False: none could be issued. */
-static bool all_ms_barrier(void)
-{
-    if (late.membarrier == 0)
-        late.membarrier =
-            rt_syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 1
-                                                                                             : -1;
-    if (late.membarrier > 0 &&
-        rt_syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
-        return true;
-    return rt_syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0; /* slow, but there */
 }
 
 /* The TCB the walk copies into, or NULL: a started G, alive, with a TCB of goshim's. */
@@ -160,7 +144,7 @@ bool sched_tls_static_init(uintptr_t base, size_t modid, void *block, const void
         late.mod[late.n].image = copy;
         __atomic_store_n(&late.n, late.n + 1, __ATOMIC_RELEASE);
     }
-    all_ms_barrier(); /* none: a G that starts right now may miss it (see the top) */
+    m_fence_all(); /* none: a G that starts right now may miss it (see the top) */
     for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
         void *tcb = walk_tcb(gp);
         if (tcb)
