@@ -166,6 +166,25 @@ static void castatus_or_throw(struct g *gp, uint32_t oldval, uint32_t newval, co
     }
 }
 
+/*
+ * A transition only the caller may make: the M that parks its own G (on g0,
+ * ong0 set: sysmon keeps off), or the one waker that took a parked G off
+ * its queue. Nobody else changes the status meanwhile, so a check and a
+ * release store do what the CAS did without its locked instruction (two of
+ * the three per hand-off; execute keeps its CAS). What must be seen in
+ * order around it is ordered by the lock or CAS that hands the G over.
+ */
+static void setgstatus_owned(struct g *gp, uint32_t oldval, uint32_t newval, const char *who)
+{
+    uint32_t cur = readgstatus(gp);
+    if (cur != oldval) {
+        rt_print(2, "goshim: %s: G%lu has status %u, want %u\n", who, (unsigned long)gp->goid, cur,
+                 oldval);
+        goshim_throw("casgstatus: bad incoming status");
+    }
+    __atomic_store_n(&gp->atomicstatus, newval, __ATOMIC_RELEASE);
+}
+
 /* ---- free lists -------------------------------------------------------- */
 
 /* Put a dead G on pp's free list (the global one if pp is NULL). */
@@ -516,7 +535,7 @@ bool park_unlock(struct g *gp, void *lock)
 void goready(struct g *gp)
 {
     struct m *mp = acquirem();
-    castatus_or_throw(gp, Gwaiting, Grunnable, "goready");
+    setgstatus_owned(gp, Gwaiting, Grunnable, "goready");
     /* From a G or from an M's scheduler context (timers, netpoll in
      * findrunnable): to this P. From any other thread: the global queue. */
     struct p *pp = sched_self() ? getm()->p : tls_own_m ? tls_own_m->p : NULL;
@@ -580,21 +599,21 @@ void release_commit(struct m *mp)
     case REL_NONE:
         return;
     case REL_PARK:
-        castatus_or_throw(r.gp, Grunning, Gwaiting, "park_m");
+        setgstatus_owned(r.gp, Grunning, Gwaiting, "park_m");
         if (r.unlockf && !r.unlockf(r.gp, r.lock)) {
             castatus_or_throw(r.gp, Gwaiting, Grunnable, "park_m");
             runqput(pp, r.gp, true);
         }
         return;
     case REL_GOSCHED:
-        castatus_or_throw(r.gp, Grunning, Grunnable, "gosched_m");
+        setgstatus_owned(r.gp, Grunning, Grunnable, "gosched_m");
         runtime_lock(&sched.lock);
         globrunqput(r.gp);
         runtime_unlock(&sched.lock);
         wakep();
         return;
     case REL_YIELD:
-        castatus_or_throw(r.gp, Grunning, Grunnable, "goyield_m");
+        setgstatus_owned(r.gp, Grunning, Grunnable, "goyield_m");
         runqput(pp, r.gp, false);
         return;
     case REL_EXIT:
