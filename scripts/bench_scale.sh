@@ -60,7 +60,9 @@ cases+=("create_join_batch1000|pbench_create_join batch $(sc 2) 1000|create batc
 for t in 1 2 8 64; do
     cases+=("yield_T$t|pbench_yield $t $(sc $((400000 / t)))|yield $t $(sc $((400000 / t)))|ns|$t|60")
 done
-cases+=("cond_pingpong|pbench_cond_pingpong $(sc 10000)|pingpong $(sc 10000)|ns|2|60")
+# 200,000 hand-offs (30-40 ms): with 20,000 the start-up of the second P's thread and the
+# first touches were 5-25% of goshim's figure, which then moved from 1.1x to 1.5x Go's.
+cases+=("cond_pingpong|pbench_cond_pingpong $(sc 100000)|pingpong $(sc 100000)|ns|2|60")
 
 declare -A vals rss fail
 
