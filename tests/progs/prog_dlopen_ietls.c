@@ -101,43 +101,43 @@ static int static_tls_cb(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
-static void load_quiet(void)
+static void *open_lib(const char *name)
 {
     char path[PATH_MAX];
-    lib_path(path, "libgoshim_tlsie.so");
-    if (!(lib = dlopen(path, RTLD_NOW))) {
+    lib_path(path, name);
+    void *h = dlopen(path, RTLD_NOW);
+    if (!h) {
         fprintf(stderr, "dlopen: %s\n", dlerror());
         exit(1);
     }
-    mod_read = (int (*)(unsigned char *, int *))dlsym(lib, "tlsie_read");
-    mod_bump = (void (*)(void))dlsym(lib, "tlsie_bump");
+    return h;
+}
+
+static void bind_mod(void *h)
+{
+    mod_read = (int (*)(unsigned char *, int *))dlsym(h, "tlsie_read");
+    mod_bump = (void (*)(void))dlsym(h, "tlsie_bump");
     CHECK(mod_read && mod_bump);
+}
+
+static void load_quiet(void)
+{
+    lib = open_lib("libgoshim_tlsie.so");
+    bind_mod(lib);
 }
 
 static void load(const char *how)
 {
-    char path[PATH_MAX];
     void *h;
     if (strcmp(how, "nested") == 0) {
-        lib_path(path, "libgoshim_tlsouter.so");
-        void *outer = dlopen(path, RTLD_NOW);
-        if (!outer) {
-            fprintf(stderr, "dlopen: %s\n", dlerror());
-            exit(1);
-        }
+        void *outer = open_lib("libgoshim_tlsouter.so");
         void *(*inner)(void) = (void *(*)(void))dlsym(outer, "tlsouter_inner");
         outer_get = (int (*)(void))dlsym(outer, "tlsouter_get");
         CHECK(inner && outer_get && (h = inner()) != NULL);
     } else {
-        lib_path(path, "libgoshim_tlsie.so");
-        if (!(h = dlopen(path, RTLD_NOW))) {
-            fprintf(stderr, "dlopen: %s\n", dlerror());
-            exit(1);
-        }
+        h = open_lib("libgoshim_tlsie.so");
     }
-    mod_read = (int (*)(unsigned char *, int *))dlsym(h, "tlsie_read");
-    mod_bump = (void (*)(void))dlsym(h, "tlsie_bump");
-    CHECK(mod_read && mod_bump);
+    bind_mod(h);
     int st = 0;
     dl_iterate_phdr(static_tls_cb, &st);
     printf("static tls: %s\n", st ? "yes" : "no");
