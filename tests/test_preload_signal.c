@@ -306,3 +306,13 @@ Test(preload_signal, sem_timedwait_fails_with_eintr, .timeout = 60)
 {
     expect_prints_at_p1_and_p2("prog_thread_facts", "semintr", SEMINTR_OUT, 2);
 }
+
+/* A signal sigsuspend's mask blocks, sent right before the one that ends the wait, runs
+ * after that one's handler, once the wait is over (Open POSIX sigsuspend/1-1): under goshim
+ * it ran first in about one round of three, at P=1 and at P=2. */
+Test(preload_signal, sigsuspend_keeps_a_blocked_signal_behind_the_one_that_ends_it, .timeout = 120)
+{
+    const char *want = "sigsuspend order: 40 of 40 rounds ran SIGUSR1's handler first\n";
+    expect_native_prints("prog_sigsuspend_order", NULL, want);
+    expect_prints_at_p1_and_p2("prog_sigsuspend_order", NULL, want, 1);
+}
