@@ -341,7 +341,7 @@ static struct m *switch_enter(void)
     for (;;) {
         struct m *mp = getm();
         m_locks_enter(mp);
-        if (!__atomic_load_n(&mp->pless, __ATOMIC_RELAXED))
+        if (!__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST))
             return mp;
         m_locks_leave(mp);
         exitsyscall();
