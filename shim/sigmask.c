@@ -183,6 +183,18 @@ GOSHIM_EXPORT int sigrelse(int sig)
     return sigprocmask(SIG_UNBLOCK, &set, NULL);
 }
 
+/* sigsuspend's end: the thread's own mask again, through install_mask, after the router's
+ * view of the wait is gone: a signal the router left in the kernel while the wait blocked
+ * it (sig_parked) is let through again for this thread, which takes it before sigsuspend
+ * returns, as natively. Restored with a bare sched_set_sigmask, such a signal stayed
+ * parked when the router looked while the view of the wait was still up. */
+static void suspend_end(uint64_t during, uint64_t old, uint64_t hidden)
+{
+    shim_sigwaiting(0);
+    shim_set_hidden_mask(hidden);
+    install_mask(during, old);
+}
+
 /* The mask is the G's for the wait (and the M's while it blocks, its P handed
  * off); a signal left pending for this thread that the mask lets through is
  * handled at once, as the kernel would do. */
@@ -194,12 +206,11 @@ GOSHIM_EXPORT int sigsuspend(const sigset_t *set)
     memcpy(&want, set, sizeof want);
     shim_sigwaiting(~want); /* the router's view: it takes what the wait lets through */
     shim_set_hidden_mask(want & preempt_signals());
-    sched_set_sigmask(want & ~never_blocked());
+    uint64_t during = want & ~never_blocked();
+    sched_set_sigmask(during);
     int ran = shim_deliver_signals();
     if (ran) {
-        sched_set_sigmask(old);
-        shim_set_hidden_mask(hidden);
-        shim_sigwaiting(0);
+        suspend_end(during, old, hidden);
         errno = EINTR;
         return -1;
     }
@@ -225,9 +236,7 @@ GOSHIM_EXPORT int sigsuspend(const sigset_t *set)
      * sigsuspend, woken for a signal that another thread (the router, lowest number first)
      * took, restored that mask on its way to restarting the wait and ran a signal the wait
      * blocked, before the one that ended it (Open POSIX sigsuspend/1-1: 1 run in 30). */
-    sched_set_sigmask(old);
-    shim_set_hidden_mask(hidden);
-    shim_sigwaiting(0);
+    suspend_end(during, old, hidden);
     errno = e;
     return r;
 }
