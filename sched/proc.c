@@ -157,13 +157,18 @@ bool casgstatus(struct g *gp, uint32_t oldval, uint32_t newval)
                                        __ATOMIC_ACQUIRE);
 }
 
+__attribute__((noreturn)) static void bad_status(struct g *gp, uint32_t cur, uint32_t oldval,
+                                                 const char *who)
+{
+    rt_print(2, "goshim: %s: G%lu has status %u, want %u\n", who, (unsigned long)gp->goid, cur,
+             oldval);
+    goshim_throw("casgstatus: bad incoming status");
+}
+
 static void castatus_or_throw(struct g *gp, uint32_t oldval, uint32_t newval, const char *who)
 {
-    if (!casgstatus(gp, oldval, newval)) {
-        rt_print(2, "goshim: %s: G%lu has status %u, want %u\n", who, (unsigned long)gp->goid,
-                 readgstatus(gp), oldval);
-        goshim_throw("casgstatus: bad incoming status");
-    }
+    if (!casgstatus(gp, oldval, newval))
+        bad_status(gp, readgstatus(gp), oldval, who);
 }
 
 /*
@@ -177,11 +182,8 @@ static void castatus_or_throw(struct g *gp, uint32_t oldval, uint32_t newval, co
 static void setgstatus_owned(struct g *gp, uint32_t oldval, uint32_t newval, const char *who)
 {
     uint32_t cur = readgstatus(gp);
-    if (cur != oldval) {
-        rt_print(2, "goshim: %s: G%lu has status %u, want %u\n", who, (unsigned long)gp->goid, cur,
-                 oldval);
-        goshim_throw("casgstatus: bad incoming status");
-    }
+    if (cur != oldval)
+        bad_status(gp, cur, oldval, who);
     __atomic_store_n(&gp->atomicstatus, newval, __ATOMIC_RELEASE);
 }
 

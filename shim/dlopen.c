@@ -198,6 +198,11 @@ GOSHIM_EXPORT void *dlopen(const char *file, int mode)
         int e = errno;
         if (known)
             static_tls_after(&before);
+        else
+            rt_print(2,
+                     "goshim: dlopen(%s): no memory to list the loaded modules: threads that "
+                     "exist now may see its initial-exec TLS as zeros\n",
+                     file ? file : "NULL");
         preempt_refresh();
         errno = e;
     }
