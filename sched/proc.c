@@ -205,6 +205,7 @@ void gfput(struct p *pp, struct g *gp)
     if (pp) {
         gp->schedlink = pp->gfree;
         pp->gfree = gp;
+        pp->gburst = 0;
         if (++pp->gfreecnt < GFREE_LOCAL_MAX)
             return;
         /* Move half to the global list. */
@@ -248,6 +249,11 @@ struct g *gfget(struct p *pp)
         if (gp) {
             pp->gfree = gp->schedlink;
             pp->gfreecnt--;
+            /* In a burst of spawns, the next one's descriptor (cold: it ended a thousand
+             * threads ago) for the next spawn; outside one, the G just put back comes next. */
+            if (pp->gfree && ++pp->gburst >= 2)
+                for (size_t off = 0; off < sizeof(struct g); off += 64)
+                    __builtin_prefetch((char *)pp->gfree + off, 1, 3);
         }
     } else {
         runtime_lock(&sched.gflock);

@@ -23,6 +23,7 @@
  * runqhead then fails and the read is discarded.
  */
 #include "sched.h"
+#include "threadblock.h"
 #include "throw.h"
 
 #define LOAD_ACQ(p)     __atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -120,6 +121,31 @@ void runqput(struct p *pp, struct g *gp, bool next)
  * Get a G from the local queue; *inherit says it came from runnext and
  * should inherit the time slice. Executed only by the owner P.
  */
+/*
+ * prefetch_next readies what the G queued after the one just taken will
+ * touch when it first runs: a burst of new threads, each made in a block
+ * that a thousand threads used since, otherwise waits for memory at every
+ * switch. Gs that ran before (yielding, woken) are left alone: they are
+ * seldom cold, and a yield storm would pay for the prefetches. The G after
+ * it only gets its descriptor fetched, so that its fields load from cache
+ * in the next call. Racy reads (a thief may take them meanwhile): only
+ * addresses to prefetch come of them.
+ */
+static void prefetch_next(struct p *pp, uint32_t head, uint32_t tail)
+{
+    if (tail - head < 2)
+        return;
+    struct g *n1 = slot_load(pp, head + 1);
+    if (__atomic_load_n(&n1->flags, __ATOMIC_RELAXED) & G_STARTED)
+        return;
+    g_prefetch_run(n1);
+    if (tail - head >= 3) {
+        const char *n2 = (const char *)slot_load(pp, head + 2);
+        for (size_t off = 0; off < sizeof(struct g); off += 64)
+            __builtin_prefetch(n2 + off, 0, 3);
+    }
+}
+
 struct g *runqget(struct p *pp, bool *inherit)
 {
     struct g *next = LOAD_ACQ(&pp->runnext);
@@ -136,8 +162,10 @@ struct g *runqget(struct p *pp, bool *inherit)
         if (tail == head)
             return NULL;
         struct g *gp = slot_load(pp, head);
-        if (CAS_REL(&pp->runqhead, head, head + 1))
+        if (CAS_REL(&pp->runqhead, head, head + 1)) {
+            prefetch_next(pp, head, tail);
             return gp;
+        }
     }
 }
 

@@ -220,6 +220,7 @@ struct p {
 
     struct g *gfree; /* dead Gs with stacks; owner */
     int32_t gfreecnt;
+    uint32_t gburst; /* Gs taken from gfree since one was last put back (gfget's prefetch) */
     struct stackcache stackcache;   /* owner */
     void *tcbcache[TCB_PCACHE_MAX]; /* TCBs of joined threads, for new Gs; owner */
     uint32_t ntcbcache;             /* owner */

@@ -87,6 +87,7 @@ int stack_prep_ok; /* process_madvise works here; stk.lock */
 struct stackstats stackstats; /* relaxed atomics: counters only, they order nothing */
 
 static void (*keep_release)(struct gstack *st); /* set once (stack_set_keep_release) */
+static void (*keep_prefetch)(const struct gstack *st); /* set once (stack_set_keep_prefetch) */
 
 /*
  * warm_pop takes a warm stack, a dirty one first (its pages are likely
@@ -238,6 +239,31 @@ void stack_set_keep_release(void (*fn)(struct gstack *st))
     keep_release = fn;
 }
 
+void stack_set_keep_prefetch(void (*fn)(const struct gstack *st))
+{
+    keep_prefetch = fn;
+}
+
+/*
+ * pcache_prefetch readies the P cache's head for the next stack_alloc in
+ * a burst of pthread_create, which otherwise waits for memory at every
+ * step: the node and the TCB of a stack freed a thousand threads ago are
+ * cold. Outside a burst (a thread made and joined in turn gets the same
+ * stack back) it would fetch a block nobody takes. The head's node was
+ * prefetched when it became the head's successor, so its fields load from
+ * cache here; its own successor's node is fetched for the next call.
+ */
+static void pcache_prefetch(const struct stackcache *pc)
+{
+    const struct stacknode *h = pc->head;
+    if (!h || pc->burst < 2)
+        return;
+    if (h->next)
+        __builtin_prefetch(h->next, 1, 3);
+    if (h->st.keep && keep_prefetch)
+        keep_prefetch(&h->st);
+}
+
 size_t stack_default_size(void)
 {
     return stack_dflt_size;
@@ -272,9 +298,11 @@ static int pcache_get(struct stackcache *pc, size_t size, size_t guard, int dflt
         struct stacknode *nd = pc->head;
         pc->head = nd->next;
         pc->n--;
+        pc->burst++;
         *out = nd->st;
         out->fresh = 0;
         count_hit();
+        pcache_prefetch(pc);
         return 1;
     }
     if (!dflt && pc && pc->ohead) {
@@ -313,6 +341,10 @@ static void gcache_get(struct stackcache *pc, struct gstack *out)
         nd->next = pc->head;
         pc->head = nd;
         pc->n++;
+    }
+    if (pc) {
+        pc->burst++;
+        pcache_prefetch(pc);
     }
 }
 
@@ -505,6 +537,7 @@ void stack_free(struct stackcache *pc, struct gstack *st)
     nd->next = *head;
     *head = nd;
     ++*n;
+    pc->burst = 0;
 }
 
 void stack_cache_drain(struct stackcache *pc)

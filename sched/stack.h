@@ -46,6 +46,7 @@ struct stacknode;
 struct stackcache {
     struct stacknode *head; /* default size and guard */
     unsigned n;
+    unsigned burst; /* default-size stacks taken since one was last put back */
     struct stacknode *ohead; /* span slots of other sizes, any class (searched) */
     unsigned on;
 };
@@ -122,6 +123,14 @@ int stack_scavenge_due(void);
  * before any stack with kept bytes is freed.
  */
 void stack_set_keep_release(void (*fn)(struct gstack *st));
+
+/*
+ * stack_set_keep_prefetch installs fn, called with the cached stack that
+ * a P's cache will give out next: it may prefetch the lines of its kept
+ * object that the next owner writes first, and must not write them. Set
+ * once, before stacks are made.
+ */
+void stack_set_keep_prefetch(void (*fn)(const struct gstack *st));
 
 /*
  * stack_set_populate says how many top bytes of a new stack its first user

@@ -85,6 +85,35 @@ static void tcb_keep_release(struct gstack *st)
  */
 #define BLOCKED_FRAMES 768
 
+void g_prefetch_run(struct g *gp)
+{
+    for (size_t off = 0; off < sizeof(struct g); off += 64)
+        __builtin_prefetch((char *)gp + off, 1, 3);
+    const char *tcb = __atomic_load_n(&gp->tcb, __ATOMIC_RELAXED);
+    const char *hi = __atomic_load_n(&gp->stack.hi, __ATOMIC_RELAXED);
+    size_t keep = __atomic_load_n(&gp->stack.keep, __ATOMIC_RELAXED);
+    const char *thr = __atomic_load_n((const char **)&gp->thr, __ATOMIC_RELAXED);
+    if (hi) { /* the first frames, just below the kept bytes */
+        __builtin_prefetch(hi - keep - 64, 1, 3);
+        __builtin_prefetch(hi - keep - 128, 1, 3);
+    }
+    if (tcb)
+        tls_tcb_prefetch_run(tcb);
+    if (thr)
+        for (size_t off = 0; off < tcbl.rec; off += 64)
+            __builtin_prefetch(thr + off, 1, 3);
+}
+
+/* The next block a P's cache gives: its header, record and TCB, on their way to cache. */
+static void tcb_keep_prefetch(const struct gstack *st)
+{
+    if (!st->tcb)
+        return;
+    for (const char *p = (const char *)tcbhdr_of_top(st->hi) - tcbl.rec; p < st->hi; p += 64)
+        __builtin_prefetch(p, 1, 3);
+    tls_tcb_prefetch(st->tcb);
+}
+
 void sched_tcb_layout_init(size_t record_size)
 {
     tcbl.on = tls_full() && tls_fs_method != TLS_FS_LDT;
@@ -104,8 +133,10 @@ void sched_tcb_layout_init(size_t record_size)
         tcbl.rec = 0;
     tcbl.extra = tcbl.rec + hdr;
     tcbl.keep = tcbl.on ? tls_tcb_space(tcbl.extra) : 0;
-    if (tcbl.on)
+    if (tcbl.on) {
         stack_set_keep_release(tcb_keep_release);
+        stack_set_keep_prefetch(tcb_keep_prefetch);
+    }
     /* A new thread touches its TCB and its first frames at once: populated in batches. */
     size_t pop = tcbl.on ? tcbl.keep + BLOCKED_FRAMES : 4096;
     stack_set_populate(pop < 16384 ? pop : 16384); /* a program with a large static TLS */

@@ -8,6 +8,14 @@
 struct g;
 struct p;
 
+/*
+ * g_prefetch_run asks for the lines gp touches when it next runs: its
+ * descriptor, the top of its stack, its TCB's header and malloc words
+ * and the shim's record. Reads gp's fields racily (gp may be running
+ * elsewhere): only prefetch addresses come of them.
+ */
+void g_prefetch_run(struct g *gp);
+
 /* g_drop_stack gives gp's stack back (the TCB in it goes with it). */
 void g_drop_stack(struct p *pp, struct g *gp);
 

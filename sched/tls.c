@@ -298,6 +298,22 @@ void tls_tcb_end(void *tcb)
     __atomic_add_fetch(&stats.destroyed, 1, __ATOMIC_RELAXED);
 }
 
+void tls_tcb_prefetch(const void *tcbv)
+{
+    const char *tcb = tcbv;
+    const char *lo = (const char *)((uintptr_t)(tcb - tls_info.libc_tls_off) & ~(uintptr_t)63);
+    for (const char *p = lo; p < tcb + tls_info.sizeof_pthread; p += 64)
+        __builtin_prefetch(p, 1, 3);
+}
+
+void tls_tcb_prefetch_run(const void *tcbv)
+{
+    const char *tcb = tcbv;
+    __builtin_prefetch(tcb, 1, 3);
+    for (int i = 0; i < tls_info.nmalloc; i++)
+        __builtin_prefetch(tcb - tls_info.malloc_off[i], 1, 3);
+}
+
 void tls_tcb_reset(void *tcbv)
 {
     char *tcb = tcbv;

@@ -90,6 +90,15 @@ void *tls_tcb_new(void);
 void tls_tcb_reset(void *tcb);
 
 /*
+ * tls_tcb_prefetch asks for the cache lines tls_tcb_reset writes (struct
+ * pthread and the static TLS down to libc's block), ahead of the reset.
+ * It reads and writes nothing.
+ */
+void tls_tcb_prefetch(const void *tcb);
+/* tls_tcb_prefetch_run: the lines a thread's switch in touches (header, malloc words). */
+void tls_tcb_prefetch_run(const void *tcb);
+
+/*
  * tls_tcb_set_stack records the G's stack (stackblock, stackblock_size,
  * guardsize, reported_guardsize) so pthread_getattr_np and glibc's
  * __libc_alloca_cutoff see it. stackblock is the lowest address of the

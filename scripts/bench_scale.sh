@@ -57,6 +57,9 @@ for n in 10000 1000000; do
 done
 cases+=("create_join_seq|pbench_create_join seq $(sc 2000)|create seq $(sc 2000)|ns|1|60")
 cases+=("create_join_batch1000|pbench_create_join batch $(sc 2) 1000|create batch $(sc 2) 1000|ns|1000|60")
+# The same over 30 batches: the first batch's fresh pages (two a thread and a page-table page
+# with 8 MiB stacks, natively too; a quarter page a goroutine) weigh 1/30 instead of 1/2.
+cases+=("create_join_batch30x1000|pbench_create_join batch $(sc 30) 1000|create batch $(sc 30) 1000|ns|1000|120")
 for t in 1 2 8 64; do
     cases+=("yield_T$t|pbench_yield $t $(sc $((400000 / t)))|yield $t $(sc $((400000 / t)))|ns|$t|60")
 done
