@@ -415,14 +415,15 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
     gp->goid = __atomic_add_fetch(&sched.goidgen, 1, __ATOMIC_RELAXED);
     gp->flags &= ~(uint32_t)G_STARTED;
     gp->waitreason = waitReasonZero;
-    __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);
+    if (pp) /* a counter of this P's: a shared one moves between CPUs at every spawn */
+        __atomic_store_n(&pp->nspawn, pp->nspawn + 1, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);
     if (a && a->suspended) {
         castatus_or_throw(gp, Gdead, Gwaiting, "newproc");
         return gp;
     }
     castatus_or_throw(gp, Gdead, Grunnable, "newproc");
-    if (pp)
-        pp->nspawn++;
     runnable_to(pp, gp);
     return gp;
 }

@@ -233,7 +233,7 @@ struct p {
     uint64_t noverflow; /* runqputslow: half the ring moved global */
     uint64_t npark;     /* gopark */
     uint64_t nready;    /* goready */
-    uint64_t nspawn;    /* newproc */
+    uint64_t nspawn;    /* Gs newproc made here (atomic stores: the stats sum them) */
     uint64_t ngosched;  /* Gosched / yield */
 };
 
@@ -243,8 +243,10 @@ struct gqueue {
 
 struct schedt {
     struct runtime_lock lock; /* protects what is marked sched.lock */
-    uint64_t goidgen;         /* atomic */
-    struct m *midle;          /* idle Ms; sched.lock */
+    /* atomic; a line of its own: every spawn adds to it, and sched.lock's line moves
+     * between CPUs with the idle Ms and Ps */
+    uint64_t goidgen __attribute__((aligned(64)));
+    struct m *midle __attribute__((aligned(64))); /* idle Ms; sched.lock */
     int32_t nmidle;           /* sched.lock */
     int32_t mcount;           /* Ms created; sched.lock */
     int32_t maxmcount;
@@ -273,7 +275,8 @@ struct schedt {
     int32_t gomaxprocs;
     struct p *allp[MAX_PROCS];
     size_t tls_g_off;      /* offset of tls_g from the thread pointer */
-    uint64_t nspawned;     /* atomic: Gs created (incl. reused) */
+    uint64_t nspawned;     /* atomic: Gs created without a P, less those abandoned (the
+                              stats add every P's nspawn) */
     uint64_t nmthreadfail; /* atomic: M creations that failed or hit the cap */
     int64_t starttime;     /* nanotime at sched_init */
     bool started;

@@ -101,6 +101,7 @@ static void collect(struct sched_counters *c)
     c->spawned = __atomic_load_n(&sched.nspawned, __ATOMIC_RELAXED);
     for (int32_t i = 0; i < sched.gomaxprocs; i++) {
         struct p *pp = sched.allp[i];
+        c->spawned += __atomic_load_n(&pp->nspawn, __ATOMIC_RELAXED);
         c->schedules += __atomic_load_n(&pp->nschedule, __ATOMIC_RELAXED);
         c->steals += __atomic_load_n(&pp->nsteal, __ATOMIC_RELAXED);
         c->stolen += __atomic_load_n(&pp->nstolen, __ATOMIC_RELAXED);
