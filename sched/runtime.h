@@ -247,8 +247,8 @@ struct schedt {
      * between CPUs with the idle Ms and Ps */
     uint64_t goidgen __attribute__((aligned(64)));
     struct m *midle __attribute__((aligned(64))); /* idle Ms; sched.lock */
-    int32_t nmidle;           /* sched.lock */
-    int32_t mcount;           /* Ms created; sched.lock */
+    int32_t nmidle;                               /* sched.lock */
+    int32_t mcount;                               /* Ms created; sched.lock */
     int32_t maxmcount;
     struct m *allm;     /* sched.lock */
     struct p *pidle;    /* idle Ps; sched.lock */

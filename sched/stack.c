@@ -86,7 +86,7 @@ int stack_prep_ok; /* process_madvise works here; stk.lock */
 
 struct stackstats stackstats; /* relaxed atomics: counters only, they order nothing */
 
-static void (*keep_release)(struct gstack *st); /* set once (stack_set_keep_release) */
+static void (*keep_release)(struct gstack *st);        /* set once (stack_set_keep_release) */
 static void (*keep_prefetch)(const struct gstack *st); /* set once (stack_set_keep_prefetch) */
 
 /*

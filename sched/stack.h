@@ -46,7 +46,7 @@ struct stacknode;
 struct stackcache {
     struct stacknode *head; /* default size and guard */
     unsigned n;
-    unsigned burst; /* default-size stacks taken since one was last put back */
+    unsigned burst;          /* default-size stacks taken since one was last put back */
     struct stacknode *ohead; /* span slots of other sizes, any class (searched) */
     unsigned on;
 };
