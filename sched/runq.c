@@ -118,10 +118,6 @@ void runqput(struct p *pp, struct g *gp, bool next)
 }
 
 /*
- * Get a G from the local queue; *inherit says it came from runnext and
- * should inherit the time slice. Executed only by the owner P.
- */
-/*
  * prefetch_next readies what the G queued after the one just taken will
  * touch when it first runs: a burst of new threads, each made in a block
  * that a thousand threads used since, otherwise waits for memory at every
@@ -152,6 +148,10 @@ static void prefetch_next(struct p *pp, uint32_t head, uint32_t tail)
 #endif
 }
 
+/*
+ * Get a G from the local queue; *inherit says it came from runnext and
+ * should inherit the time slice. Executed only by the owner P.
+ */
 struct g *runqget(struct p *pp, bool *inherit)
 {
     struct g *next = LOAD_ACQ(&pp->runnext);
