@@ -104,6 +104,12 @@ void g_prefetch_run(struct g *gp)
             __builtin_prefetch(thr + off, 1, 3);
 }
 
+unsigned tcb_block_pages(void)
+{
+    size_t page = stack_page_size();
+    return tcbl.on ? (unsigned)((tcbl.keep + BLOCKED_FRAMES + page - 1) / page) : 0;
+}
+
 /* The next block a P's cache gives: its header, record and TCB, on their way to cache. */
 static void tcb_keep_prefetch(const struct gstack *st)
 {

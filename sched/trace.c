@@ -18,6 +18,7 @@
 #include "netpoll.h"
 #include "preempt.h"
 #include "sched.h"
+#include "threadblock.h"
 #include "throw.h"
 #include "tls.h"
 
@@ -141,9 +142,10 @@ void stats_print(int fd)
         (unsigned long)c.yields, (unsigned long)c.stopm, (unsigned long)c.woken, c.mcount);
     rt_print(fd,
              "goshim stats: stacks_mmapped=%lu stacks_unmapped=%lu stack_cache_hits=%lu "
-             "arena_stacks=%lu tcbs_created=%lu tcbs_reset=%lu ldt_tcbs=%lu ldt_overflow=%lu\n",
+             "arena_stacks=%lu tcbs_created=%lu tcbs_reset=%lu ldt_tcbs=%lu ldt_overflow=%lu "
+             "block_pages=%u\n",
              ss.mmaps, ss.munmaps, ss.cache_hits, ss.arena_stacks, ts.tcbs_created, ts.tcbs_reset,
-             ts.ldt_tcbs, ts.ldt_overflow);
+             ts.ldt_tcbs, ts.ldt_overflow, tcb_block_pages());
     struct netpoll_stats ns;
     netpoll_stats(&ns);
     rt_print(fd,

@@ -181,10 +181,11 @@ static long heap_per_thread(int preload)
 
 /*
  * pages_of runs prog_tcb_block heap 5000 at P=1 under goshim with env and
- * reads its pages line. Without preemption: a thread cut by a signal runs
- * the handler on its own stack, deeper, as a native thread would.
+ * reads its pages line; the stats must predict predicted pages a thread
+ * (block_pages). Without preemption: a thread cut by a signal runs the
+ * handler on its own stack, deeper, as a native thread would.
  */
-static void pages_of(const char *env, long v[4])
+static void pages_of(const char *env, long v[4], unsigned predicted)
 {
     static char out[1 << 14];
     char penv[512], fenv[300];
@@ -194,6 +195,9 @@ static void pages_of(const char *env, long v[4])
     cr_assert(p && sscanf(p, "pages: %ld one, %ld two, %ld more, %ld other", &v[0], &v[1], &v[2],
                           &v[3]) == 4,
               "%s: %s", penv, out);
+    long said = stat_of(out, "block_pages"); /* what GOSHIM_STATS predicts from the layout */
+    cr_assert_eq(said, (long)predicted, "%s: block_pages=%ld, not %u:\n%s", penv, said, predicted,
+                 out);
 }
 
 /*
@@ -206,11 +210,11 @@ Test(preload_fs, blocked_thread_holds_two_pages_and_one_with_lean_tls, .timeout 
 {
     long v[4];
     /* A few threads may go deeper once (a signal handler on their stack): 1% at most. */
-    pages_of("", v);
+    pages_of("", v, 2);
     cr_assert(v[1] >= 4950 && v[0] + v[1] + v[2] == 5000,
               "by default: %ld threads on one page, %ld on two, %ld more, %ld other", v[0], v[1],
               v[2], v[3]);
-    pages_of("GLIBC_TUNABLES=glibc.rtld.optional_static_tls=0:glibc.rtld.nns=1", v);
+    pages_of("GLIBC_TUNABLES=glibc.rtld.optional_static_tls=0:glibc.rtld.nns=1", v, 1);
     cr_assert(v[0] >= 4950 && v[0] + v[1] == 5000,
               "lean TLS: %ld threads on one page, %ld on two, %ld more, %ld other", v[0], v[1],
               v[2], v[3]);
