@@ -83,7 +83,8 @@
  *     top page holds struct pthread, the static TLS, the header and a
  *     blocked thread's frames (640 B) if the shim's record goes to the heap
  *     (threadblock.c): measured here, 4096 B of block + 912 B of heap a
- *     thread (5.0 KB), and dlopen fails cleanly past the 144 B;
+ *     thread (5.0 KB), and dlopen fails cleanly past the 144 B (a little more
+ *     with rounding: a 256 B module loaded here, a 320 B one did not);
  *   - TCBs packed in shared pages, away from the stacks (as the ldt
  *     method's arena does): the surplus bytes still share pages with the
  *     next TCB's used ones, so 4.3 KB each plus the stack's own page: 8.3 KB

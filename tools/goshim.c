@@ -160,8 +160,8 @@ static const char help_run[] =
     "  --preempt MS      preemption time slice, fractions allowed, 0: off (GOSHIM_PREEMPT)\n"
     "  --lean-tls        a blocked thread holds one page instead of two: glibc keeps no\n"
     "                    spare static TLS (GLIBC_TUNABLES=" LEAN_TUNABLES "\n"
-    "                    first), so a later dlopen of libraries with more than 144 bytes\n"
-    "                    of initial-exec TLS fails, as does dlmopen\n";
+    "                    first), so a later dlopen of libraries with more than about 144\n"
+    "                    bytes of initial-exec TLS fails, as does dlmopen\n";
 
 static const char usage_compare[] =
     "usage: goshim compare [-n RUNS] [-p N] [--out DIR] [--show-output] [--] CMD [ARGS...]\n";
