@@ -35,6 +35,7 @@
 
 #include "libc.h"
 #include "preempt.h"
+#include "prefetch.h"
 #include "sched.h"
 #include "throw.h"
 #include "timer.h"
@@ -252,8 +253,7 @@ struct g *gfget(struct p *pp)
             /* In a burst of spawns, the next one's descriptor (cold: it ended a thousand
              * threads ago) for the next spawn; outside one, the G just put back comes next. */
             if (pp->gfree && ++pp->gburst >= 2)
-                for (size_t off = 0; off < sizeof(struct g); off += 64)
-                    __builtin_prefetch((char *)pp->gfree + off, 1, 3);
+                prefetch_lines(pp->gfree, sizeof(struct g));
         }
     } else {
         runtime_lock(&sched.gflock);

@@ -23,6 +23,7 @@
  * runqhead then fails and the read is discarded.
  */
 #include "sched.h"
+#include "prefetch.h"
 #include "threadblock.h"
 #include "throw.h"
 
@@ -140,11 +141,8 @@ static void prefetch_next(struct p *pp, uint32_t head, uint32_t tail)
     if (__atomic_load_n(&n1->flags, __ATOMIC_RELAXED) & G_STARTED)
         return;
     g_prefetch_run(n1);
-    if (tail - head >= 3) {
-        const char *n2 = (const char *)slot_load(pp, head + 2);
-        for (size_t off = 0; off < sizeof(struct g); off += 64)
-            __builtin_prefetch(n2 + off, 0, 3);
-    }
+    if (tail - head >= 3)
+        prefetch_lines(slot_load(pp, head + 2), sizeof(struct g));
 #endif
 }
 

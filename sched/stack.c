@@ -59,6 +59,7 @@
  *  - Small default stacks: programs size their frames for glibc's default.
  */
 #include "libc.h"
+#include "prefetch.h"
 #include "stack_impl.h"
 
 #include "lock.h"
@@ -259,7 +260,7 @@ static void pcache_prefetch(const struct stackcache *pc)
     if (!h || pc->burst < 2)
         return;
     if (h->next)
-        __builtin_prefetch(h->next, 1, 3);
+        prefetch_lines(h->next, sizeof *h->next);
     if (h->st.keep && keep_prefetch)
         keep_prefetch(&h->st);
 }

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "sched.h"
+#include "prefetch.h"
 #include "threadblock.h"
 #include "throw.h"
 #include "tls.h"
@@ -87,21 +88,17 @@ static void tcb_keep_release(struct gstack *st)
 
 void g_prefetch_run(struct g *gp)
 {
-    for (size_t off = 0; off < sizeof(struct g); off += 64)
-        __builtin_prefetch((char *)gp + off, 1, 3);
+    prefetch_lines(gp, sizeof(struct g));
     const char *tcb = __atomic_load_n(&gp->tcb, __ATOMIC_RELAXED);
     const char *hi = __atomic_load_n(&gp->stack.hi, __ATOMIC_RELAXED);
     size_t keep = __atomic_load_n(&gp->stack.keep, __ATOMIC_RELAXED);
     const char *thr = __atomic_load_n((const char **)&gp->thr, __ATOMIC_RELAXED);
-    if (hi) { /* the first frames, just below the kept bytes */
-        __builtin_prefetch(hi - keep - 64, 1, 3);
-        __builtin_prefetch(hi - keep - 128, 1, 3);
-    }
+    if (hi) /* the first frames, just below the kept bytes */
+        prefetch_lines(hi - keep - 128, 128);
     if (tcb)
         tls_tcb_prefetch_run(tcb);
     if (thr)
-        for (size_t off = 0; off < tcbl.rec; off += 64)
-            __builtin_prefetch(thr + off, 1, 3);
+        prefetch_lines(thr, tcbl.rec);
 }
 
 unsigned tcb_block_pages(void)
@@ -115,8 +112,8 @@ static void tcb_keep_prefetch(const struct gstack *st)
 {
     if (!st->tcb)
         return;
-    for (const char *p = (const char *)tcbhdr_of_top(st->hi) - tcbl.rec; p < st->hi; p += 64)
-        __builtin_prefetch(p, 1, 3);
+    const char *rec = (const char *)tcbhdr_of_top(st->hi) - tcbl.rec;
+    prefetch_lines(rec, (size_t)(st->hi - rec));
     tls_tcb_prefetch(st->tcb);
 }
 

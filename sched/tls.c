@@ -104,6 +104,7 @@
 #include "tls_impl.h"
 
 #include "ldt.h"
+#include "prefetch.h"
 #include "throw.h"
 
 #include <dlfcn.h>
@@ -302,17 +303,15 @@ void tls_tcb_end(void *tcb)
 void tls_tcb_prefetch(const void *tcbv)
 {
     const char *tcb = tcbv;
-    const char *lo = (const char *)((uintptr_t)(tcb - tls_info.libc_tls_off) & ~(uintptr_t)63);
-    for (const char *p = lo; p < tcb + tls_info.sizeof_pthread; p += 64)
-        __builtin_prefetch(p, 1, 3);
+    prefetch_lines(tcb - tls_info.libc_tls_off, tls_info.libc_tls_off + tls_info.sizeof_pthread);
 }
 
 void tls_tcb_prefetch_run(const void *tcbv)
 {
     const char *tcb = tcbv;
-    __builtin_prefetch(tcb, 1, 3);
+    prefetch_lines(tcb, 1);
     for (int i = 0; i < tls_info.nmalloc; i++)
-        __builtin_prefetch(tcb - tls_info.malloc_off[i], 1, 3);
+        prefetch_lines(tcb - tls_info.malloc_off[i], 1);
 }
 
 void tls_tcb_reset(void *tcbv)
