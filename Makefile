@@ -10,6 +10,9 @@
 #   make test-tsan  the same tests built with TSan, without the preload suites
 #   make test-real  real Debian programs natively and under goshim (installs them), at the
 #                   default P, then at GOSHIM_PROCS=1 against native pinned to one CPU
+#   make test-peer  GLib's installed tests and CPython's regression tests about threads,
+#                   signals, spawning and I/O, natively and under goshim (default P and
+#                   GOSHIM_PROCS=1), about an hour; make test runs a quick subset of it
 #   make test-posix LTP_DIR=...  the Open POSIX Test Suite of an LTP checkout, natively
 #                   and under goshim (default P and GOSHIM_PROCS=1): the tests that differ
 #
@@ -136,7 +139,7 @@ endif
 endif
 
 # ---- build ---------------------------------------------------------------------------------
-.PHONY: all test test-unit test-real test-posix check test-asan test-tsan bench demo install uninstall clean format \
+.PHONY: all test test-unit test-real test-peer test-peer-quick test-posix check test-asan test-tsan bench demo install uninstall clean format \
         format-check deps
 .DEFAULT_GOAL := all
 
@@ -260,6 +263,16 @@ test:
 	$(Q)$(MAKE) --no-print-directory test-tsan
 	$(Q)$(MAKE) --no-print-directory test-unit
 	$(Q)$(MAKE) --no-print-directory test-real
+
+# GLib's and CPython's own tests natively and under goshim (scripts/test_peer.sh).
+test-peer:
+	$(Q)scripts/setup.sh
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/test_peer.sh
+
+test-peer-quick:
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/test_peer.sh --quick
 
 test-real:
 	$(Q)$(MAKE) --no-print-directory all
