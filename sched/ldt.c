@@ -109,6 +109,22 @@ static long write_entry(uint32_t e, uintptr_t base)
     return rt_syscall(SYS_modify_ldt, LDT_WRITE, &d, sizeof d);
 }
 
+/*
+ * entry_loadable says whether the CPU itself accepts LDT entry e as a
+ * data segment for user mode (lar sets ZF only then). modify_ldt can
+ * succeed while the CPU never sees the table it wrote: on some virtual
+ * machines (seen on a 6.18 guest with PTI) the kernel keeps the entry,
+ * lar refuses it and the first mov to %fs raises #GP. Faulting is not a
+ * way to find out, so ask before any selector is loaded.
+ */
+static bool entry_loadable(uint32_t e)
+{
+    uint32_t sel = e << 3 | 4 | 3, rights = 0;
+    bool ok;
+    __asm__ volatile("lar %2, %1\n\tsetz %0" : "=q"(ok), "=r"(rights) : "r"(sel) : "cc");
+    return ok && (rights & 0x9000) == 0x9000; /* present, code or data (not system) */
+}
+
 static char *slot_tp(uint32_t i)
 {
     return arena.base + (size_t)i * arena.slot + arena.tp_off;
@@ -178,6 +194,8 @@ int ldt_init(size_t static_size, size_t align, size_t tcb_size, int nslots)
     arena.tcb_size = tcb_size;
     arena.nslots = (uint32_t)nslots;
     long rc = write_batch();
+    if (rc == 0 && !entry_loadable(1))
+        rc = -ENOEXEC;
     if (rc != 0) {
         /* Entries already written stay in the LDT, unused and harmless. */
         rt_syscall(SYS_munmap, p, (size_t)nslots * slot, 0);

@@ -179,8 +179,10 @@ static void ldt_seen_fn(void *arg)
  * (forced: ldt, or wrfsbase, which was not there either), or when a tool
  * (valgrind) or something unusual stands in the way: once, here, at
  * start-up. Where the kernel refuses modify_ldt (ENOSYS: built without
- * it; EPERM: seccomp) and the user asked for nothing, the chain goes on
- * silently.
+ * it; EPERM: seccomp) or the CPU does not see the entries it wrote
+ * (ENOEXEC from ldt_init: a virtual machine that never loads the table)
+ * and the user asked for nothing, the chain goes on silently: a message
+ * on every start of every program would be output native runs lack.
  */
 static void start_ldt(const char *forced)
 {
@@ -199,6 +201,9 @@ static void start_ldt(const char *forced)
         why = "modify_ldt is not permitted (a seccomp filter or a hardened kernel)";
     else if (rc == -ENOMEM)
         why = "no address space below 4 GiB is left for thread control blocks";
+    else if (rc == -ENOEXEC)
+        why = "the CPU refuses the LDT entries modify_ldt wrote (lar fails: a virtual machine "
+              "that does not load the process's LDT)";
     else if (rc != 0)
         why = (rt_snprint(num, sizeof num, "modify_ldt failed with error %d", -rc), num);
     if (!why) {
@@ -217,7 +222,7 @@ static void start_ldt(const char *forced)
             why = "loading an LDT selector did not install the thread control block";
         }
     }
-    if (why && (forced || (rc != -ENOSYS && rc != -EPERM)))
+    if (why && (forced || (rc != -ENOSYS && rc != -EPERM && rc != -ENOEXEC)))
         rt_print(2,
                  "goshim: %s unavailable: %s; threads switch with arch_prctl (a system call per "
                  "switch)\n",

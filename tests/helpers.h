@@ -22,7 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <asm/ldt.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -309,6 +313,37 @@ static inline size_t sort_lines(char *buf)
     free(lines);
     free(copy);
     return n;
+}
+
+/*
+ * host_ldt_works says whether this CPU loads an LDT entry that modify_ldt
+ * wrote: on some virtual machines the kernel keeps the entry but the CPU
+ * never sees it (lar fails), and goshim falls back to arch_prctl there.
+ * Asked in a child, so the test process's own LDT stays empty.
+ */
+static inline bool host_ldt_works(void)
+{
+    static int works = -1;
+    if (works >= 0)
+        return works;
+    pid_t pid = fork();
+    if (pid == 0) {
+        static char base[64];
+        struct user_desc d = {.entry_number = 1,
+                              .base_addr = (unsigned)(uintptr_t)base,
+                              .limit = 0xfffff,
+                              .seg_32bit = 1,
+                              .limit_in_pages = 1,
+                              .useable = 1};
+        uint32_t sel = 1 << 3 | 4 | 3, rights = 0;
+        bool ok = false;
+        if (syscall(SYS_modify_ldt, 0x11, &d, sizeof d) == 0)
+            __asm__ volatile("lar %2, %1\n\tsetz %0" : "=q"(ok), "=r"(rights) : "r"(sel) : "cc");
+        _exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    works = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    return works;
 }
 
 #endif

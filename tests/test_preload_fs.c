@@ -17,7 +17,24 @@
 #include <stdint.h>
 #include <sys/auxv.h>
 
-static const char *const methods[] = {"ldt", "arch_prctl"};
+static const char *methods[2];
+
+/* fs_methods fills methods with the FS methods this host can force (ldt, arch_prctl). */
+static int fs_methods(void)
+{
+    int n = 0;
+    if (host_ldt_works())
+        methods[n++] = "ldt";
+    methods[n++] = "arch_prctl";
+    return n;
+}
+
+static void skip_without_ldt(void)
+{
+    if (!host_ldt_works())
+        cr_skip_test("this CPU does not load LDT entries (a virtual machine that never loads "
+                     "the table): goshim uses arch_prctl here");
+}
 
 /* fs_of returns the fs= word of the stats in out ("" if none) in buf. */
 static const char *fs_of(const char *out, char *buf, size_t len)
@@ -69,7 +86,7 @@ Test(preload_fs, thread_tls_in_every_method, .timeout = 60)
 {
     static char nat[1 << 14];
     native_out("prog_thread_tls", NULL, nat, sizeof nat);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0, nm = fs_methods(); i < nm; i++) {
         in_method(methods[i], "prog_thread_tls", NULL, NULL, nat, 9);
         in_method(methods[i], "prog_thread_tls", NULL, "GOSHIM_PROCS=1", nat, 9);
     }
@@ -85,7 +102,7 @@ Test(preload_fs, thread_programs_in_every_method, .timeout = 60)
     static char nat[1 << 14];
     for (size_t p = 0; p < sizeof progs / sizeof progs[0]; p++) {
         native_out(progs[p].prog, NULL, nat, sizeof nat);
-        for (int i = 0; i < 2; i++)
+        for (int i = 0, nm = fs_methods(); i < nm; i++)
             in_method(methods[i], progs[p].prog, NULL, NULL, nat, progs[p].min_gs);
     }
 }
@@ -103,7 +120,8 @@ static int n_block_methods(const char **m)
     int n = 0;
     if (getauxval(AT_HWCAP2) & 2) /* HWCAP2_FSGSBASE: forcing wrfsbase works here */
         m[n++] = "wrfsbase";
-    m[n++] = "ldt";
+    if (host_ldt_works())
+        m[n++] = "ldt";
     m[n++] = "arch_prctl";
     return n;
 }
@@ -327,7 +345,7 @@ Test(preload_fs, dlopen_initial_exec_tls_reaches_existing_threads, .timeout = 12
 /* fork from threads (the LDT is inherited), exec (the kernel drops it), vfork, daemon. */
 Test(preload_fs, fork_and_exec_in_every_method, .timeout = 60)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0, nm = fs_methods(); i < nm; i++) {
         in_method(methods[i], "prog_fork", "threads", "GOSHIM_PROCS=2",
                   "child exit status 3\nparent threads ok\n", 7);
         in_method(methods[i], "prog_fork", "exec", NULL,
@@ -344,7 +362,7 @@ Test(preload_fs, signals_and_setxid_in_every_method, .timeout = 60)
 {
     static char nat[1 << 14];
     native_out("prog_setxid", NULL, nat, sizeof nat);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0, nm = fs_methods(); i < nm; i++) {
         in_method(methods[i], "prog_signals", "targets", "GOSHIM_PROCS=2",
                   "parked thread ran its handler: yes\nspinning thread ran its handler: yes\n", 3);
         in_method(methods[i], "prog_signals", "altstack", "GOSHIM_PROCS=1",
@@ -358,7 +376,7 @@ Test(preload_fs, signals_and_setxid_in_every_method, .timeout = 60)
 /* A preempted thread resumes through the trampoline on its own TCB. */
 Test(preload_fs, preemption_in_every_method, .timeout = 60)
 {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0, nm = fs_methods(); i < nm; i++)
         in_method(methods[i], "prog_preempt_spin", NULL, "GOSHIM_PROCS=1 GOSHIM_PREEMPT=0.5",
                   "counter advanced while spinning\n", 2);
 }
@@ -376,6 +394,7 @@ Test(preload_fs, errno_mode_has_no_method, .timeout = 60)
 /* More live threads than LDT entries: the rest switch with arch_prctl, and all is well. */
 Test(preload_fs, more_threads_than_ldt_entries, .timeout = 60)
 {
+    skip_without_ldt();
     static char nat[1 << 14], out[1 << 16];
     char penv[256], fs[32];
     native_out("prog_thread_tls", NULL, nat, sizeof nat);
@@ -393,6 +412,7 @@ Test(preload_fs, more_threads_than_ldt_entries, .timeout = 60)
 /* A seccomp filter refuses modify_ldt: forced ldt says so once and runs with arch_prctl. */
 Test(preload_fs, modify_ldt_refused_by_seccomp, .timeout = 60)
 {
+    skip_without_ldt();
     static char out[1 << 14], nat[1 << 14];
     char path[4096], fs[32];
     native_out("prog_thread_tls", NULL, nat, sizeof nat);
@@ -416,6 +436,7 @@ Test(preload_fs, modify_ldt_refused_by_seccomp, .timeout = 60)
 /* gdb: a stopped thread's $fs_base is its TCB (pthread_self), %fs an LDT selector, TLS its own. */
 Test(preload_fs, gdb_sees_tls_in_ldt_mode, .timeout = 60)
 {
+    skip_without_ldt();
     static char out[1 << 16];
     char prog[4096], preload[4200];
     if (access("/usr/bin/gdb", X_OK) != 0)
@@ -473,6 +494,7 @@ Test(preload_fs, gdb_sees_tls_in_ldt_mode, .timeout = 60)
 /* valgrind 3.19 has no modify_ldt (ENOSYS) and no segment loads (SIGILL): said once, arch_prctl. */
 Test(preload_fs, valgrind_falls_back_and_says_so, .timeout = 120)
 {
+    skip_without_ldt();
     static char out[1 << 14], nat[1 << 14];
     char prog[4096], preload[4200];
     if (access("/usr/bin/valgrind", X_OK) != 0)
@@ -506,7 +528,7 @@ Test(preload_fs, tls_suite_in_every_method, .timeout = 120)
     snprintf(unit, sizeof unit, "%s/../unit", TEST_PROGS_DIR);
     if (access(unit, X_OK) != 0)
         cr_skip_test("%s is not built", unit);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0, nm = fs_methods(); i < nm; i++) {
         /* env -u: this test process is itself a Criterion worker (BoxFort's BXFI_MAP). */
         snprintf(env, sizeof env, "GOSHIM_FS=%s", methods[i]);
         char *const argv[] = {"/usr/bin/env", "-u",    "BXFI_MAP", env, unit,
