@@ -3,6 +3,12 @@
  * netpoll_epoll.go: one epoll instance, edge-triggered, fds registered on
  * their first wait; a wake-up eventfd interrupts a blocking poll.
  *
+ * The epoll instance and the eventfd are goshim's own descriptors in the
+ * program's fd table (ownfd.c keeps their numbers, high and out of the
+ * program's sight): made at the first registration, not at start-up (a
+ * program that never waits on a pipe or socket never has them), closed in
+ * a forked child, made again if lost (np_check).
+ *
  * Descriptors live in a two-level table indexed by fd number, chunks of
  * PD_CHUNK allocated on first use and never freed, so a pointer to one
  * stays valid whatever happens to the fd; the generation (bumped by close)
@@ -44,8 +50,7 @@ enum { PD_CHUNK = 1024, PD_DIR = 1024, PD_MAX = PD_CHUNK * PD_DIR, NEVENTS = 128
 static struct pdesc *pd_dir[PD_DIR];
 
 static struct {
-    int epfd;
-    int wakefd;
+    uint32_t made;          /* the epoll instance was made in this process (np_open); atomic */
     uint32_t blocking;      /* a netpoll blocks now; atomic */
     uint32_t wakesent;      /* the wake-up was written and not yet read; atomic */
     uint32_t epoll_waiters; /* Gs parked that only epoll can wake; atomic */
@@ -53,7 +58,7 @@ static struct {
     int64_t lastpoll;       /* atomic */
     bool no_own_pairs;      /* a fork happened: no pair is known to be written only here */
     uint64_t nparks, npolls, nevents, ndirect;
-} np = {.epfd = -1, .wakefd = -1};
+} np;
 
 static inline long sys(long nr, long a, long b, long c)
 {
@@ -62,23 +67,7 @@ static inline long sys(long nr, long a, long b, long c)
 
 int netpoll_init(void)
 {
-    long ep = sys(SYS_epoll_create1, EPOLL_CLOEXEC, 0, 0);
-    if (ep < 0)
-        return (int)-ep;
-    long ev = sys(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK, 0);
-    if (ev < 0) {
-        sys(SYS_close, ep, 0, 0);
-        return (int)-ev;
-    }
-    struct epoll_event e = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
-    long rc = rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, ev, (long)&e, 0, 0);
-    if (rc < 0) {
-        sys(SYS_close, ep, 0, 0);
-        sys(SYS_close, ev, 0, 0);
-        return (int)-rc;
-    }
-    np.epfd = (int)ep;
-    np.wakefd = (int)ev;
+    /* The epoll instance and the eventfd wait for the first registration (np_open). */
     __atomic_store_n(&np.lastpoll, nanotime(), __ATOMIC_RELAXED);
     return 0;
 }
@@ -339,29 +328,212 @@ void netpoll_pair(int a, int b)
     pd_unlock(pb, m_pb);
 }
 
+/* ---- goshim's epoll instance and wake-up eventfd ----------------------------------- */
+
+static void np_rearm(void);
+
+/* Register the wake-up eventfd wk in the epoll instance ep (level-triggered). 0 or -errno. */
+static long wake_register(int ep, int wk)
+{
+    struct epoll_event e = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+    long rc = rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, wk, (long)&e, 0, 0);
+    return rc == -EEXIST ? 0 : rc;
+}
+
+/*
+ * Make what is missing of the epoll instance and the wake-up eventfd, at
+ * goshim's high numbers: at the first registration, and after one was
+ * lost. A new instance gets every registered fd again, and their waiters
+ * wake to try again. True if both exist. No descriptor lock held.
+ */
+static bool np_open(void)
+{
+    struct m *mp = ownfd_lock();
+    int ep = ownfd_get(OWNFD_EPOLL), wk = ownfd_get(OWNFD_WAKE);
+    bool fresh = false, again = false;
+    if (ep < 0) {
+        long r = sys(SYS_epoll_create1, EPOLL_CLOEXEC, 0, 0);
+        if (r >= 0) {
+            ep = ownfd_place((int)r);
+            ownfd_set(OWNFD_EPOLL, ep);
+            fresh = true;
+            again = __atomic_exchange_n(&np.made, 1, __ATOMIC_SEQ_CST) != 0;
+        }
+    }
+    if (ep >= 0 && wk < 0) {
+        long r = sys(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK, 0);
+        if (r >= 0) {
+            wk = ownfd_place((int)r);
+            ownfd_set(OWNFD_WAKE, wk);
+            fresh = true;
+            __atomic_store_n(&np.wakesent, 0,
+                             __ATOMIC_SEQ_CST); /* a write to the old one is gone */
+        }
+    }
+    bool ok = ep >= 0 && wk >= 0;
+    if (ok && fresh && wake_register(ep, wk) != 0) {
+        sys(SYS_close, wk, 0, 0); /* made just now, or never registered: try again next time */
+        ownfd_set(OWNFD_WAKE, -1);
+        ok = false;
+    }
+    ownfd_unlock(mp);
+    if (again)
+        np_rearm();
+    return ok;
+}
+
+/* Both exist (one load each), or np_open makes them. */
+static bool np_ensure(void)
+{
+    if (__atomic_load_n(&np.made, __ATOMIC_ACQUIRE) && ownfd_get(OWNFD_EPOLL) >= 0 &&
+        ownfd_get(OWNFD_WAKE) >= 0)
+        return true;
+    return np_open();
+}
+
+/*
+ * A call on the epoll instance or the eventfd failed with EBADF or EINVAL:
+ * are they still what goshim made? The probe: the eventfd is registered in
+ * the instance under its number, which nothing but those two files at
+ * those two numbers answers. If not (a system call goshim could not see
+ * closed one, and the number may be the program's by now), forget both
+ * without closing them and make new ones. True if they were lost. Not
+ * while holding (ownfd_hold).
+ */
+static bool np_check(void)
+{
+    if (!__atomic_load_n(&np.made, __ATOMIC_ACQUIRE))
+        return false;
+    struct m *mp = ownfd_lock();
+    int ep = ownfd_get(OWNFD_EPOLL), wk = ownfd_get(OWNFD_WAKE);
+    bool lost = ep < 0 || wk < 0;
+    if (!lost) {
+        struct epoll_event e = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+        lost = rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_MOD, wk, (long)&e, 0, 0) != 0;
+    }
+    if (lost) {
+        ownfd_forget(OWNFD_EPOLL);
+        ownfd_forget(OWNFD_WAKE);
+    }
+    ownfd_unlock(mp);
+    if (lost)
+        np_open();
+    return lost;
+}
+
+/* A new epoll instance replaced a lost one: register again every fd that
+ * was, and wake their waiters and poll subscribers to look again. */
+static void np_rearm(void)
+{
+    for (int d = 0; d < PD_DIR; d++) {
+        struct pdesc *chunk = __atomic_load_n(&pd_dir[d], __ATOMIC_ACQUIRE);
+        for (int i = 0; chunk && i < PD_CHUNK; i++) {
+            struct pdesc *pd = &chunk[i];
+            if (__atomic_load_n(&pd->epoll, __ATOMIC_RELAXED) != 1)
+                continue;
+            struct m *m_pd = pd_lock(pd);
+            if (pd->epoll == 1) {
+                struct epoll_event e = {
+                    .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
+                    .data.u64 = (uint64_t)(uint32_t)pd->fd | (uint64_t)pd->gen << 32,
+                };
+                int ph;
+                int ep = ownfd_hold(OWNFD_EPOLL, &ph);
+                long rc =
+                    ep < 0 ? -EBADF
+                           : rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, pd->fd, (long)&e, 0, 0);
+                ownfd_unhold(ph);
+                if (rc != 0 && rc != -EEXIST) { /* registered again at its next wait */
+                    pd->epoll = 0;
+                    __atomic_sub_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
+                }
+            }
+            pd_unlock(pd, m_pd);
+            pd_ready(pd, true, true);
+        }
+    }
+}
+
+/* Write the wake-up eventfd: true if it was written. */
+static bool np_wake(void)
+{
+    uint64_t one = 1;
+    int ph;
+    int wk = ownfd_hold(OWNFD_WAKE, &ph);
+    long r = wk < 0 ? -EBADF : sys(SYS_write, wk, (long)&one, sizeof one);
+    ownfd_unhold(ph);
+    return r == sizeof one;
+}
+
+void netpoll_interrupt(void)
+{
+    uint64_t one = 1;
+    int wk = ownfd_get(OWNFD_WAKE); /* ownfd_lock held: it stays */
+    if (wk >= 0)
+        sys(SYS_write, wk, (long)&one, sizeof one);
+}
+
+void netpoll_own_moved(int slot, int oldfd, int newfd)
+{
+    if (slot != OWNFD_WAKE)
+        return; /* an epoll instance is the same whatever its number */
+    /* epoll knows a file by file and number: register the new number, drop
+     * the old one while it still names goshim's eventfd. */
+    int ep = ownfd_get(OWNFD_EPOLL);
+    if (ep < 0)
+        return;
+    wake_register(ep, newfd);
+    rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_DEL, oldfd, 0, 0, 0);
+}
+
+/* An epoll_ctl error that may mean the instance was lost, not the program's fd. */
+static bool maybe_lost(long rc)
+{
+    return rc == -EBADF || rc == -EINVAL;
+}
+
 bool netpoll_arm(struct pdesc *pd)
 {
     if (pd->epoll)
         return pd->epoll == 1;
-    struct m *m_pd = pd_lock(pd);
-    if (pd->epoll == 0) {
-        struct epoll_event e = {
-            .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
-            .data.u64 = (uint64_t)(uint32_t)pd->fd | (uint64_t)pd->gen << 32,
-        };
-        long rc = rt_syscall6(SYS_epoll_ctl, np.epfd, EPOLL_CTL_ADD, pd->fd, (long)&e, 0, 0);
-        if (rc == -EEXIST)
-            rc = rt_syscall6(SYS_epoll_ctl, np.epfd, EPOLL_CTL_MOD, pd->fd, (long)&e, 0, 0);
-        if (rc == 0) {
-            pd->epoll = 1;
-            __atomic_add_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
-        } else {
-            pd->epoll = 2;
+    if (!np_ensure())
+        return false; /* no instance can be made now (EMFILE): not registered, not for good */
+    for (int attempt = 0;; attempt++) {
+        struct m *m_pd = pd_lock(pd);
+        long rc = 0;
+        if (pd->epoll == 0) {
+            struct epoll_event e = {
+                .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
+                .data.u64 = (uint64_t)(uint32_t)pd->fd | (uint64_t)pd->gen << 32,
+            };
+            int ph;
+            int ep = ownfd_hold(OWNFD_EPOLL, &ph);
+            rc = ep < 0 ? -EBADF
+                        : rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, pd->fd, (long)&e, 0, 0);
+            if (rc == -EEXIST)
+                rc = rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_MOD, pd->fd, (long)&e, 0, 0);
+            ownfd_unhold(ph);
+            if (rc == 0) {
+                pd->epoll = 1;
+                __atomic_add_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
+            } else if (!maybe_lost(rc) || attempt > 0) {
+                pd->epoll = 2;
+            }
+        }
+        bool ok = pd->epoll == 1;
+        bool decided = pd->epoll != 0;
+        pd_unlock(pd, m_pd);
+        if (decided)
+            return ok;
+        if (!np_check()) { /* the instance is fine: the fd is the trouble */
+            m_pd = pd_lock(pd);
+            if (pd->epoll == 0)
+                pd->epoll = 2;
+            ok = pd->epoll == 1;
+            pd_unlock(pd, m_pd);
+            return ok;
         }
     }
-    bool ok = pd->epoll == 1;
-    pd_unlock(pd, m_pd);
-    return ok;
 }
 
 /* Park the calling G until pd's mode sequence differs from seq, or until
@@ -507,7 +679,16 @@ void netpoll_set_blocking(struct pdcall *c)
 
 bool netpoll_prepare(struct pdcall *c)
 {
-    return netpoll_arm(c->pd);
+    if (netpoll_arm(c->pd))
+        return true;
+    if (netpoll_never_armed(c->pd))
+        netpoll_set_blocking(c);
+    return false;
+}
+
+bool netpoll_never_armed(const struct pdesc *pd)
+{
+    return __atomic_load_n(&pd->epoll, __ATOMIC_RELAXED) == 2;
 }
 
 int netpoll_waitcall(void *arg)
@@ -572,7 +753,11 @@ void netpoll_close(int fd)
     struct m *m_pd = pd_lock(pd);
     __atomic_add_fetch(&pd->gen, 1, __ATOMIC_SEQ_CST);
     if (pd->epoll == 1) {
-        rt_syscall6(SYS_epoll_ctl, np.epfd, EPOLL_CTL_DEL, fd, 0, 0, 0);
+        int ph;
+        int ep = ownfd_hold(OWNFD_EPOLL, &ph);
+        if (ep >= 0)
+            rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_DEL, fd, 0, 0, 0);
+        ownfd_unhold(ph);
         __atomic_sub_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
     }
     pd->epoll = 0;
@@ -597,7 +782,7 @@ void netpoll_close_range(unsigned first, unsigned last)
             fd |= PD_CHUNK - 1; /* no chunk here: skip it */
             continue;
         }
-        if (__atomic_load_n(&pd->init, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&pd->init, __ATOMIC_ACQUIRE) && !ownfd_is((int)fd))
             netpoll_close((int)fd);
     }
 }
@@ -630,12 +815,14 @@ void netpoll_fork_parent(void)
 void netpoll_fork_child(void)
 {
     np.no_own_pairs = true;
-    if (np.epfd < 0)
-        return;
-    /* The epoll instance is shared with the parent: never touch it again. */
-    sys(SYS_close, np.epfd, 0, 0);
-    sys(SYS_close, np.wakefd, 0, 0);
-    np.epfd = np.wakefd = -1;
+    /* The epoll instance is shared with the parent: never touch it again.
+     * The child makes its own when it first needs one. */
+    for (int slot = OWNFD_EPOLL; slot <= OWNFD_WAKE; slot++) {
+        int fd = ownfd_get(slot);
+        if (fd >= 0)
+            sys(SYS_close, fd, 0, 0);
+        ownfd_set(slot, -1);
+    }
     for (int d = 0; d < PD_DIR; d++) {
         struct pdesc *chunk = pd_dir[d];
         for (int i = 0; chunk && i < PD_CHUNK; i++) {
@@ -644,10 +831,7 @@ void netpoll_fork_child(void)
             chunk[i].waiters[0] = chunk[i].waiters[1] = 0;
         }
     }
-    np.epoll_waiters = np.nregistered = np.blocking = np.wakesent = 0;
-    if (netpoll_init() != 0)
-        rt_print(2, "goshim: forked child: cannot create its epoll instance; "
-                    "waits on sockets and pipes may hang\n");
+    np.made = np.epoll_waiters = np.nregistered = np.blocking = np.wakesent = 0;
 }
 
 /* ---- poll subscribers --------------------------------------------------------- */
@@ -687,7 +871,9 @@ void netpoll_unsubscribe(struct psub *s)
 
 int netpoll(int64_t until)
 {
-    if (np.epfd < 0)
+    if (!__atomic_load_n(&np.made, __ATOMIC_ACQUIRE))
+        return 0; /* nothing was ever registered */
+    if (!np_ensure())
         return 0;
     struct epoll_event ev[NEVENTS];
     struct timespec ts = {0, 0}, *tsp = &ts;
@@ -707,20 +893,31 @@ int netpoll(int64_t until)
         __atomic_store_n(&np.blocking, 1, __ATOMIC_SEQ_CST);
         __atomic_store_n(&np.lastpoll, 0, __ATOMIC_SEQ_CST);
     }
-    long n = rt_syscall6(SYS_epoll_pwait2, np.epfd, (long)ev, NEVENTS, (long)tsp, 0, 8);
+    int ph;
+    int ep = ownfd_hold(OWNFD_EPOLL, &ph);
+    long n =
+        ep < 0 ? -EBADF : rt_syscall6(SYS_epoll_pwait2, ep, (long)ev, NEVENTS, (long)tsp, 0, 8);
     if (n == -ENOSYS) {
         int ms = tsp == NULL ? -1 : (int)(ts.tv_sec * 1000 + (ts.tv_nsec + 999999) / 1000000);
-        n = rt_syscall6(SYS_epoll_wait, np.epfd, (long)ev, NEVENTS, ms, 0, 0);
+        n = rt_syscall6(SYS_epoll_wait, ep, (long)ev, NEVENTS, ms, 0, 0);
     }
+    ownfd_unhold(ph);
     if (block)
         __atomic_store_n(&np.blocking, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&np.lastpoll, nanotime(), __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&np.npolls, 1, __ATOMIC_RELAXED);
+    if (maybe_lost(n)) {
+        np_check();
+        n = 0;
+    }
     int nready = 0;
     for (long i = 0; i < n; i++) {
         if (ev[i].data.u64 == UINT64_MAX) {
             uint64_t v;
-            sys(SYS_read, np.wakefd, (long)&v, sizeof v);
+            int wk = ownfd_hold(OWNFD_WAKE, &ph);
+            if (wk >= 0)
+                sys(SYS_read, wk, (long)&v, sizeof v);
+            ownfd_unhold(ph);
             __atomic_store_n(&np.wakesent, 0, __ATOMIC_SEQ_CST);
             continue;
         }
@@ -741,16 +938,21 @@ int netpoll(int64_t until)
     return nready;
 }
 
-void netpoll_break(void)
+bool netpoll_break(void)
 {
     if (!__atomic_load_n(&np.blocking, __ATOMIC_SEQ_CST))
-        return;
+        return true;
     uint32_t zero = 0;
     if (!__atomic_compare_exchange_n(&np.wakesent, &zero, 1, false, __ATOMIC_SEQ_CST,
                                      __ATOMIC_SEQ_CST))
-        return;
-    uint64_t one = 1;
-    sys(SYS_write, np.wakefd, (long)&one, sizeof one);
+        return true;
+    if (np_wake())
+        return true;
+    /* Lost behind goshim's back: a new eventfd is not in the instance the
+     * poll blocks on, so the caller must not count on it. */
+    __atomic_store_n(&np.wakesent, 0, __ATOMIC_SEQ_CST);
+    np_check();
+    return false;
 }
 
 bool netpoll_anywaiters(void)

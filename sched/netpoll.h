@@ -53,7 +53,7 @@ struct pdesc {
     struct psub *subs; /* poll/select waiters; lock */
 };
 
-/* Start (sched_init). 0 or an errno value. */
+/* Start (sched_init): no descriptor yet (made at the first registration). 0. */
 int netpoll_init(void);
 
 /* The descriptor of fd if it was ever seen, unclassified allowed; else NULL. */
@@ -70,8 +70,9 @@ void netpoll_fork_child(void);
  * of descriptors that had events.
  */
 int netpoll(int64_t until);
-/* Interrupt a blocking netpoll. */
-void netpoll_break(void);
+/* Interrupt a blocking netpoll. False if it may not have reached it (its
+ * wake-up eventfd was lost behind goshim's back): find another M. */
+bool netpoll_break(void);
 /* Gs parked on fds whose readiness only epoll can report (a blocking netpoll
  * is worth an idle M). */
 bool netpoll_anywaiters(void);
