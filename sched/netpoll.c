@@ -3,11 +3,9 @@
  * netpoll_epoll.go: one epoll instance, edge-triggered, fds registered on
  * their first wait; a wake-up eventfd interrupts a blocking poll.
  *
- * The epoll instance and the eventfd are goshim's own descriptors in the
- * program's fd table (ownfd.c keeps their numbers, high and out of the
- * program's sight): made at the first registration, not at start-up (a
- * program that never waits on a pipe or socket never has them), closed in
- * a forked child, made again if lost (np_check).
+ * The epoll instance, the eventfd and the poll itself are in
+ * netpoll_epoll.c: made at the first registration, never at start-up, and
+ * made again if lost.
  *
  * Descriptors live in a two-level table indexed by fd number, chunks of
  * PD_CHUNK allocated on first use and never freed, so a pointer to one
@@ -27,13 +25,13 @@
  * or forking ends it too.
  *
  * Lock order: pd->lock, then a gfutex bucket lock (through gfutex_wake).
- * Never two pd locks at once.
+ * Never two pd locks at once. ownfd's lock (np_ensure, np_check) is never
+ * taken with a pd lock held; a call held on goshim's fds (np_ctl) may be.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -45,31 +43,20 @@
 #include "sched.h"
 #include "throw.h"
 
-enum { PD_CHUNK = 1024, PD_DIR = 1024, PD_MAX = PD_CHUNK * PD_DIR, NEVENTS = 128 };
+enum { PD_CHUNK = 1024, PD_DIR = 1024, PD_MAX = PD_CHUNK * PD_DIR };
 
 static struct pdesc *pd_dir[PD_DIR];
 
 static struct {
-    uint32_t made;          /* the epoll instance was made in this process (np_open); atomic */
-    uint32_t blocking;      /* a netpoll blocks now; atomic */
-    uint32_t wakesent;      /* the wake-up was written and not yet read; atomic */
     uint32_t epoll_waiters; /* Gs parked that only epoll can wake; atomic */
     uint32_t nregistered;   /* atomic */
-    int64_t lastpoll;       /* atomic */
     bool no_own_pairs;      /* a fork happened: no pair is known to be written only here */
-    uint64_t nparks, npolls, nevents, ndirect;
+    uint64_t nparks, ndirect;
 } np;
 
 static inline long sys(long nr, long a, long b, long c)
 {
     return rt_syscall(nr, a, b, c);
-}
-
-int netpoll_init(void)
-{
-    /* The epoll instance and the eventfd wait for the first registration (np_open). */
-    __atomic_store_n(&np.lastpoll, nanotime(), __ATOMIC_RELAXED);
-    return 0;
 }
 
 /*
@@ -328,170 +315,6 @@ void netpoll_pair(int a, int b)
     pd_unlock(pb, m_pb);
 }
 
-/* ---- goshim's epoll instance and wake-up eventfd ----------------------------------- */
-
-static void np_rearm(void);
-
-/* Register the wake-up eventfd wk in the epoll instance ep (level-triggered). 0 or -errno. */
-static long wake_register(int ep, int wk)
-{
-    struct epoll_event e = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
-    long rc = rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, wk, (long)&e, 0, 0);
-    return rc == -EEXIST ? 0 : rc;
-}
-
-/*
- * Make what is missing of the epoll instance and the wake-up eventfd, at
- * goshim's high numbers: at the first registration, and after one was
- * lost. A new instance gets every registered fd again, and their waiters
- * wake to try again. True if both exist. No descriptor lock held.
- */
-static bool np_open(void)
-{
-    struct m *mp = ownfd_lock();
-    int ep = ownfd_get(OWNFD_EPOLL), wk = ownfd_get(OWNFD_WAKE);
-    bool fresh = false, again = false;
-    if (ep < 0) {
-        long r = sys(SYS_epoll_create1, EPOLL_CLOEXEC, 0, 0);
-        if (r >= 0) {
-            ep = ownfd_place((int)r);
-            ownfd_set(OWNFD_EPOLL, ep);
-            fresh = true;
-            again = __atomic_exchange_n(&np.made, 1, __ATOMIC_SEQ_CST) != 0;
-        }
-    }
-    if (ep >= 0 && wk < 0) {
-        long r = sys(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK, 0);
-        if (r >= 0) {
-            wk = ownfd_place((int)r);
-            ownfd_set(OWNFD_WAKE, wk);
-            fresh = true;
-            __atomic_store_n(&np.wakesent, 0,
-                             __ATOMIC_SEQ_CST); /* a write to the old one is gone */
-        }
-    }
-    bool ok = ep >= 0 && wk >= 0;
-    if (ok && fresh && wake_register(ep, wk) != 0) {
-        sys(SYS_close, wk, 0, 0); /* made just now, or never registered: try again next time */
-        ownfd_set(OWNFD_WAKE, -1);
-        ok = false;
-    }
-    ownfd_unlock(mp);
-    if (again)
-        np_rearm();
-    return ok;
-}
-
-/* Both exist (one load each), or np_open makes them. */
-static bool np_ensure(void)
-{
-    if (__atomic_load_n(&np.made, __ATOMIC_ACQUIRE) && ownfd_get(OWNFD_EPOLL) >= 0 &&
-        ownfd_get(OWNFD_WAKE) >= 0)
-        return true;
-    return np_open();
-}
-
-/*
- * A call on the epoll instance or the eventfd failed with EBADF or EINVAL:
- * are they still what goshim made? The probe: the eventfd is registered in
- * the instance under its number, which nothing but those two files at
- * those two numbers answers. If not (a system call goshim could not see
- * closed one, and the number may be the program's by now), forget both
- * without closing them and make new ones. True if they were lost. Not
- * while holding (ownfd_hold).
- */
-static bool np_check(void)
-{
-    if (!__atomic_load_n(&np.made, __ATOMIC_ACQUIRE))
-        return false;
-    struct m *mp = ownfd_lock();
-    int ep = ownfd_get(OWNFD_EPOLL), wk = ownfd_get(OWNFD_WAKE);
-    bool lost = ep < 0 || wk < 0;
-    if (!lost) {
-        struct epoll_event e = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
-        lost = rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_MOD, wk, (long)&e, 0, 0) != 0;
-    }
-    if (lost) {
-        ownfd_forget(OWNFD_EPOLL);
-        ownfd_forget(OWNFD_WAKE);
-    }
-    ownfd_unlock(mp);
-    if (lost)
-        np_open();
-    return lost;
-}
-
-/* A new epoll instance replaced a lost one: register again every fd that
- * was, and wake their waiters and poll subscribers to look again. */
-static void np_rearm(void)
-{
-    for (int d = 0; d < PD_DIR; d++) {
-        struct pdesc *chunk = __atomic_load_n(&pd_dir[d], __ATOMIC_ACQUIRE);
-        for (int i = 0; chunk && i < PD_CHUNK; i++) {
-            struct pdesc *pd = &chunk[i];
-            if (__atomic_load_n(&pd->epoll, __ATOMIC_RELAXED) != 1)
-                continue;
-            struct m *m_pd = pd_lock(pd);
-            if (pd->epoll == 1) {
-                struct epoll_event e = {
-                    .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
-                    .data.u64 = (uint64_t)(uint32_t)pd->fd | (uint64_t)pd->gen << 32,
-                };
-                int ph;
-                int ep = ownfd_hold(OWNFD_EPOLL, &ph);
-                long rc =
-                    ep < 0 ? -EBADF
-                           : rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, pd->fd, (long)&e, 0, 0);
-                ownfd_unhold(ph);
-                if (rc != 0 && rc != -EEXIST) { /* registered again at its next wait */
-                    pd->epoll = 0;
-                    __atomic_sub_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
-                }
-            }
-            pd_unlock(pd, m_pd);
-            pd_ready(pd, true, true);
-        }
-    }
-}
-
-/* Write the wake-up eventfd: true if it was written. */
-static bool np_wake(void)
-{
-    uint64_t one = 1;
-    int ph;
-    int wk = ownfd_hold(OWNFD_WAKE, &ph);
-    long r = wk < 0 ? -EBADF : sys(SYS_write, wk, (long)&one, sizeof one);
-    ownfd_unhold(ph);
-    return r == sizeof one;
-}
-
-void netpoll_interrupt(void)
-{
-    uint64_t one = 1;
-    int wk = ownfd_get(OWNFD_WAKE); /* ownfd_lock held: it stays */
-    if (wk >= 0)
-        sys(SYS_write, wk, (long)&one, sizeof one);
-}
-
-void netpoll_own_moved(int slot, int oldfd, int newfd)
-{
-    if (slot != OWNFD_WAKE)
-        return; /* an epoll instance is the same whatever its number */
-    /* epoll knows a file by file and number: register the new number, drop
-     * the old one while it still names goshim's eventfd. */
-    int ep = ownfd_get(OWNFD_EPOLL);
-    if (ep < 0)
-        return;
-    wake_register(ep, newfd);
-    rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_DEL, oldfd, 0, 0, 0);
-}
-
-/* An epoll_ctl error that may mean the instance was lost, not the program's fd. */
-static bool maybe_lost(long rc)
-{
-    return rc == -EBADF || rc == -EINVAL;
-}
-
 bool netpoll_arm(struct pdesc *pd)
 {
     if (pd->epoll)
@@ -506,18 +329,14 @@ bool netpoll_arm(struct pdesc *pd)
                 .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
                 .data.u64 = (uint64_t)(uint32_t)pd->fd | (uint64_t)pd->gen << 32,
             };
-            int ph;
-            int ep = ownfd_hold(OWNFD_EPOLL, &ph);
-            rc = ep < 0 ? -EBADF
-                        : rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, pd->fd, (long)&e, 0, 0);
+            rc = np_ctl(EPOLL_CTL_ADD, pd->fd, &e);
             if (rc == -EEXIST)
-                rc = rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_MOD, pd->fd, (long)&e, 0, 0);
-            ownfd_unhold(ph);
+                rc = np_ctl(EPOLL_CTL_MOD, pd->fd, &e);
             if (rc == 0) {
                 pd->epoll = 1;
                 __atomic_add_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
-            } else if (!maybe_lost(rc) || attempt > 0) {
-                pd->epoll = 2;
+            } else if ((rc != -EBADF && rc != -EINVAL) || attempt > 0) {
+                pd->epoll = 2; /* EBADF and EINVAL may mean a lost instance: np_check */
             }
         }
         bool ok = pd->epoll == 1;
@@ -742,6 +561,35 @@ void netpoll_set_timeout(int fd, int mode, int64_t ns)
     pd_unlock(pd, m_pd);
 }
 
+/* A new epoll instance replaced a lost one (netpoll_epoll.c): register
+ * again every fd that was, and wake their waiters and poll subscribers to
+ * look again. */
+void netpoll_remade(void)
+{
+    for (int d = 0; d < PD_DIR; d++) {
+        struct pdesc *chunk = __atomic_load_n(&pd_dir[d], __ATOMIC_ACQUIRE);
+        for (int i = 0; chunk && i < PD_CHUNK; i++) {
+            struct pdesc *pd = &chunk[i];
+            if (__atomic_load_n(&pd->epoll, __ATOMIC_RELAXED) != 1)
+                continue;
+            struct m *m_pd = pd_lock(pd);
+            if (pd->epoll == 1) {
+                struct epoll_event e = {
+                    .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
+                    .data.u64 = (uint64_t)(uint32_t)pd->fd | (uint64_t)pd->gen << 32,
+                };
+                long rc = np_ctl(EPOLL_CTL_ADD, pd->fd, &e);
+                if (rc != 0 && rc != -EEXIST) { /* registered again at its next wait */
+                    pd->epoll = 0;
+                    __atomic_sub_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
+                }
+            }
+            pd_unlock(pd, m_pd);
+            pd_ready(pd, true, true);
+        }
+    }
+}
+
 /* ---- close, dup, fork ----------------------------------------------------------- */
 
 void netpoll_close(int fd)
@@ -753,11 +601,7 @@ void netpoll_close(int fd)
     struct m *m_pd = pd_lock(pd);
     __atomic_add_fetch(&pd->gen, 1, __ATOMIC_SEQ_CST);
     if (pd->epoll == 1) {
-        int ph;
-        int ep = ownfd_hold(OWNFD_EPOLL, &ph);
-        if (ep >= 0)
-            rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_DEL, fd, 0, 0, 0);
-        ownfd_unhold(ph);
+        np_ctl(EPOLL_CTL_DEL, fd, NULL);
         __atomic_sub_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
     }
     pd->epoll = 0;
@@ -815,14 +659,7 @@ void netpoll_fork_parent(void)
 void netpoll_fork_child(void)
 {
     np.no_own_pairs = true;
-    /* The epoll instance is shared with the parent: never touch it again.
-     * The child makes its own when it first needs one. */
-    for (int slot = OWNFD_EPOLL; slot <= OWNFD_WAKE; slot++) {
-        int fd = ownfd_get(slot);
-        if (fd >= 0)
-            sys(SYS_close, fd, 0, 0);
-        ownfd_set(slot, -1);
-    }
+    np_fork_child(); /* the parent's epoll instance: closed, never touched again */
     for (int d = 0; d < PD_DIR; d++) {
         struct pdesc *chunk = pd_dir[d];
         for (int i = 0; chunk && i < PD_CHUNK; i++) {
@@ -831,7 +668,7 @@ void netpoll_fork_child(void)
             chunk[i].waiters[0] = chunk[i].waiters[1] = 0;
         }
     }
-    np.made = np.epoll_waiters = np.nregistered = np.blocking = np.wakesent = 0;
+    np.epoll_waiters = np.nregistered = 0;
 }
 
 /* ---- poll subscribers --------------------------------------------------------- */
@@ -867,92 +704,19 @@ void netpoll_unsubscribe(struct psub *s)
         __atomic_sub_fetch(&np.epoll_waiters, 1, __ATOMIC_SEQ_CST);
 }
 
-/* ---- the poller ------------------------------------------------------------------- */
-
-int netpoll(int64_t until)
+bool netpoll_event(uint64_t data, uint32_t e)
 {
-    if (!__atomic_load_n(&np.made, __ATOMIC_ACQUIRE))
-        return 0; /* nothing was ever registered */
-    if (!np_ensure())
-        return 0;
-    struct epoll_event ev[NEVENTS];
-    struct timespec ts = {0, 0}, *tsp = &ts;
-    bool block = until != 0;
-    if (until < 0) {
-        tsp = NULL;
-    } else if (until > 0) {
-        int64_t d = until - nanotime();
-        if (d <= 0) {
-            block = false;
-        } else {
-            ts.tv_sec = d / 1000000000;
-            ts.tv_nsec = d % 1000000000;
-        }
-    }
-    if (block) {
-        __atomic_store_n(&np.blocking, 1, __ATOMIC_SEQ_CST);
-        __atomic_store_n(&np.lastpoll, 0, __ATOMIC_SEQ_CST);
-    }
-    int ph;
-    int ep = ownfd_hold(OWNFD_EPOLL, &ph);
-    long n =
-        ep < 0 ? -EBADF : rt_syscall6(SYS_epoll_pwait2, ep, (long)ev, NEVENTS, (long)tsp, 0, 8);
-    if (n == -ENOSYS) {
-        int ms = tsp == NULL ? -1 : (int)(ts.tv_sec * 1000 + (ts.tv_nsec + 999999) / 1000000);
-        n = rt_syscall6(SYS_epoll_wait, ep, (long)ev, NEVENTS, ms, 0, 0);
-    }
-    ownfd_unhold(ph);
-    if (block)
-        __atomic_store_n(&np.blocking, 0, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&np.lastpoll, nanotime(), __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&np.npolls, 1, __ATOMIC_RELAXED);
-    if (maybe_lost(n)) {
-        np_check();
-        n = 0;
-    }
-    int nready = 0;
-    for (long i = 0; i < n; i++) {
-        if (ev[i].data.u64 == UINT64_MAX) {
-            uint64_t v;
-            int wk = ownfd_hold(OWNFD_WAKE, &ph);
-            if (wk >= 0)
-                sys(SYS_read, wk, (long)&v, sizeof v);
-            ownfd_unhold(ph);
-            __atomic_store_n(&np.wakesent, 0, __ATOMIC_SEQ_CST);
-            continue;
-        }
-        int fd = (int)(uint32_t)ev[i].data.u64;
-        uint32_t gen = (uint32_t)(ev[i].data.u64 >> 32);
-        struct pdesc *pd = netpoll_lookup(fd);
-        if (!pd || __atomic_load_n(&pd->gen, __ATOMIC_ACQUIRE) != gen)
-            continue;
-        uint32_t e = ev[i].events;
-        bool r = e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI);
-        bool w = e & (EPOLLOUT | EPOLLHUP | EPOLLERR);
-        if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-            __atomic_store_n(&pd->hup, 1, __ATOMIC_SEQ_CST); /* before the seq moves */
-        pd_ready(pd, r, w);
-        nready++;
-    }
-    __atomic_add_fetch(&np.nevents, (uint64_t)nready, __ATOMIC_RELAXED);
-    return nready;
-}
-
-bool netpoll_break(void)
-{
-    if (!__atomic_load_n(&np.blocking, __ATOMIC_SEQ_CST))
-        return true;
-    uint32_t zero = 0;
-    if (!__atomic_compare_exchange_n(&np.wakesent, &zero, 1, false, __ATOMIC_SEQ_CST,
-                                     __ATOMIC_SEQ_CST))
-        return true;
-    if (np_wake())
-        return true;
-    /* Lost behind goshim's back: a new eventfd is not in the instance the
-     * poll blocks on, so the caller must not count on it. */
-    __atomic_store_n(&np.wakesent, 0, __ATOMIC_SEQ_CST);
-    np_check();
-    return false;
+    int fd = (int)(uint32_t)data;
+    uint32_t gen = (uint32_t)(data >> 32);
+    struct pdesc *pd = netpoll_lookup(fd);
+    if (!pd || __atomic_load_n(&pd->gen, __ATOMIC_ACQUIRE) != gen)
+        return false;
+    bool r = e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI);
+    bool w = e & (EPOLLOUT | EPOLLHUP | EPOLLERR);
+    if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        __atomic_store_n(&pd->hup, 1, __ATOMIC_SEQ_CST); /* before the seq moves */
+    pd_ready(pd, r, w);
+    return true;
 }
 
 bool netpoll_anywaiters(void)
@@ -965,15 +729,9 @@ bool netpoll_anyregistered(void)
     return __atomic_load_n(&np.nregistered, __ATOMIC_RELAXED) != 0;
 }
 
-int64_t netpoll_lastpoll(void)
-{
-    return __atomic_load_n(&np.lastpoll, __ATOMIC_SEQ_CST);
-}
-
 void netpoll_stats(struct netpoll_stats *s)
 {
+    np_poll_stats(&s->polls, &s->events);
     s->parks = __atomic_load_n(&np.nparks, __ATOMIC_RELAXED);
-    s->polls = __atomic_load_n(&np.npolls, __ATOMIC_RELAXED);
-    s->events = __atomic_load_n(&np.nevents, __ATOMIC_RELAXED);
     s->direct = __atomic_load_n(&np.ndirect, __ATOMIC_RELAXED);
 }

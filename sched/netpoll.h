@@ -81,6 +81,25 @@ bool netpoll_anyregistered(void);
 /* Monotonic ns of the last completed netpoll, 0 while one blocks. */
 int64_t netpoll_lastpoll(void);
 
+/* ---- between netpoll.c and netpoll_epoll.c (the epoll instance and the wake-up eventfd) ---- */
+
+struct epoll_event;
+/* The instance and the eventfd exist, made now if need be. False if they cannot be (EMFILE). */
+bool np_ensure(void);
+/* A call on them failed with EBADF or EINVAL: if they were lost behind goshim's back, make them
+ * again (true). Not while holding (ownfd_hold). */
+bool np_check(void);
+/* epoll_ctl on the instance: 0 or -errno (EBADF when there is none). */
+long np_ctl(int op, int fd, struct epoll_event *e);
+/* Fork child: close the parent's instance and eventfd, make none. */
+void np_fork_child(void);
+void np_poll_stats(uint64_t *polls, uint64_t *events);
+/* netpoll.c: an epoll event for a registered fd (data as registered): ready its waiters. False
+ * if the fd was closed since. */
+bool netpoll_event(uint64_t data, uint32_t events);
+/* netpoll.c: a new instance replaced a lost one: register every registered fd again. */
+void netpoll_remade(void);
+
 /* counters for GOSHIM_STATS */
 struct netpoll_stats {
     uint64_t parks, polls, events, direct;
