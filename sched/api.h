@@ -398,8 +398,10 @@ void netpoll_close(int fd);
 void netpoll_dup(int oldfd, int newfd);
 
 /* Register fd in the epoll set (edge-triggered, both directions). False if
- * it cannot be (it is then always ready: regular files, /dev/null). */
+ * it cannot be (netpoll_never_armed: it is then always ready: regular
+ * files, /dev/null), or not now (no epoll instance can be made: EMFILE). */
 bool netpoll_arm(struct pdesc *pd);
+bool netpoll_never_armed(const struct pdesc *pd);
 
 /*
  * ---- one I/O call: the readiness protocol ----
@@ -467,7 +469,8 @@ bool netpoll_whole(const struct pdcall *c);
 /* The fd is not for per-call non-blocking tries (no RWF_NOWAIT, or cannot
  * be registered): every later call hands off. */
 void netpoll_set_blocking(struct pdcall *c);
-/* Ready to park: the fd registered. False if it cannot be. */
+/* Ready to park: the fd registered. False if it cannot be (then the call
+ * hands off; every later one too if it never can be, netpoll_set_blocking). */
 bool netpoll_prepare(struct pdcall *c);
 /*
  * Park the calling G (arg: its struct pdcall) until the sequence read by the
@@ -492,6 +495,22 @@ int netpoll_getfl(int fd, int fl);
 void netpoll_set_timeout(int fd, int mode, int64_t ns);
 /* close_range/closefrom: netpoll_close for every known fd in [first, last]. */
 void netpoll_close_range(unsigned first, unsigned last);
+
+/* ---- goshim's own descriptors (ownfd.c): not open, as far as the program can tell ---- */
+
+/* fd is one of goshim's own (its epoll instance, its wake-up eventfd, GOSHIM_STATS's copy of
+ * stderr): the program's close, fcntl, dup... of it fail with EBADF. One load per slot. */
+bool ownfd_is(int fd);
+/* The program is about to put a file of its own at fd (dup2, dup3): if fd is goshim's, move
+ * goshim's elsewhere first and wait until no call of goshim's uses fd. True if it was goshim's:
+ * the old file is still there until the program's call replaces it; if that call fails, the
+ * caller closes fd. */
+bool ownfd_evict(int fd);
+/* close_range/closefrom over [first, last]: gap(from, to, arg) for each part of it without
+ * goshim's own fds (to may be UINT_MAX), with none of them made or moved meanwhile; stops at
+ * the first that returns non-zero, and returns that. */
+int ownfd_close_range(unsigned first, unsigned last, int (*gap)(unsigned, unsigned, void *),
+                      void *arg);
 
 /* Subscribe/unsubscribe a poll-style waiter. */
 void netpoll_subscribe(struct pdesc *pd, struct psub *s, uint32_t *word);

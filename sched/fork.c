@@ -25,7 +25,8 @@
  * The child's reset: the calling M is the only M, with its P (or P0 if it
  * had none); every other G is dead (its thread does not exist in the
  * child, as with native threads); run queues, timers, futex waiters,
- * netpoller, the waker and sysmon threads start afresh; runtime locks the
+ * netpoller (whose descriptors the child closes: it makes its own when it
+ * first needs them), the waker and sysmon threads start afresh; runtime locks the
  * parent's other threads held are released. The calling G takes the
  * child's real tid in its TCB: its fake one is its parent's G's too.
  */
@@ -157,8 +158,10 @@ void sched_fork_child(void)
     if (mp == NULL) {
         /* Forked by a thread goshim does not run: the child has no M and
          * no G; all it needs is not to share the parent's epoll. */
-        if (sched.started)
+        if (sched.started) {
+            ownfd_fork_child();
             netpoll_fork_child();
+        }
         return;
     }
     reset_sched(mp);
@@ -168,6 +171,7 @@ void sched_fork_child(void)
     stack_fork_child();
     timers_fork_child();
     gfutex_fork_child();
+    ownfd_fork_child();
     netpoll_fork_child();
     preempt_after_fork();
     sysmon_fork_child();

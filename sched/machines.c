@@ -444,8 +444,9 @@ void timer_wakeup(int64_t when)
     runtime_lock(&sched.lock);
     if (poll_m != NULL && (poll_m_until < 0 || poll_m_until > when)) {
         runtime_unlock(&sched.lock);
-        netpoll_break(); /* it polls again with the new deadline */
-        return;
+        if (netpoll_break()) /* it polls again with the new deadline */
+            return;
+        runtime_lock(&sched.lock); /* it may not wake: another M serves the timer */
     }
     if (timer_m != NULL) {
         if (timer_m_until <= when) {

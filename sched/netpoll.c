@@ -3,6 +3,10 @@
  * netpoll_epoll.go: one epoll instance, edge-triggered, fds registered on
  * their first wait; a wake-up eventfd interrupts a blocking poll.
  *
+ * The epoll instance, the eventfd and the poll itself are in
+ * netpoll_epoll.c: made at the first registration, never at start-up, and
+ * made again if lost.
+ *
  * Descriptors live in a two-level table indexed by fd number, chunks of
  * PD_CHUNK allocated on first use and never freed, so a pointer to one
  * stays valid whatever happens to the fd; the generation (bumped by close)
@@ -21,13 +25,13 @@
  * or forking ends it too.
  *
  * Lock order: pd->lock, then a gfutex bucket lock (through gfutex_wake).
- * Never two pd locks at once.
+ * Never two pd locks at once. ownfd's lock (np_ensure, np_check) is never
+ * taken with a pd lock held; a call held on goshim's fds (np_ctl) may be.
  */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -39,48 +43,20 @@
 #include "sched.h"
 #include "throw.h"
 
-enum { PD_CHUNK = 1024, PD_DIR = 1024, PD_MAX = PD_CHUNK * PD_DIR, NEVENTS = 128 };
+enum { PD_CHUNK = 1024, PD_DIR = 1024, PD_MAX = PD_CHUNK * PD_DIR };
 
 static struct pdesc *pd_dir[PD_DIR];
 
 static struct {
-    int epfd;
-    int wakefd;
-    uint32_t blocking;      /* a netpoll blocks now; atomic */
-    uint32_t wakesent;      /* the wake-up was written and not yet read; atomic */
     uint32_t epoll_waiters; /* Gs parked that only epoll can wake; atomic */
     uint32_t nregistered;   /* atomic */
-    int64_t lastpoll;       /* atomic */
     bool no_own_pairs;      /* a fork happened: no pair is known to be written only here */
-    uint64_t nparks, npolls, nevents, ndirect;
-} np = {.epfd = -1, .wakefd = -1};
+    uint64_t nparks, ndirect;
+} np;
 
 static inline long sys(long nr, long a, long b, long c)
 {
     return rt_syscall(nr, a, b, c);
-}
-
-int netpoll_init(void)
-{
-    long ep = sys(SYS_epoll_create1, EPOLL_CLOEXEC, 0, 0);
-    if (ep < 0)
-        return (int)-ep;
-    long ev = sys(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK, 0);
-    if (ev < 0) {
-        sys(SYS_close, ep, 0, 0);
-        return (int)-ev;
-    }
-    struct epoll_event e = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
-    long rc = rt_syscall6(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, ev, (long)&e, 0, 0);
-    if (rc < 0) {
-        sys(SYS_close, ep, 0, 0);
-        sys(SYS_close, ev, 0, 0);
-        return (int)-rc;
-    }
-    np.epfd = (int)ep;
-    np.wakefd = (int)ev;
-    __atomic_store_n(&np.lastpoll, nanotime(), __ATOMIC_RELAXED);
-    return 0;
 }
 
 /*
@@ -343,25 +319,40 @@ bool netpoll_arm(struct pdesc *pd)
 {
     if (pd->epoll)
         return pd->epoll == 1;
-    struct m *m_pd = pd_lock(pd);
-    if (pd->epoll == 0) {
-        struct epoll_event e = {
-            .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
-            .data.u64 = (uint64_t)(uint32_t)pd->fd | (uint64_t)pd->gen << 32,
-        };
-        long rc = rt_syscall6(SYS_epoll_ctl, np.epfd, EPOLL_CTL_ADD, pd->fd, (long)&e, 0, 0);
-        if (rc == -EEXIST)
-            rc = rt_syscall6(SYS_epoll_ctl, np.epfd, EPOLL_CTL_MOD, pd->fd, (long)&e, 0, 0);
-        if (rc == 0) {
-            pd->epoll = 1;
-            __atomic_add_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
-        } else {
-            pd->epoll = 2;
+    if (!np_ensure())
+        return false; /* no instance can be made now (EMFILE): not registered, not for good */
+    for (int attempt = 0;; attempt++) {
+        struct m *m_pd = pd_lock(pd);
+        long rc = 0;
+        if (pd->epoll == 0) {
+            struct epoll_event e = {
+                .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
+                .data.u64 = (uint64_t)(uint32_t)pd->fd | (uint64_t)pd->gen << 32,
+            };
+            rc = np_ctl(EPOLL_CTL_ADD, pd->fd, &e);
+            if (rc == -EEXIST)
+                rc = np_ctl(EPOLL_CTL_MOD, pd->fd, &e);
+            if (rc == 0) {
+                pd->epoll = 1;
+                __atomic_add_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
+            } else if ((rc != -EBADF && rc != -EINVAL) || attempt > 0) {
+                pd->epoll = 2; /* EBADF and EINVAL may mean a lost instance: np_check */
+            }
+        }
+        bool ok = pd->epoll == 1;
+        bool decided = pd->epoll != 0;
+        pd_unlock(pd, m_pd);
+        if (decided)
+            return ok;
+        if (!np_check()) { /* the instance is fine: the fd is the trouble */
+            m_pd = pd_lock(pd);
+            if (pd->epoll == 0)
+                pd->epoll = 2;
+            ok = pd->epoll == 1;
+            pd_unlock(pd, m_pd);
+            return ok;
         }
     }
-    bool ok = pd->epoll == 1;
-    pd_unlock(pd, m_pd);
-    return ok;
 }
 
 /* Park the calling G until pd's mode sequence differs from seq, or until
@@ -507,7 +498,16 @@ void netpoll_set_blocking(struct pdcall *c)
 
 bool netpoll_prepare(struct pdcall *c)
 {
-    return netpoll_arm(c->pd);
+    if (netpoll_arm(c->pd))
+        return true;
+    if (netpoll_never_armed(c->pd))
+        netpoll_set_blocking(c);
+    return false;
+}
+
+bool netpoll_never_armed(const struct pdesc *pd)
+{
+    return __atomic_load_n(&pd->epoll, __ATOMIC_RELAXED) == 2;
 }
 
 int netpoll_waitcall(void *arg)
@@ -561,6 +561,35 @@ void netpoll_set_timeout(int fd, int mode, int64_t ns)
     pd_unlock(pd, m_pd);
 }
 
+/* A new epoll instance replaced a lost one (netpoll_epoll.c): register
+ * again every fd that was, and wake their waiters and poll subscribers to
+ * look again. */
+void netpoll_remade(void)
+{
+    for (int d = 0; d < PD_DIR; d++) {
+        struct pdesc *chunk = __atomic_load_n(&pd_dir[d], __ATOMIC_ACQUIRE);
+        for (int i = 0; chunk && i < PD_CHUNK; i++) {
+            struct pdesc *pd = &chunk[i];
+            if (__atomic_load_n(&pd->epoll, __ATOMIC_RELAXED) != 1)
+                continue;
+            struct m *m_pd = pd_lock(pd);
+            if (pd->epoll == 1) {
+                struct epoll_event e = {
+                    .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET,
+                    .data.u64 = (uint64_t)(uint32_t)pd->fd | (uint64_t)pd->gen << 32,
+                };
+                long rc = np_ctl(EPOLL_CTL_ADD, pd->fd, &e);
+                if (rc != 0 && rc != -EEXIST) { /* registered again at its next wait */
+                    pd->epoll = 0;
+                    __atomic_sub_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
+                }
+            }
+            pd_unlock(pd, m_pd);
+            pd_ready(pd, true, true);
+        }
+    }
+}
+
 /* ---- close, dup, fork ----------------------------------------------------------- */
 
 void netpoll_close(int fd)
@@ -572,7 +601,7 @@ void netpoll_close(int fd)
     struct m *m_pd = pd_lock(pd);
     __atomic_add_fetch(&pd->gen, 1, __ATOMIC_SEQ_CST);
     if (pd->epoll == 1) {
-        rt_syscall6(SYS_epoll_ctl, np.epfd, EPOLL_CTL_DEL, fd, 0, 0, 0);
+        np_ctl(EPOLL_CTL_DEL, fd, NULL);
         __atomic_sub_fetch(&np.nregistered, 1, __ATOMIC_RELAXED);
     }
     pd->epoll = 0;
@@ -597,7 +626,7 @@ void netpoll_close_range(unsigned first, unsigned last)
             fd |= PD_CHUNK - 1; /* no chunk here: skip it */
             continue;
         }
-        if (__atomic_load_n(&pd->init, __ATOMIC_ACQUIRE))
+        if (__atomic_load_n(&pd->init, __ATOMIC_ACQUIRE) && !ownfd_is((int)fd))
             netpoll_close((int)fd);
     }
 }
@@ -630,12 +659,7 @@ void netpoll_fork_parent(void)
 void netpoll_fork_child(void)
 {
     np.no_own_pairs = true;
-    if (np.epfd < 0)
-        return;
-    /* The epoll instance is shared with the parent: never touch it again. */
-    sys(SYS_close, np.epfd, 0, 0);
-    sys(SYS_close, np.wakefd, 0, 0);
-    np.epfd = np.wakefd = -1;
+    np_fork_child(); /* the parent's epoll instance: closed, never touched again */
     for (int d = 0; d < PD_DIR; d++) {
         struct pdesc *chunk = pd_dir[d];
         for (int i = 0; chunk && i < PD_CHUNK; i++) {
@@ -644,10 +668,7 @@ void netpoll_fork_child(void)
             chunk[i].waiters[0] = chunk[i].waiters[1] = 0;
         }
     }
-    np.epoll_waiters = np.nregistered = np.blocking = np.wakesent = 0;
-    if (netpoll_init() != 0)
-        rt_print(2, "goshim: forked child: cannot create its epoll instance; "
-                    "waits on sockets and pipes may hang\n");
+    np.epoll_waiters = np.nregistered = 0;
 }
 
 /* ---- poll subscribers --------------------------------------------------------- */
@@ -683,74 +704,19 @@ void netpoll_unsubscribe(struct psub *s)
         __atomic_sub_fetch(&np.epoll_waiters, 1, __ATOMIC_SEQ_CST);
 }
 
-/* ---- the poller ------------------------------------------------------------------- */
-
-int netpoll(int64_t until)
+bool netpoll_event(uint64_t data, uint32_t e)
 {
-    if (np.epfd < 0)
-        return 0;
-    struct epoll_event ev[NEVENTS];
-    struct timespec ts = {0, 0}, *tsp = &ts;
-    bool block = until != 0;
-    if (until < 0) {
-        tsp = NULL;
-    } else if (until > 0) {
-        int64_t d = until - nanotime();
-        if (d <= 0) {
-            block = false;
-        } else {
-            ts.tv_sec = d / 1000000000;
-            ts.tv_nsec = d % 1000000000;
-        }
-    }
-    if (block) {
-        __atomic_store_n(&np.blocking, 1, __ATOMIC_SEQ_CST);
-        __atomic_store_n(&np.lastpoll, 0, __ATOMIC_SEQ_CST);
-    }
-    long n = rt_syscall6(SYS_epoll_pwait2, np.epfd, (long)ev, NEVENTS, (long)tsp, 0, 8);
-    if (n == -ENOSYS) {
-        int ms = tsp == NULL ? -1 : (int)(ts.tv_sec * 1000 + (ts.tv_nsec + 999999) / 1000000);
-        n = rt_syscall6(SYS_epoll_wait, np.epfd, (long)ev, NEVENTS, ms, 0, 0);
-    }
-    if (block)
-        __atomic_store_n(&np.blocking, 0, __ATOMIC_SEQ_CST);
-    __atomic_store_n(&np.lastpoll, nanotime(), __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&np.npolls, 1, __ATOMIC_RELAXED);
-    int nready = 0;
-    for (long i = 0; i < n; i++) {
-        if (ev[i].data.u64 == UINT64_MAX) {
-            uint64_t v;
-            sys(SYS_read, np.wakefd, (long)&v, sizeof v);
-            __atomic_store_n(&np.wakesent, 0, __ATOMIC_SEQ_CST);
-            continue;
-        }
-        int fd = (int)(uint32_t)ev[i].data.u64;
-        uint32_t gen = (uint32_t)(ev[i].data.u64 >> 32);
-        struct pdesc *pd = netpoll_lookup(fd);
-        if (!pd || __atomic_load_n(&pd->gen, __ATOMIC_ACQUIRE) != gen)
-            continue;
-        uint32_t e = ev[i].events;
-        bool r = e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI);
-        bool w = e & (EPOLLOUT | EPOLLHUP | EPOLLERR);
-        if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-            __atomic_store_n(&pd->hup, 1, __ATOMIC_SEQ_CST); /* before the seq moves */
-        pd_ready(pd, r, w);
-        nready++;
-    }
-    __atomic_add_fetch(&np.nevents, (uint64_t)nready, __ATOMIC_RELAXED);
-    return nready;
-}
-
-void netpoll_break(void)
-{
-    if (!__atomic_load_n(&np.blocking, __ATOMIC_SEQ_CST))
-        return;
-    uint32_t zero = 0;
-    if (!__atomic_compare_exchange_n(&np.wakesent, &zero, 1, false, __ATOMIC_SEQ_CST,
-                                     __ATOMIC_SEQ_CST))
-        return;
-    uint64_t one = 1;
-    sys(SYS_write, np.wakefd, (long)&one, sizeof one);
+    int fd = (int)(uint32_t)data;
+    uint32_t gen = (uint32_t)(data >> 32);
+    struct pdesc *pd = netpoll_lookup(fd);
+    if (!pd || __atomic_load_n(&pd->gen, __ATOMIC_ACQUIRE) != gen)
+        return false;
+    bool r = e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR | EPOLLPRI);
+    bool w = e & (EPOLLOUT | EPOLLHUP | EPOLLERR);
+    if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        __atomic_store_n(&pd->hup, 1, __ATOMIC_SEQ_CST); /* before the seq moves */
+    pd_ready(pd, r, w);
+    return true;
 }
 
 bool netpoll_anywaiters(void)
@@ -763,15 +729,9 @@ bool netpoll_anyregistered(void)
     return __atomic_load_n(&np.nregistered, __ATOMIC_RELAXED) != 0;
 }
 
-int64_t netpoll_lastpoll(void)
-{
-    return __atomic_load_n(&np.lastpoll, __ATOMIC_SEQ_CST);
-}
-
 void netpoll_stats(struct netpoll_stats *s)
 {
+    np_poll_stats(&s->polls, &s->events);
     s->parks = __atomic_load_n(&np.nparks, __ATOMIC_RELAXED);
-    s->polls = __atomic_load_n(&np.npolls, __ATOMIC_RELAXED);
-    s->events = __atomic_load_n(&np.nevents, __ATOMIC_RELAXED);
     s->direct = __atomic_load_n(&np.ndirect, __ATOMIC_RELAXED);
 }

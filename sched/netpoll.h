@@ -53,7 +53,7 @@ struct pdesc {
     struct psub *subs; /* poll/select waiters; lock */
 };
 
-/* Start (sched_init). 0 or an errno value. */
+/* Start (sched_init): no descriptor yet (made at the first registration). 0. */
 int netpoll_init(void);
 
 /* The descriptor of fd if it was ever seen, unclassified allowed; else NULL. */
@@ -70,8 +70,9 @@ void netpoll_fork_child(void);
  * of descriptors that had events.
  */
 int netpoll(int64_t until);
-/* Interrupt a blocking netpoll. */
-void netpoll_break(void);
+/* Interrupt a blocking netpoll. False if it may not have reached it (its
+ * wake-up eventfd was lost behind goshim's back): find another M. */
+bool netpoll_break(void);
 /* Gs parked on fds whose readiness only epoll can report (a blocking netpoll
  * is worth an idle M). */
 bool netpoll_anywaiters(void);
@@ -79,6 +80,25 @@ bool netpoll_anywaiters(void);
 bool netpoll_anyregistered(void);
 /* Monotonic ns of the last completed netpoll, 0 while one blocks. */
 int64_t netpoll_lastpoll(void);
+
+/* ---- between netpoll.c and netpoll_epoll.c (the epoll instance and the wake-up eventfd) ---- */
+
+struct epoll_event;
+/* The instance and the eventfd exist, made now if need be. False if they cannot be (EMFILE). */
+bool np_ensure(void);
+/* A call on them failed with EBADF or EINVAL: if they were lost behind goshim's back, make them
+ * again (true). Not while holding (ownfd_hold). */
+bool np_check(void);
+/* epoll_ctl on the instance: 0 or -errno (EBADF when there is none). */
+long np_ctl(int op, int fd, struct epoll_event *e);
+/* Fork child: close the parent's instance and eventfd, make none. */
+void np_fork_child(void);
+void np_poll_stats(uint64_t *polls, uint64_t *events);
+/* netpoll.c: an epoll event for a registered fd (data as registered): ready its waiters. False
+ * if the fd was closed since. */
+bool netpoll_event(uint64_t data, uint32_t events);
+/* netpoll.c: a new instance replaced a lost one: register every registered fd again. */
+void netpoll_remade(void);
 
 /* counters for GOSHIM_STATS */
 struct netpoll_stats {

@@ -62,6 +62,34 @@ static inline void preemptq_leave(struct g *gp)
     }
 }
 
+/* ownfd.c: goshim's own descriptors (the shim's part is in api.h). A slot names one. */
+enum ownfd_slot { OWNFD_EPOLL, OWNFD_WAKE, OWNFD_STATS, OWNFD_N };
+/* The lock for making, moving and forgetting them (marks the M inside the runtime). */
+struct m *ownfd_lock(void);
+void ownfd_unlock(struct m *mp);
+/* A slot's number (-1: none). Set only under ownfd_lock. */
+int ownfd_get(int slot);
+void ownfd_set(int slot, int fd);
+/* Around a system call on a slot's number: the number, held against ownfd_evict until unhold
+ * (with the phase hold gave). Never ownfd_lock while holding. */
+int ownfd_hold(int slot, int *phase);
+void ownfd_unhold(int phase);
+/* A copy of fd at goshim's high numbers (close-on-exec), or -1 if there is no room. */
+int ownfd_dup_high(int fd);
+/* fd, a descriptor goshim just made, moved to the high numbers: the new number (fd closed),
+ * or fd itself if there is no room up there. */
+int ownfd_place(int fd);
+/* The slot's number was lost (closed or replaced behind goshim's back): forget it without
+ * closing it (it may be the program's now). ownfd_lock held. */
+void ownfd_forget(int slot);
+void ownfd_counts(uint64_t *moved, uint64_t *lost);
+void ownfd_fork_child(void);
+/* netpoll.c, for ownfd.c: wake a netpoll that blocks (the wake-up eventfd, unconditionally;
+ * ownfd_lock held), and a slot of the netpoller's moved from oldfd to newfd (ownfd_lock held,
+ * oldfd still goshim's file). */
+void netpoll_interrupt(void);
+void netpoll_own_moved(int slot, int oldfd, int newfd);
+
 /* chaos.c */
 void chaos_init(uint64_t seed);
 uint64_t chaos_rand(void);           /* the next draw of the seeded generator */

@@ -13,6 +13,7 @@
  */
 #include <fcntl.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <pthread.h>
 
 #include "netpoll.h"
@@ -148,11 +149,14 @@ void stats_print(int fd)
              ts.ldt_tcbs, ts.ldt_overflow, tcb_block_pages());
     struct netpoll_stats ns;
     netpoll_stats(&ns);
+    uint64_t fds_moved, fds_lost;
+    ownfd_counts(&fds_moved, &fds_lost);
     rt_print(fd,
              "goshim stats: netpoll_parks=%lu netpolls=%lu netpoll_events=%lu direct_readies=%lu "
-             "syscalls=%lu handoffs=%lu\n",
+             "syscalls=%lu handoffs=%lu own_fds_moved=%lu own_fds_lost=%lu\n",
              (unsigned long)ns.parks, (unsigned long)ns.polls, (unsigned long)ns.events,
-             (unsigned long)ns.direct, (unsigned long)c.syscalls, (unsigned long)sysmon_retakes());
+             (unsigned long)ns.direct, (unsigned long)c.syscalls, (unsigned long)sysmon_retakes(),
+             (unsigned long)fds_moved, (unsigned long)fds_lost);
     struct preempt_stats ps;
     preempt_stats(&ps);
     rt_print(fd,
@@ -168,18 +172,30 @@ void stats_print(int fd)
 
 /* A private copy of stderr, taken at start-up: programs that close fd 2
  * in their own atexit handlers (coreutils' close_stdout) still get the
- * counters, and they go where stderr went. */
-static int stats_fd = 2;
+ * counters, and they go where stderr went. It is one of goshim's own
+ * descriptors (ownfd.c): high, and not open as far as the program can
+ * tell; stderr itself if it was lost. */
+static struct stat stats_st; /* the file stderr was: checked again at exit */
 
 void stats_open(void)
 {
-    int fd = (int)rt_syscall(SYS_fcntl, 2, F_DUPFD_CLOEXEC, 100);
-    if (fd >= 0)
-        stats_fd = fd;
+    struct m *mp = ownfd_lock();
+    int fd = ownfd_dup_high(2);
+    if (fd >= 0 && rt_syscall(SYS_fstat, fd, &stats_st, 0) != 0) {
+        rt_syscall(SYS_close, fd, 0, 0);
+        fd = -1;
+    }
+    ownfd_set(OWNFD_STATS, fd);
+    ownfd_unlock(mp);
 }
 
 void stats_at_exit(void)
 {
-    stats_print(stats_fd);
-    leaks_print(stats_fd);
+    int fd = ownfd_get(OWNFD_STATS);
+    struct stat st;
+    if (fd < 0 || rt_syscall(SYS_fstat, fd, &st, 0) != 0 || st.st_dev != stats_st.st_dev ||
+        st.st_ino != stats_st.st_ino)
+        fd = 2; /* lost behind goshim's back (a system call it did not see) */
+    stats_print(fd);
+    leaks_print(fd);
 }

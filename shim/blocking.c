@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "shim/io.h"
 #include "shim/shim.h"
 
 #define BLOCKING(ret, name, entry, params, args)                                                   \
@@ -221,9 +222,12 @@ GOSHIM_EXPORT long syscall(long nr, ...)
     long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
     va_end(ap);
     bool on_g = goshim_active();
+    long r;
+    if (goshim_on && fd_syscall(nr, a, b, c, &r))
+        return r;
     if (nr == SYS_futex && goshim_on) {
-        long r = futex((uint32_t *)a, (int)b, (uint32_t)c, (const struct timespec *)d,
-                       (uint32_t *)e, (uint32_t)f, on_g);
+        r = futex((uint32_t *)a, (int)b, (uint32_t)c, (const struct timespec *)d, (uint32_t *)e,
+                  (uint32_t)f, on_g);
         if (r != FUTEX_KERNEL) {
             if (r < 0) {
                 errno = (int)-r;

@@ -12,6 +12,16 @@
  * application's O_NONBLOCK (and keep the one goshim set on a listening
  * socket, which F_GETFL hides); setsockopt records SO_RCVTIMEO and
  * SO_SNDTIMEO, which bound a parked call.
+ *
+ * goshim's own descriptors (sched/ownfd.c) are not open as far as the
+ * program can tell: close, dup, fcntl of one fail with EBADF; close_range
+ * and closefrom close around them; dup2 and dup3 onto one move goshim's
+ * out of the way first; readdir of /proc/self/fd (or fdinfo) skips them;
+ * and syscall() with close, close_range, dup, dup2, dup3 or fcntl does the
+ * same (fd_syscall). Except in a signal handler that interrupted goshim's
+ * own code, which may hold the lock of those descriptors: there a dup2 or
+ * close_range goes straight to the kernel, and should it hit one of them
+ * goshim makes it again.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -19,8 +29,10 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -74,39 +86,78 @@ GOSHIM_EXPORT int pipe2(int fds[2], int flags)
     return rc;
 }
 
+/* The answer for one of goshim's own descriptors: not open. */
+static int not_open(void)
+{
+    errno = EBADF;
+    return -1;
+}
+
 GOSHIM_EXPORT int close(int fd)
 {
-    if (goshim_on)
+    if (goshim_on) {
+        if (ownfd_is(fd))
+            return not_open();
         netpoll_close(fd);
+    }
     return REAL(close)(fd);
 }
 
 GOSHIM_EXPORT int dup(int fd)
 {
+    if (goshim_on && ownfd_is(fd))
+        return not_open();
     int nfd = REAL(dup)(fd);
     if (nfd >= 0 && goshim_on)
         netpoll_dup(fd, nfd);
     return nfd;
 }
 
+/* dup2 or dup3 of fd onto nfd: goshim's own descriptor at nfd moves out of
+ * the way first; call makes the call itself (glibc's, or the system call
+ * for syscall()), with flags for dup3. */
+static long dup_onto(int fd, int nfd, int flags, long (*call)(int, int, int))
+{
+    if (!goshim_on || m_in_runtime())
+        return call(fd, nfd, flags);
+    if (ownfd_is(fd))
+        return not_open();
+    bool evicted = false;
+    if (fd != nfd && REAL(fcntl)(fd, F_GETFD) >= 0) {
+        evicted = ownfd_evict(nfd);
+        if (!evicted)
+            netpoll_close(nfd);
+    }
+    long r = call(fd, nfd, flags);
+    if (r < 0 && evicted) {
+        int e = errno;
+        REAL(close)(nfd); /* goshim's old copy: nobody's now */
+        errno = e;
+    }
+    if (r >= 0 && fd != nfd)
+        netpoll_dup(fd, (int)r);
+    return r;
+}
+
+static long real_dup2(int fd, int nfd, int flags)
+{
+    (void)flags;
+    return REAL(dup2)(fd, nfd);
+}
+
+static long real_dup3(int fd, int nfd, int flags)
+{
+    return REAL(dup3)(fd, nfd, flags);
+}
+
 GOSHIM_EXPORT int dup2(int fd, int nfd)
 {
-    if (goshim_on && fd != nfd && fcntl(fd, F_GETFD) >= 0)
-        netpoll_close(nfd);
-    int r = REAL(dup2)(fd, nfd);
-    if (r >= 0 && goshim_on && fd != nfd)
-        netpoll_dup(fd, r);
-    return r;
+    return (int)dup_onto(fd, nfd, 0, real_dup2);
 }
 
 GOSHIM_EXPORT int dup3(int fd, int nfd, int flags)
 {
-    if (goshim_on && fd != nfd && fcntl(fd, F_GETFD) >= 0)
-        netpoll_close(nfd);
-    int r = REAL(dup3)(fd, nfd, flags);
-    if (r >= 0 && goshim_on)
-        netpoll_dup(fd, r);
-    return r;
+    return (int)dup_onto(fd, nfd, flags, real_dup3);
 }
 
 GOSHIM_EXPORT int fclose(FILE *fp)
@@ -141,24 +192,184 @@ GOSHIM_EXPORT int closedir(DIR *d)
     return REAL(closedir)(d);
 }
 
+/* close_range's parts around goshim's own descriptors (ownfd_close_range). */
+struct range_call {
+    int flags;
+    bool from_on; /* closefrom: the last part is closefrom's (it falls back to /proc/self/fd) */
+    long (*call)(unsigned, unsigned, int);
+    long err; /* the errno of the first part that failed */
+};
+
+static int range_part(unsigned from, unsigned to, void *arg)
+{
+    struct range_call *rc = arg;
+    if (rc->from_on && to == UINT_MAX) {
+        REAL(closefrom)((int)from);
+        return 0;
+    }
+    if (rc->call(from, to, rc->flags) == 0)
+        return 0;
+    if (rc->from_on && errno == ENOSYS) { /* a kernel before close_range: as glibc's closefrom */
+        for (unsigned fd = from; fd <= to; fd++)
+            REAL(close)((int)fd);
+        return 0;
+    }
+    rc->err = errno;
+    return -1;
+}
+
+/* close_range(first, last, flags) with call, or closefrom(first) (from_on). */
+static long close_around(unsigned first, unsigned last, int flags, bool from_on,
+                         long (*call)(unsigned, unsigned, int))
+{
+    if (!goshim_on || m_in_runtime()) {
+        if (!from_on)
+            return call(first, last, flags);
+        REAL(closefrom)((int)first);
+        return 0;
+    }
+    if (!(flags & CLOSE_RANGE_CLOEXEC) && first <= last)
+        netpoll_close_range(first, last);
+    if (first > last || (flags & ~(CLOSE_RANGE_CLOEXEC | CLOSE_RANGE_UNSHARE)))
+        return call(first, last, flags); /* EINVAL, as the kernel says it */
+    struct range_call rc = {flags, from_on, call, 0};
+    if (ownfd_close_range(first, last, range_part, &rc) == 0)
+        return 0;
+    errno = (int)rc.err;
+    return -1;
+}
+
+static long real_close_range(unsigned first, unsigned last, int flags)
+{
+    return REAL(close_range)(first, last, flags);
+}
+
 GOSHIM_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-    if (goshim_on && !(flags & CLOSE_RANGE_CLOEXEC) && first <= last)
-        netpoll_close_range(first, last);
-    return REAL(close_range)(first, last, flags);
+    return (int)close_around(first, last, flags, false, real_close_range);
 }
 
 GOSHIM_EXPORT void closefrom(int lowfd)
 {
-    if (goshim_on && lowfd >= 0)
-        netpoll_close_range((unsigned)lowfd, UINT_MAX);
-    REAL(closefrom)(lowfd);
+    if (lowfd < 0) {
+        REAL(closefrom)(lowfd);
+        return;
+    }
+    close_around((unsigned)lowfd, UINT_MAX, 0, true, real_close_range);
+}
+
+/* ---- listings of /proc/self/fd ---------------------------------------------------------- */
+
+/* The number a directory entry's name spells, or -1. */
+static int entry_fd(const char *name)
+{
+    long n = 0;
+    if (*name == '\0')
+        return -1;
+    for (const char *p = name; *p; p++) {
+        if (*p < '0' || *p > '9' || n > INT_MAX / 10)
+            return -1;
+        n = n * 10 + (*p - '0');
+    }
+    return n <= INT_MAX ? (int)n : -1;
+}
+
+/* d is this process's fd or fdinfo directory in /proc (by its real path:
+ * /proc/PID/fd, /proc/PID/task/TID/fd, or fdinfo; /proc/self, /dev/fd and
+ * /proc/thread-self lead there). */
+static bool own_fd_dir(DIR *d)
+{
+    char link[64], path[128];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", dirfd(d));
+    long n = rt_syscall6(SYS_readlinkat, AT_FDCWD, (long)link, (long)path, sizeof path - 1, 0, 0);
+    if (n <= 0)
+        return false;
+    path[n] = '\0';
+    char self[32];
+    int len = snprintf(self, sizeof self, "/proc/%d/", (int)getpid());
+    if (strncmp(path, self, (size_t)len) != 0)
+        return false;
+    const char *rest = path + len;
+    if (strncmp(rest, "task/", 5) == 0) {
+        rest = strchr(rest + 5, '/');
+        if (!rest)
+            return false;
+        rest++;
+    }
+    return strcmp(rest, "fd") == 0 || strcmp(rest, "fdinfo") == 0;
+}
+
+/* A listing of /proc/self/fd leaves goshim's own descriptors out. The name
+ * is checked first (one of goshim's numbers: rare), the directory only
+ * then. */
+#define READDIR(name, type)                                                                        \
+    GOSHIM_EXPORT type *name(DIR *d)                                                               \
+    {                                                                                              \
+        type *e;                                                                                   \
+        do                                                                                         \
+            e = REAL(name)(d);                                                                     \
+        while (e && goshim_on && ownfd_is(entry_fd(e->d_name)) && own_fd_dir(d));                  \
+        return e;                                                                                  \
+    }
+READDIR(readdir, struct dirent)
+READDIR(readdir64, struct dirent64)
+#undef READDIR
+
+/* ---- syscall() with the calls above -------------------------------------------------------- */
+
+static long sys_close_range(unsigned first, unsigned last, int flags)
+{
+    return REAL(syscall)(SYS_close_range, (long)first, (long)last, (long)flags);
+}
+
+static long sys_dup2(int fd, int nfd, int flags)
+{
+    (void)flags;
+    return REAL(syscall)(SYS_dup2, (long)fd, (long)nfd);
+}
+
+static long sys_dup3(int fd, int nfd, int flags)
+{
+    return REAL(syscall)(SYS_dup3, (long)fd, (long)nfd, (long)flags);
+}
+
+bool fd_syscall(long nr, long a, long b, long c, long *ret)
+{
+    switch (nr) {
+    case SYS_close:
+        if (ownfd_is((int)a)) {
+            *ret = not_open();
+            return true;
+        }
+        netpoll_close((int)a);
+        return false;
+    case SYS_close_range:
+        *ret = close_around((unsigned)a, (unsigned)b, (int)c, false, sys_close_range);
+        return true;
+    case SYS_dup2:
+        *ret = dup_onto((int)a, (int)b, 0, sys_dup2);
+        return true;
+    case SYS_dup3:
+        *ret = dup_onto((int)a, (int)b, (int)c, sys_dup3);
+        return true;
+    case SYS_dup:
+    case SYS_fcntl:
+        if (ownfd_is((int)a)) {
+            *ret = not_open();
+            return true;
+        }
+        return false;
+    default:
+        return false;
+    }
 }
 
 /* ---- fcntl, ioctl, setsockopt: keep the descriptor's view current ------------------- */
 
 static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, unsigned long arg)
 {
+    if (goshim_on && ownfd_is(fd))
+        return not_open();
     switch (cmd) {
     case F_GETFL: {
         int r = real(fd, cmd);

@@ -30,4 +30,10 @@ static inline long io_result(long r)
     return r;
 }
 
+/* shim/fd.c, for syscall(): close, close_range, dup, dup2, dup3 and fcntl
+ * with goshim's own descriptors kept out of the program's way. True if it
+ * made the call (result, as syscall() returns it, in *ret); false if the
+ * caller makes it. Only when goshim_on. */
+bool fd_syscall(long nr, long a, long b, long c, long *ret);
+
 #endif

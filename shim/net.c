@@ -224,10 +224,9 @@ static long io_step(struct io *io, struct pdcall *c)
 /* Park until the fd may be ready: IO_MORE, or the result to return. */
 static long io_park(struct io *io, struct pdcall *c)
 {
-    if (!netpoll_prepare(c)) { /* never ready by epoll */
+    if (!netpoll_prepare(c)) { /* not ready by epoll (for good, or no instance now) */
         if (io->done)
             return (long)io->done;
-        netpoll_set_blocking(c);
         return IO_HANDOFF;
     }
     switch (shim_wait(WAIT_IO, (void *)(intptr_t)io->fd, netpoll_waitcall, c, SHIM_WAIT_CANCEL)) {
@@ -363,7 +362,16 @@ GOSHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
     long r = rt_syscall(SYS_connect, fd, addr.__sockaddr__, len);
     if (!netpoll_forced_nonblock(&c))
         rt_syscall(SYS_fcntl, fd, F_SETFL, fl);
-    if (r != -EINPROGRESS || !netpoll_prepare(&c))
+    if (r != -EINPROGRESS)
         return (int)io_result(r);
+    if (!netpoll_prepare(&c)) { /* no epoll instance now: wait in the kernel */
+        struct pollfd p = {fd, POLLOUT, 0};
+        if (HANDOFF_WITH(entersyscallblock, REAL(poll)(&p, 1, -1)) < 0)
+            return -1;
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        long gr = rt_syscall6(SYS_getsockopt, fd, SOL_SOCKET, SO_ERROR, (long)&soerr, (long)&sl, 0);
+        return (int)io_result(gr < 0 ? gr : soerr ? -soerr : 0);
+    }
     return connect_wait(fd, &c);
 }

@@ -37,15 +37,23 @@ struct waitset {
     struct psub *subs;
     int n;
     uint32_t word;
+    bool unwatched; /* an fd that epoll could watch is not watched (no instance now) */
 };
+
+enum { UNWATCHED_NAP_NS = 1000000 }; /* the wait's step while an fd is unwatched */
 
 /* Subscribe to fd's readiness; fds that cannot be registered are always
  * ready (regular files) or invalid, which the zero-timeout check reports. */
 static void ws_add(struct waitset *ws, int fd, int cap)
 {
     struct pdesc *pd = netpoll_fd(fd);
-    if (!pd || ws->n >= cap || !netpoll_arm(pd))
+    if (!pd || ws->n >= cap)
         return;
+    if (!netpoll_arm(pd)) {
+        if (!netpoll_never_armed(pd))
+            ws->unwatched = true; /* no epoll instance now (EMFILE): look again and again */
+        return;
+    }
     netpoll_subscribe(pd, &ws->subs[ws->n++], &ws->word);
 }
 
@@ -53,6 +61,7 @@ static bool ws_init(struct waitset *ws, int cap)
 {
     ws->n = 0;
     ws->word = 0;
+    ws->unwatched = false;
     ws->subs = cap <= SUBS_ON_STACK ? ws->stack : malloc((size_t)cap * sizeof *ws->subs);
     return ws->subs != NULL;
 }
@@ -79,8 +88,16 @@ static long ws_wait(struct waitset *ws, long (*check)(void *), void *arg, int64_
             r = check(arg);
         if (r != 0)
             return r;
-        switch (shim_wait_word(WAIT_IO, NULL, &ws->word, w, deadline, SHIM_WAIT_CANCEL)) {
+        int64_t until = deadline;
+        if (ws->unwatched) {
+            int64_t nap = nanotime() + UNWATCHED_NAP_NS;
+            if (until < 0 || until > nap)
+                until = nap;
+        }
+        switch (shim_wait_word(WAIT_IO, NULL, &ws->word, w, until, SHIM_WAIT_CANCEL)) {
         case SHIM_WAIT_TIMEDOUT:
+            if (until != deadline)
+                break; /* a nap: look again */
             return 0;
         case SHIM_WAIT_RESTARTED:
         case SHIM_WAIT_INTERRUPTED:

@@ -1,0 +1,78 @@
+/*
+ * goshim's own descriptors (its epoll instance, its wake-up eventfd, the
+ * copy of stderr GOSHIM_STATS writes to) are not the program's: a program
+ * that lists /proc/self/fd or asks fcntl about every fd sees what it sees
+ * natively, in a forked and in an exec'd child too; one that closes every
+ * fd from 3 up (closefrom, close_range, a close loop, syscall(), or a
+ * system call instruction no library sees) or dup2s onto high numbers
+ * keeps blocking I/O between threads working. Each program runs natively
+ * and under libgoshim.so (GOSHIM_STATS=1: its lines are removed before the
+ * comparison), at the default number of Ps and at one.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/preload_helpers.h"
+
+/* prog args natively and under goshim (GOSHIM_STATS=1 plus env): both exit
+ * 0 and print the same, in the same order. */
+static void fds_compare(const char *prog, const char *args, const char *env)
+{
+    static char nat[1 << 17], pre[1 << 17];
+    struct pp_argv a;
+    char penv[256];
+
+    snprintf(penv, sizeof penv, "GOSHIM_STATS=1 %s", env ? env : "");
+    int sn = run_native(prog, pp_argv(&a, prog, args), NULL, nat, sizeof nat);
+    cr_assert(WIFEXITED(sn) && WEXITSTATUS(sn) == 0, "%s %s natively: status %d\n%s", prog, args,
+              sn, nat);
+    int sp = run_preloaded(prog, pp_argv(&a, prog, args), penv, pre, sizeof pre);
+    cr_assert(WIFEXITED(sp) && WEXITSTATUS(sp) == 0, "%s %s under goshim (%s): status %d\n%s", prog,
+              args, penv, sp, pre);
+    long gs = strip_stats(pre);
+    cr_assert_geq(gs, 1, "%s %s: no goshim stats line (%s)", prog, args, penv);
+    cr_assert_str_eq(pre, nat, "%s %s prints differently under goshim (%s)", prog, args, penv);
+}
+
+/* ---- listing /proc/self/fd, fcntl(F_GETFD) of every fd ------------------------------------ */
+
+Test(preload_fds, single_thread_sees_only_its_own, .timeout = 60)
+{
+    fds_compare("prog_fd_hidden", "plain", NULL);
+}
+
+Test(preload_fds, single_thread_sees_only_its_own_one_p, .timeout = 60)
+{
+    fds_compare("prog_fd_hidden", "plain", "GOSHIM_PROCS=1");
+}
+
+Test(preload_fds, after_blocking_io_sees_only_its_own, .timeout = 60)
+{
+    fds_compare("prog_fd_hidden", "threaded", NULL);
+}
+
+Test(preload_fds, after_blocking_io_sees_only_its_own_one_p, .timeout = 60)
+{
+    fds_compare("prog_fd_hidden", "threaded", "GOSHIM_PROCS=1");
+}
+
+/* ---- closing everything, dup2 onto high numbers, then blocking I/O ----------------------- */
+
+#define CLOSEALL(mode)                                                                             \
+    Test(preload_fds, mode##_then_blocking_io, .timeout = 60)                                      \
+    {                                                                                              \
+        fds_compare("prog_fd_closeall", #mode, NULL);                                              \
+    }                                                                                              \
+    Test(preload_fds, mode##_then_blocking_io_one_p, .timeout = 60)                                \
+    {                                                                                              \
+        fds_compare("prog_fd_closeall", #mode, "GOSHIM_PROCS=1");                                  \
+    }
+
+CLOSEALL(closefrom)
+CLOSEALL(close_range)
+CLOSEALL(close_loop)
+CLOSEALL(dup2_high)
+CLOSEALL(syscall)
+CLOSEALL(raw)
