@@ -198,7 +198,13 @@ $(PROGS): $(BUILD)/tests/progs/%: tests/progs/%.c $(STAMP)
 	$(call msg,CC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE -MMD -MP -MF $@.d $(TESTWARN) $(CFLAGS) $(LDFLAGS) -pthread \
-	    -o $@ $<
+	    -o $@ $< $(PROG_LDLIBS)
+
+# prog_sync_handover is linked against libgoshim_handover.so: a library the program needs is
+# initialised before the LD_PRELOAD ones, so its constructor runs before goshim starts.
+$(BUILD)/tests/progs/prog_sync_handover: $(BUILD)/tests/progs/libgoshim_handover.so
+$(BUILD)/tests/progs/prog_sync_handover: \
+    PROG_LDLIBS = -L$(BUILD)/tests/progs -lgoshim_handover -Wl,-rpath,'$$ORIGIN'
 
 # Libraries the test programs dlopen (tests/progs/lib/NAME.c -> libgoshim_NAME.so).
 # The tlsie and tlsouter ones use initial-exec TLS (DF_STATIC_TLS: prog_dlopen_ietls).

@@ -8,7 +8,10 @@
  * blocked so, the thread that would wake them never runs. So each C11
  * function is mapped here onto the pthread function it stands for, which
  * the shim implements. mtx_t and cnd_t are glibc's pthread_mutex_t and
- * pthread_cond_t in the same storage (same size and layout).
+ * pthread_cond_t in the same storage (same size and layout), and
+ * once_flag is a pthread_once_t: an object glibc's C11 functions used
+ * before start-up is one its pthread functions used, which the pthread
+ * shims take over idle (mutex.c, cond.c, pthread_once in thread.c).
  */
 #include <errno.h>
 #include <stdint.h>

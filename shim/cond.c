@@ -4,8 +4,9 @@
  * Fields of glibc's struct __pthread_cond_s that goshim uses:
  *   __g_signals[0]  seq: bumped by every signal/broadcast that finds waiters;
  *                   waiters park on it with the value they saw (gfutex word)
- *   __g_refs[0]     nwaiters: waiters between registering and leaving; a
- *                   signal with no waiters costs one load
+ *   __g_refs[0]     nwaiters: waiters between registering and leaving, two
+ *                   each (bit 0 is glibc's, below); a signal with no waiters
+ *                   costs one load
  *   __wrefs         read only: bit 0 process-shared, bit 1 CLOCK_MONOTONIC,
  *                   as glibc's pthread_cond_init (not interposed) writes them
  * All-zero (PTHREAD_COND_INITIALIZER) is an idle CLOCK_REALTIME cond.
@@ -21,9 +22,18 @@
  * after a broadcast is safe as in glibc.
  *
  * Like the mutex, every caller takes this path once the runtime runs (see
- * mutex.c). Not compatible with glibc's algorithm while waiters are
- * blocked: a glibc thread blocked in pthread_cond_wait before start-up is
- * not woken by a signal after it (foreign threads only).
+ * mutex.c), also for a cond glibc used before (a library's constructor
+ * runs before goshim's, through glibc). An idle glibc cond has no waiter
+ * registered anywhere. Of the fields goshim reads, __wrefs keeps glibc's
+ * flags, and glibc too counts waiters in __g_refs[0] in twos, with bit 0 a
+ * request that the waiter who brings the count to zero wake a signaller
+ * switching groups. That waiter clears the bit; but when the signaller
+ * sets it just after the last waiter left, it stays set with no waiter
+ * until a later one leaves. Counting in twos and ignoring bit 0 makes that
+ * an idle cond too (counting in ones, destroy waited for ever). glibc's
+ * last value in __g_signals[0] does no harm: the sequence is only ever
+ * compared with itself. A glibc thread still blocked in pthread_cond_wait
+ * at start-up is not woken by a signal after it (foreign threads only).
  *
  * Differences from glibc: waiting with a recursive mutex locked N > 1
  * times releases it completely and takes it back N times deep (glibc
@@ -47,6 +57,7 @@ enum {
 
 #define COND_SEQ(c)      (&(c)->__data.__g_signals[0])
 #define COND_NWAITERS(c) (&(c)->__data.__g_refs[0])
+#define COND_WAITER      2u /* one waiter in COND_NWAITERS; bit 0 is glibc's */
 
 static inline unsigned cond_flags(pthread_cond_t *c)
 {
@@ -71,16 +82,16 @@ static int cond_wait(pthread_cond_t *c, pthread_mutex_t *m, bool timed, clockid_
             return r;
     }
     shim_testcancel(); /* a cancellation point: the mutex is held, as POSIX wants */
-    __atomic_fetch_add(COND_NWAITERS(c), 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(COND_NWAITERS(c), COND_WAITER, __ATOMIC_SEQ_CST);
     seq = __atomic_load_n(COND_SEQ(c), __ATOMIC_SEQ_CST);
     r = gmutex_cond_unlock(m, &saved);
     if (r != 0) {
-        __atomic_fetch_sub(COND_NWAITERS(c), 1, __ATOMIC_RELEASE);
+        __atomic_fetch_sub(COND_NWAITERS(c), COND_WAITER, __ATOMIC_RELEASE);
         return r;
     }
     bool timedout =
         shim_wait_word(WAIT_COND, c, COND_SEQ(c), seq, deadline, 0) == SHIM_WAIT_TIMEDOUT;
-    __atomic_fetch_sub(COND_NWAITERS(c), 1, __ATOMIC_RELEASE); /* last access to c */
+    __atomic_fetch_sub(COND_NWAITERS(c), COND_WAITER, __ATOMIC_RELEASE); /* last access to c */
     r2 = gmutex_cond_lock(m, saved);
     if (r2 != 0)
         return r2;
@@ -90,7 +101,7 @@ static int cond_wait(pthread_cond_t *c, pthread_mutex_t *m, bool timed, clockid_
 
 static void cond_wake(pthread_cond_t *c, int n)
 {
-    if (__atomic_load_n(COND_NWAITERS(c), __ATOMIC_SEQ_CST) == 0)
+    if (__atomic_load_n(COND_NWAITERS(c), __ATOMIC_SEQ_CST) < COND_WAITER)
         return;
     __atomic_fetch_add(COND_SEQ(c), 1, __ATOMIC_SEQ_CST);
     gfutex_wake(COND_SEQ(c), n);
@@ -167,7 +178,7 @@ GOSHIM_EXPORT int pthread_cond_destroy(pthread_cond_t *c)
 {
     if (sync_on() && !(cond_flags(c) & COND_SHARED)) {
         /* Woken waiters may still be on their way out (a blocked waiter is UB, as in glibc). */
-        while (__atomic_load_n(COND_NWAITERS(c), __ATOMIC_ACQUIRE) != 0)
+        while (__atomic_load_n(COND_NWAITERS(c), __ATOMIC_ACQUIRE) >= COND_WAITER)
             gsync_yield();
     }
     return REAL(pthread_cond_destroy)(c);

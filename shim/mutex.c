@@ -34,6 +34,13 @@
  * glibc's, so a mutex held across start-up is released correctly (in errno
  * mode the owner id changes at start-up: a recursive/errorcheck mutex held
  * by main across start-up then reports EPERM when main unlocks it).
+ * A mutex glibc used before start-up (a library's constructor runs before
+ * goshim's) and left free is free here: glibc's unlock leaves __lock,
+ * __owner and __count 0 and __nusers back where it was, whatever the kind
+ * and whether it waited, timed out or woke a waiter (its __lock is 2 while
+ * waiters may sleep, 0 once released); __spins, glibc's adaptive estimate,
+ * and __elision are not read; pthread_mutexattr_settype's elision hint
+ * bits in __kind are ignored (MX_ELISION_FLAGS). So nothing is translated.
  *
  * Known differences from glibc: none for the kinds handled here except
  * adaptive spinning (a fixed MX_SPIN PAUSEs, glibc's __spins estimate is

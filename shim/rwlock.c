@@ -3,16 +3,17 @@
  *
  * State: the 64 bits at __readers/__writers (offsets 0 and 4; the object is
  * 8-aligned), changed with 64-bit CAS; waiters park on the low word:
- *   __readers  bits 0-28 readers holding, bit 29 W (a writer holds),
- *              bit 30 WWAIT (writers are waiting), bit 31 WAIT (someone
- *              may be parked on this word)
+ *   __readers  bits 0-2 glibc's (below), bits 3-28 readers holding (one
+ *              reader is 8), bit 29 W (a writer holds), bit 30 WWAIT
+ *              (writers are waiting), bit 31 WAIT (someone may be parked
+ *              on this word)
  *   __writers  number of waiting writers (WWAIT == (__writers != 0))
  *   __cur_writer  owner id of the writer (mutex.c), for EDEADLK
  *   __flags, __shared  read only, as pthread_rwlock_init (glibc's, not
  *              interposed) and the static initializers write them
  * All-zero is a free lock, as PTHREAD_RWLOCK_INITIALIZER and
- * PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP make it (a free glibc
- * rwlock is also all-zero there). __shared != 0 goes to glibc every call.
+ * PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP make it. __shared != 0
+ * goes to glibc every call.
  *
  * Readers enter while no writer holds; with the kind
  * PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP also not while a writer
@@ -23,9 +24,22 @@
  * withdraws its count and, when it was the last, clears WWAIT and wakes the
  * readers it held back.
  *
- * Every caller takes this path once the runtime runs (see mutex.c). Not
- * compatible with glibc's in-flight states: a rwlock held or waited on
- * through glibc before start-up and released after it is undefined.
+ * Every caller takes this path once the runtime runs (see mutex.c), also
+ * for a lock glibc used before: a library's constructor runs before
+ * goshim's, through glibc (GObject's takes GType's rwlock there). glibc's
+ * __readers keeps its phase and flags in bits 0-2 (bit 0 the write phase,
+ * bit 1 a writer holds or claims the lock, bit 2 readers wait for a
+ * writer) and its reader count from bit 3; __writers counts its waiting
+ * writers; a release clears __cur_writer. A lock nobody holds or waits for
+ * thus has no reader, no waiting writer and bits 1-2 clear, but a write
+ * unlock with no reader to hand over to leaves the lock in its write phase,
+ * bit 0 set: every lock glibc last write-locked, GType's too, which a
+ * reader count from bit 0 read as one reader for ever. So readers count
+ * from bit 3 here as in glibc, and bits 0-2 are ignored: every idle glibc
+ * state reads as free, with no test or extra step on any path, and a
+ * writer's acquiring CAS clears them. __wrphase_futex and __writers_futex
+ * are glibc's alone. A lock held or waited on through glibc at start-up
+ * and released after it is not supported (undefined).
  * Error codes follow glibc: EINVAL (bad clock or tv_nsec, checked first),
  * EDEADLK (rdlock/wrlock by the writer), EBUSY, EAGAIN (reader overflow),
  * ETIMEDOUT.
@@ -39,7 +53,9 @@
 #include "shim/sync.h"
 
 enum {
-    RW_RMASK = 0x1fffffff,
+    RW_GLIBC = 0x7,  /* glibc's phase and flags: ignored */
+    RW_READER = 0x8, /* one reader */
+    RW_RMASK = 0x1ffffff8,
     RW_W = 0x20000000,
     RW_WWAIT = 0x40000000,
     RW_WAIT = (int)0x80000000u,
@@ -116,7 +132,7 @@ static int rdlock(pthread_rwlock_t *rw, bool timed, clockid_t clk, const struct 
         if (reader_may_enter(l, pw)) {
             if ((l & RW_RMASK) == RW_RMASK)
                 return EAGAIN;
-            if (cas(rw, &s, s + 1))
+            if (cas(rw, &s, s + RW_READER))
                 return 0;
             continue;
         }
@@ -171,7 +187,7 @@ static int wrlock(pthread_rwlock_t *rw, bool timed, clockid_t clk, const struct 
 
         if ((l & (RW_RMASK | RW_W)) == 0) {
             nh = counted ? h - 1 : h;
-            nl = (l | RW_W) & ~(uint32_t)RW_WWAIT;
+            nl = (l | RW_W) & ~(uint32_t)(RW_WWAIT | RW_GLIBC);
             if (nh != 0)
                 nl |= RW_WWAIT;
             if (cas(rw, &s, mk(nl, nh))) {
@@ -262,7 +278,7 @@ GOSHIM_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t *rw)
     while (reader_may_enter(lo(s), pw)) {
         if ((lo(s) & RW_RMASK) == RW_RMASK)
             return EAGAIN;
-        if (cas(rw, &s, s + 1))
+        if (cas(rw, &s, s + RW_READER))
             return 0;
     }
     return EBUSY;
@@ -276,7 +292,7 @@ GOSHIM_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *rw)
         return REAL(pthread_rwlock_trywrlock)(rw);
     s = __atomic_load_n(rw_state(rw), __ATOMIC_RELAXED);
     while ((lo(s) & (RW_RMASK | RW_W)) == 0) {
-        if (cas(rw, &s, s | RW_W)) {
+        if (cas(rw, &s, mk((lo(s) | RW_W) & ~(uint32_t)RW_GLIBC, hi(s)))) {
             __atomic_store_n(&rw->__data.__cur_writer, gsync_self(), __ATOMIC_RELAXED);
             return 0;
         }
@@ -304,7 +320,7 @@ GOSHIM_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *rw)
             l = lo(s);
             if ((l & RW_RMASK) == 0)
                 return 0; /* not locked: undefined; glibc returns 0 too */
-            nl = l - 1;
+            nl = l - RW_READER;
             if ((nl & RW_RMASK) == 0)
                 nl &= ~(uint32_t)RW_WAIT;
         } while (!cas(rw, &s, mk(nl, hi(s))));

@@ -6,7 +6,9 @@
  * waiters, then `private` (0 private, non-zero process-shared). goshim runs
  * glibc's algorithm with gfutex in place of the kernel futex, so sem_init,
  * sem_destroy, sem_getvalue and sem_trywait stay glibc's (not interposed)
- * and a semaphore used before start-up keeps working after it.
+ * and a semaphore used before start-up keeps working after it: glibc
+ * leaves an idle one with its value and no waiter registered (a waiter
+ * that timed out or was interrupted has taken its count back).
  * Process-shared semaphores go to glibc on every call.
  *
  * sem_post is an atomic increment plus, when waiters are registered,

@@ -5,7 +5,9 @@
  * failed `lock decl`s) when held; pthread_spin_init and pthread_spin_unlock
  * store 1 and pthread_spin_trylock is cmpxchg 1 -> 0. goshim keeps that
  * encoding, so glibc's init, trylock, unlock and destroy (not interposed)
- * and a glibc spinner on another thread all agree with this one.
+ * and a glibc spinner on another thread all agree with this one, and a
+ * lock glibc used before start-up is free here as there (1: every unlock
+ * stores it, whatever the failed attempts left before).
  *
  * Only lock is goshim's: a G spins with PAUSE a bounded number of times,
  * then yields its P (the holder may be a G waiting on this very P) and

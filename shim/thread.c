@@ -606,7 +606,9 @@ GOSHIM_EXPORT int pthread_key_delete(pthread_key_t key)
     return err;
 }
 
-/* glibc's once word: 0 never run, bit 0 running, bit 1 done (upper bits: fork generation). */
+/* glibc's once word: 0 never run, bit 0 running, bit 1 done (upper bits: fork generation).
+ * The same encoding here, so a once glibc completed before start-up (2) is done here too, and
+ * one whose routine was cancelled there (reset to 0) runs. */
 enum { ONCE_RUNNING = 1, ONCE_DONE = 2 };
 
 /* The init routine was cancelled or called pthread_exit: let another call run it (glibc too). */

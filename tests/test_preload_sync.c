@@ -67,3 +67,16 @@ Test(preload_sync, sem_post_from_signal_handler, .timeout = 120)
 {
     same_as_native("prog_sync_sem_signal", NULL, 2);
 }
+
+/* Objects that glibc used before goshim started (a library constructor, as GObject's) and
+ * left idle in its own states — a rwlock in its write phase, a barrier's counters after full
+ * rounds — must be free and idle to goshim (issue 27: GType's rwlock hung the program). */
+Test(preload_sync, objects_glibc_left_idle_before_start_up, .timeout = 120)
+{
+    same_as_native_in_order("prog_sync_handover", NULL, 100);
+}
+
+Test(preload_sync, objects_glibc_left_idle_one_p, .timeout = 120)
+{
+    same_as_native_in_order("prog_sync_handover", "GOSHIM_PROCS=1", 100);
+}
