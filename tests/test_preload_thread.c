@@ -182,5 +182,6 @@ Test(preload_regress, issue_27_gettid_in_errno_mode, .timeout = 60)
     cr_assert(WIFEXITED(sp) && WEXITSTATUS(sp) == 0, "under goshim: status %d\n%s", sp, pre);
     char *body = strchr(pre, '\n'); /* after the line that announces the mode */
     cr_assert(!strncmp(pre, "goshim: GOSHIM_TLS=errno mode", 29) && body, "%s", pre);
-    cr_assert_str_eq(body + 1, nat, "prog_tid prints differently in errno mode");
+    cr_assert_str_eq(body + 1, nat, "prog_tid prints differently in errno mode:\n%s\nnatively:\n%s",
+                     pre, nat);
 }

@@ -24,6 +24,23 @@
 
 #define NT 16
 
+/*
+ * errno read and cleared out of line. glibc declares __errno_location const,
+ * so inline code may keep errno's address from before a wait; under
+ * GOSHIM_TLS=errno, where errno lies in the OS thread's TLS, the thread may
+ * have moved to another OS thread meanwhile (its errno goes with it, not the
+ * address).
+ */
+__attribute__((noinline, noipa)) static int errno_now(void)
+{
+    return errno;
+}
+
+__attribute__((noinline, noipa)) static void errno_clear(void)
+{
+    errno = 0;
+}
+
 struct worker {
     pthread_t t;
     pid_t tid, systid;
@@ -64,9 +81,9 @@ static void *worker(void *arg)
         me->own_tid = gettid();
         CHECK(sched_getaffinity(0, sizeof me->own_mask, &me->own_mask) == 0);
         me->own_policy = sched_getscheduler(0);
-        errno = 0;
+        errno_clear();
         me->own_nice = getpriority(PRIO_PROCESS, 0);
-        CHECK(errno == 0);
+        CHECK(errno_now() == 0);
         if (me == &w[13])
             me->nice_after = nice(1);
         sem_post(&done);
@@ -90,7 +107,7 @@ static int await_handler(void)
 {
     struct timespec dl = in_ms(CLOCK_REALTIME, 10000);
     int r;
-    while ((r = sem_timedwait(&handled, &dl)) == -1 && errno == EINTR)
+    while ((r = sem_timedwait(&handled, &dl)) == -1 && errno_now() == EINTR)
         ;
     return r == 0;
 }
@@ -113,8 +130,8 @@ static int kill_runs_there(int k, int how)
 /* Print what call (one that sets errno) returned, and whether errno is then err. */
 #define SAYS(label, call, err)                                                                     \
     do {                                                                                           \
-        errno = 0;                                                                                 \
-        int r_ = (call), e_ = errno;                                                               \
+        errno_clear();                                                                             \
+        int r_ = (call), e_ = errno_now();                                                         \
         printf("%s: %d %s %d\n", label, r_, #err, e_ == (err));                                    \
     } while (0)
 
@@ -241,16 +258,16 @@ static void sched_step(void)
 /* Nice value by tid: thread 11 gets 5 more; thread 13 keeps its own. */
 static void nice_step(void)
 {
-    errno = 0;
+    errno_clear();
     int nice11 = getpriority(PRIO_PROCESS, w[11].tid);
     int nice13 = getpriority(PRIO_PROCESS, w[13].tid);
-    CHECK(errno == 0);
+    CHECK(errno_now() == 0);
     want = nice11 + 5 > 19 ? 19 : nice11 + 5;
     CHECK(setpriority(PRIO_PROCESS, w[11].tid, want) == 0);
-    errno = 0;
+    errno_clear();
     int r = getpriority(PRIO_PROCESS, w[11].tid);
     printf("setpriority(PRIO_PROCESS, tid of thread 11, +5): getpriority(tid) reads it: %d\n",
-           r == want && errno == 0);
+           r == want && errno_now() == 0);
     printf("syscall(SYS_getpriority, PRIO_PROCESS, tid) is 20 - nice: %d\n",
            syscall(SYS_getpriority, PRIO_PROCESS, w[11].tid) == 20 - want);
     printf("thread 13's nice value unchanged: %d\n",
@@ -275,10 +292,10 @@ static void own_step(void)
     printf("thread 11 sees its nice value with getpriority(PRIO_PROCESS, 0): %d\n",
            w[11].own_nice == want);
     printf("thread 10 sees its policy unchanged: %d\n", w[10].own_policy == pol10);
-    errno = 0;
+    errno_clear();
     int r = getpriority(PRIO_PROCESS, w[13].tid);
     printf("nice(1) on thread 13 returns its new nice value, getpriority(tid) reads it: %d\n",
-           w[13].nice_after == w[13].own_nice + 1 && r == w[13].nice_after && errno == 0);
+           w[13].nice_after == w[13].own_nice + 1 && r == w[13].nice_after && errno_now() == 0);
     printf("thread 14's nice value is not changed by it: %d\n",
            getpriority(PRIO_PROCESS, w[14].tid) == w[14].own_nice);
 }
