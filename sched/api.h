@@ -343,6 +343,8 @@ void sched_tls_static_forget(bool (*loaded)(uintptr_t base, size_t modid, void *
 int sched_tls_static_count(void);
 /* The fake tid stored in a TCB (full mode): what gettid says on that G. */
 unsigned tls_tcb_tid(void *tcb);
+/* A fresh fake tid, from the TCBs' sequence (errno mode: a G's id without a TCB). */
+unsigned tls_fake_tid(void);
 /*
  * The thread's last act, on its own TCB: thread_local destructors
  * (__call_tls_dtors) and the dlerror state. Key destructors are the

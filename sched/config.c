@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 #include "libc.h"
 #include "sched.h"
@@ -90,7 +91,8 @@ int sched_usable_cpus(void)
 {
     cpu_set_t set;
     int n = 1;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
+    CPU_ZERO(&set); /* the system call writes the kernel's mask size only */
+    if (rt_syscall(SYS_sched_getaffinity, 0, sizeof set, &set) > 0)
         n = CPU_COUNT(&set);
     if (n < 1)
         n = 1;

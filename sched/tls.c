@@ -381,6 +381,11 @@ unsigned tls_tcb_tid(void *tcb)
     return *(uint32_t *)((char *)tcb + tls_info.tid_off);
 }
 
+unsigned tls_fake_tid(void)
+{
+    return next_tid();
+}
+
 void tls_thread_start(void)
 {
     tls_info.ctype_init();

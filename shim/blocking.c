@@ -236,6 +236,13 @@ GOSHIM_EXPORT long syscall(long nr, ...)
             return r;
         }
     }
+    if (goshim_on && shim_tid_syscall(nr, a, b, c, &r)) {
+        if (r < 0) {
+            errno = (int)-r;
+            return -1;
+        }
+        return r;
+    }
     int kind = on_g ? syscall_kind(nr) : 0;
     if (kind == 0)
         return REAL(syscall)(nr, a, b, c, d, e, f);

@@ -55,6 +55,14 @@ static inline bool sync_on(void)
 
 /* shim/thread.h */
 int shim_deliver_signals(void);
+/* shim/tid.c: syscall() of a call that gettid's ids are for (gettid, tgkill, tkill,
+ * sched_{set,get}affinity, sched_{set,get}scheduler, sched_{set,get}param,
+ * {set,get}priority): true, with the kernel's answer (a result or -errno) in *ret; false
+ * for any other nr. */
+bool shim_tid_syscall(long nr, long a, long b, long c, long *ret);
+/* kill and sigqueue given a thread's tid signal its process, as the kernel's: the pid for
+ * the tid of a live thread of the program, else pid (shim/tid.c). */
+pid_t shim_kill_pid(pid_t pid);
 /* shim/sigroute.c: start the router of process-directed signals (after adoption). */
 int shim_signal_init(void);
 void shim_async_cancel(void);

@@ -1,8 +1,9 @@
 /*
- * Signals to threads: pthread_kill, pthread_sigqueue and raise, the
- * process-directed signals the router (sigroute.c) hands to a thread, and
- * their delivery on the thread's OS thread of the moment. Moved out of
- * thread.c, which makes and ends the records these marks live in.
+ * Signals to threads: pthread_kill, pthread_sigqueue and raise (tgkill and
+ * tkill to a thread's tid too: shim/tid.c), the process-directed signals
+ * the router (sigroute.c) hands to a thread, and their delivery on the
+ * thread's OS thread of the moment. Moved out of thread.c, which makes and
+ * ends the records these marks live in.
  *
  * pthread_kill to another thread, and process-directed signals routed to a
  * thread (below): the signal is marked in the thread's pending set first,
@@ -179,6 +180,24 @@ GOSHIM_EXPORT int pthread_sigqueue(pthread_t t, int sig, const union sigval valu
     return err;
 }
 
+int sthread_kill(struct sthread *st, int sig)
+{
+    if (sig < 0 || sig >= 65)
+        return EINVAL;
+    if (st == sthread_self()) { /* to its own OS thread, which runs it now, as pthread_kill */
+        if (kept_for_self(st, sig, SI_TKILL))
+            return 0;
+        long rc = rt_syscall(SYS_tgkill, getpid(), sched_mtid(), sig);
+        return rc < 0 ? (int)-rc : 0;
+    }
+    runtime_lock(&st->lock);
+    int err = st->gp && !st->exiting ? 0 : ESRCH; /* it has taken its last signal */
+    if (!err && sig != 0)
+        err = signal_thread_locked(st, sig, false);
+    runtime_unlock(&st->lock);
+    return err;
+}
+
 /* A signal of goshim's own kind (the preemption signal's number) sent by the program that
  * no thread takes now: pending for the main thread (the kernel would keep it for the
  * process; goshim cannot leave it there, its OS threads never block it). */
@@ -232,8 +251,7 @@ bool shim_main_takes(int sig, struct g *self)
     return mg && mg != self && takes_routed(&sthread_main, mg, sigbit(sig));
 }
 
-/* gp's live thread record (sthread_lock held), or NULL. */
-static struct sthread *record_of(struct g *gp)
+struct sthread *sthread_of_g(struct g *gp)
 {
     struct sthread *st = sched_g_thread(gp);
     if (st && !sched_g_dead(gp) && st->magic == STHREAD_MAGIC && st->gp == gp)
@@ -250,7 +268,7 @@ struct routed_pick {
 static bool picks_routed(struct g *gp, void *arg)
 {
     struct routed_pick *pick = arg;
-    struct sthread *st = record_of(gp);
+    struct sthread *st = sthread_of_g(gp);
     if (!st || !takes_routed(st, gp, pick->bit))
         return false;
     pick->st = st;
@@ -316,7 +334,7 @@ void shim_recheck_signal(int sig, const siginfo_t *bell)
     if (!gp)
         return;
     runtime_lock(&sthread_lock);
-    struct sthread *st = record_of(gp);
+    struct sthread *st = sthread_of_g(gp);
     if (st) {
         runtime_lock(&st->lock);
         /* Still marked: not delivered yet, nor given back (exit, block). */

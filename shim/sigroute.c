@@ -268,6 +268,7 @@ static int send_own(int sig, int code, union sigval value)
 
 GOSHIM_EXPORT int kill(pid_t pid, int sig)
 {
+    pid = shim_kill_pid(pid);
     if (!route_own(pid, sig))
         return REAL(kill)(pid, sig);
     return send_own(sig, SI_USER, (union sigval){0});
@@ -275,6 +276,7 @@ GOSHIM_EXPORT int kill(pid_t pid, int sig)
 
 GOSHIM_EXPORT int sigqueue(pid_t pid, int sig, const union sigval value)
 {
+    pid = shim_kill_pid(pid);
     if (!route_own(pid, sig))
         return REAL(sigqueue)(pid, sig, value);
     return send_own(sig, SI_QUEUE, value);

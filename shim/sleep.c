@@ -7,8 +7,9 @@
  * scheduler's timers wake it and its M runs other Gs meanwhile. Sleeps are
  * cancellation points (pthread_cancel interrupts the wait). A signal sent
  * with pthread_kill cuts a sleep short as natively: the handler runs, the
- * call returns EINTR and the time left (never restarted, as Linux).
- * Other clocks (CPU-time clocks) go to glibc.
+ * call returns EINTR and the time left (never restarted, as Linux); sleep
+ * returns the whole seconds left, truncated as glibc's. Other clocks
+ * (CPU-time clocks) go to glibc.
  */
 #include <errno.h>
 #include <time.h>
@@ -112,7 +113,9 @@ GOSHIM_EXPORT unsigned sleep(unsigned s)
     if (!goshim_active())
         return REAL(sleep)(s);
     struct timespec ts = {s, 0}, rem = {0, 0};
-    if (nanosleep(&ts, &rem) != 0) /* interrupted: the seconds left, rounded up as glibc */
-        return (unsigned)rem.tv_sec + (rem.tv_nsec >= 500000000);
+    /* Interrupted: the whole seconds left, the fraction dropped, as glibc's sleep returns its
+     * nanosleep's remainder's tv_sec (1.7 s left is 1, 0.7 s is 0). */
+    if (nanosleep(&ts, &rem) != 0)
+        return (unsigned)rem.tv_sec;
     return 0;
 }

@@ -400,17 +400,11 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, 
     st->joinstate = detach == PTHREAD_CREATE_DETACHED ? JS_DETACHED : JS_JOINABLE;
     st->cancelstate = PTHREAD_CANCEL_ENABLE;
     st->canceltype = PTHREAD_CANCEL_DEFERRED;
-    if (inherit == PTHREAD_EXPLICIT_SCHED) { /* kept and reported, not enforced */
-        st->policy = policy;
-        st->param = param;
-    } else {
-        struct sthread *self = sthread_self();
-        if (self && !self->is_main) {
-            st->policy = self->policy;
-            st->param = self->param;
-        }
-    }
     struct sthread *creator = sthread_self();
+    sthread_inherit_settings(st, creator, inherit == PTHREAD_EXPLICIT_SCHED ? &param : NULL,
+                             policy);
+    if (!tls_full())
+        st->tid = (pid_t)tls_fake_tid();                  /* full mode: its TCB's */
     st->hidden_mask = creator ? creator->hidden_mask : 0; /* its mask is its creator's */
     sched_g_set_thread(gp, st);
     st->gp = gp;
@@ -746,6 +740,9 @@ GOSHIM_EXPORT int pthread_getname_np(pthread_t t, char *buf, size_t len)
 static void thread_fork_child(void)
 {
     nthreads = 1;
+    struct sthread *self = goshim_on ? sthread_self() : NULL;
+    if (self) /* the pid, as the main thread's (full mode: the runtime set its TCB's) */
+        self->tid = getpid();
 }
 
 int shim_thread_init(void)
@@ -770,6 +767,7 @@ void shim_thread_adopted_main(void)
     st->is_main = true;
     st->joinstate = JS_JOINABLE;
     st->tcb = tls_self();
+    st->tid = getpid();
     st->cancelstate = PTHREAD_CANCEL_ENABLE;
     st->canceltype = PTHREAD_CANCEL_DEFERRED;
     tls_thr = st;

@@ -174,12 +174,18 @@ struct sthread {
     uint64_t hidden_mask;
     uint32_t handlers_ran; /* handlers of the program run on it (shim_handler_ran); owner */
     char name[16];
+    void ***keyblk; /* errno mode: key values, 32 blocks of 32; both levels lazily */
+    pid_t tid;      /* errno mode: its tid (full mode: its TCB's), shim/tid.c */
     /* Per-thread kernel settings a G cannot have (its tid is not the
-     * kernel's): accepted, kept and reported back, not enforced. */
-    void ***keyblk;      /* errno mode: key values, 32 blocks of 32; both levels lazily */
-    cpu_set_t *affinity; /* lock; NULL until pthread_setaffinity_np (then freed with the record) */
+     * kernel's): accepted, kept and reported back, not enforced (shim/tid.c).
+     * All under lock. affinity: NULL until set (then freed with the record);
+     * policy: with SCHED_RESET_ON_FORK if asked; nice: valid if nice_set,
+     * else the kernel's for the asking OS thread. */
+    cpu_set_t *affinity;
     int policy;
     struct sched_param param;
+    int nice;
+    bool nice_set;
 };
 
 extern struct runtime_lock sthread_lock;
@@ -197,6 +203,17 @@ pthread_t sthread_id(struct sthread *st);
 struct sthread *sthread_lookup(pthread_t t);
 /* glibc's own pthread_t for the main thread (differs from ours in errno mode). */
 pthread_t sthread_glibc_id(pthread_t t, struct sthread *st);
+/* gp's live thread record (sthread_lock held), or NULL: sigdeliver.c. */
+struct sthread *sthread_of_g(struct g *gp);
+/* st's tid, what gettid() says on it: shim/tid.c. */
+pid_t sthread_tid(struct sthread *st);
+/* tgkill or tkill to st's thread, the calling one or another (then sthread_lock held):
+ * delivered as pthread_kill delivers; 0 or an error number (sigdeliver.c). */
+int sthread_kill(struct sthread *st, int sig);
+/* A new thread st's policy, priority (explicit: its attributes', else NULL) and nice
+ * value, from its creator (NULL: not a goshim thread): tid.c. */
+void sthread_inherit_settings(struct sthread *st, struct sthread *creator,
+                              const struct sched_param *explicit, int policy);
 /* The opening of an interposer that acts on thread t: st is goshim's record
  * of it; a thread goshim does not manage, and the main thread (whose kernel
  * thread is its own), go to glibc's name with glibc's pthread_t. */

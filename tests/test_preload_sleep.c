@@ -20,3 +20,11 @@ Test(preload_sleep, sleeping_threads_do_not_hold_ms, .timeout = 60)
     cr_assert(strstr(out, "goshim stats: procs=1 threads=1 "),
               "100 sleeping threads should need no OS thread beyond M0:\n%s", out);
 }
+
+/* Issue 27: sleep() cut short by a signal returns the unslept seconds truncated, as glibc's;
+ * goshim rounded them (a 2 s sleep interrupted after 0.3 s returned 2, natively 1). */
+Test(preload_regress, issue_27_interrupted_sleep_rounded_the_seconds_left, .timeout = 60)
+{
+    same_as_native_in_order("prog_sleep_signal", NULL, 4);
+    same_as_native_in_order("prog_sleep_signal", "GOSHIM_PROCS=1", 4);
+}

@@ -161,3 +161,27 @@ Test(preload_thread, cpu_clocks_measure_the_thread, .timeout = 60)
     expect_prints_at_p1_and_p2("prog_cputime", "late", want, 4);
     expect_prints_at_p1_and_p2("prog_cputime", "early", want, 4);
 }
+
+/* Issue 27: gettid() was the OS thread's (16 live threads reported 2 ids), so the calls that
+ * take a tid acted on an M and whatever it ran: each thread has its own now, the main
+ * thread's is the pid, and tgkill, tkill, sched_{set,get}affinity, sched_{set,get}scheduler,
+ * sched_{set,get}param and {set,get}priority(PRIO_PROCESS) take it, also through syscall(). */
+Test(preload_regress, issue_27_gettid_was_the_os_threads, .timeout = 120)
+{
+    same_as_native_in_order("prog_tid", NULL, 17);
+    same_as_native_in_order("prog_tid", "GOSHIM_PROCS=1", 17);
+}
+
+/* The same in GOSHIM_TLS=errno mode, where the Gs share their M's TCB (and its tid field). */
+Test(preload_regress, issue_27_gettid_in_errno_mode, .timeout = 60)
+{
+    static char nat[1 << 14], pre[1 << 14];
+    int sn = run_native("prog_tid", NULL, NULL, nat, sizeof nat);
+    int sp = run_preloaded("prog_tid", NULL, "GOSHIM_TLS=errno", pre, sizeof pre);
+    cr_assert(WIFEXITED(sn) && WEXITSTATUS(sn) == 0, "natively: status %d\n%s", sn, nat);
+    cr_assert(WIFEXITED(sp) && WEXITSTATUS(sp) == 0, "under goshim: status %d\n%s", sp, pre);
+    char *body = strchr(pre, '\n'); /* after the line that announces the mode */
+    cr_assert(!strncmp(pre, "goshim: GOSHIM_TLS=errno mode", 29) && body, "%s", pre);
+    cr_assert_str_eq(body + 1, nat, "prog_tid prints differently in errno mode:\n%s\nnatively:\n%s",
+                     pre, nat);
+}
