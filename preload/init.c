@@ -77,6 +77,7 @@ __attribute__((constructor)) static void goshim_init(void)
     hooks.deadlock = c.deadlock; /* armed now that the program runs */
     sched_set_hooks(&hooks);
     quit_install();
+    shim_route_defaults(sched_sigmask()); /* what main blocks from the start (exec keeps it) */
     goshim_started = true;
 }
 

@@ -115,9 +115,13 @@ uint64_t thread_sigmask(void);         /* the calling OS thread's, from the kern
  * stack, and every signal blocked, so that a signal for the process
  * reaches one of the program's threads, as natively. 0 or an errno value. */
 int sched_helper_thread(void *(*fn)(void *));
-/* The signals with a program handler, which the shim routes to a thread (bit sig-1,
- * atomic): an idle M blocks them besides its last G's mask (machines.c). */
+/* The signals the shim routes to a thread (bit sig-1, atomic): those with a program handler,
+ * and those at their default action that a thread has blocked (shim/signal.c). An idle M
+ * blocks them besides its last G's mask (machines.c). */
 extern uint64_t sched_routed_signals;
+/* Add set to sched_routed_signals, and have every idle M block it before this returns (a
+ * bounded wait; none from inside the runtime). */
+void sched_idle_block(uint64_t set);
 /* sigaltstack is per G too: the current G's, as the system call (0 or an
  * errno value). */
 int sched_sigaltstack(const stack_t *ss, stack_t *old);

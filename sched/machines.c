@@ -20,7 +20,8 @@
  * spot (m->g0_sp) each time, so g0 never accumulates frames.
  *
  * An idle M blocks, besides its last G's mask, the signals the shim
- * routes (sched_routed_signals: those with a program handler), but never
+ * routes (sched_routed_signals: those with a program handler, and those
+ * at their default action that a thread has blocked), but never
  * the faults it may raise itself or glibc's two (set*id must reach it):
  * it runs no thread of the program, so the kernel must not pick it for
  * such a signal sent to the process (it would reach the router later
@@ -332,15 +333,73 @@ static bool m_sleep_until(struct m *mp, int64_t until)
  */
 uint64_t sched_routed_signals;
 
+/* What an idle M never blocks: the faults it may raise itself and glibc's SIGCANCEL and
+ * SIGSETXID (32, 33). */
+#define IDLE_OPEN                                                                                  \
+    ((1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1)) | (1ULL << (SIGILL - 1)) |                   \
+     (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1)) | (1ULL << (SIGSYS - 1)) | (1ULL << 31) |    \
+     (1ULL << 32))
+
 static void block_while_idle(struct m *mp)
 {
-    uint64_t open = (1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1)) | (1ULL << (SIGILL - 1)) |
-                    (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1)) | (1ULL << (SIGSYS - 1)) |
-                    (1ULL << 31) | (1ULL << 32); /* 32, 33: glibc's SIGCANCEL, SIGSETXID */
     uint64_t want =
-        (mp->sigmask | __atomic_load_n(&sched_routed_signals, __ATOMIC_RELAXED)) & ~open;
+        (mp->sigmask | __atomic_load_n(&sched_routed_signals, __ATOMIC_SEQ_CST)) & ~IDLE_OPEN;
     if (mp->sigmask != want)
         m_apply_sigmask(mp, want);
+}
+
+/* The routed signals mp, idle, does not block yet (sched.lock held: see sched_idle_block). */
+static bool idle_unblocked(struct m *mp)
+{
+    return __atomic_load_n(&sched_routed_signals, __ATOMIC_SEQ_CST) & ~IDLE_OPEN & ~mp->sigmask;
+}
+
+/*
+ * Routed signals (sched_routed_signals) gain set, and every idle M blocks it before this
+ * returns. An idle M looks at the routed signals on each pass of stopm's loop, under
+ * sched.lock before it goes on sched.midle: one that passed before set came is on the list
+ * (or polling) when this takes sched.lock after adding set. Those are taken off the list
+ * and woken (as timer_wakeup does; the polling M by netpoll_break), and block set on their
+ * next pass. Then this waits for every M to block set or to run a thread (whose mask the
+ * M's is then), at most about 100 ms: an M between two threads (spinning, or on its way to
+ * stopm) gets there in microseconds.
+ */
+void sched_idle_block(uint64_t set)
+{
+    set &= ~IDLE_OPEN;
+    __atomic_or_fetch(&sched_routed_signals, set, __ATOMIC_SEQ_CST);
+    if (!set || !__atomic_load_n(&sched.started, __ATOMIC_ACQUIRE) || m_in_runtime())
+        return; /* (a signal handler that interrupted the runtime: it may hold sched.lock) */
+    runtime_lock(&sched.lock);
+    struct m *idle = sched.midle;
+    sched.midle = NULL;
+    sched.nmidle = 0;
+    timer_m = NULL; /* the woken watcher takes the timers up again */
+    bool polling = poll_m != NULL;
+    runtime_unlock(&sched.lock);
+    while (idle) {
+        struct m *next = idle->schedlink; /* before the wake-up: it goes back on the list */
+        idle->schedlink = NULL;
+        notewakeup(&idle->park);
+        idle = next;
+    }
+    if (polling)
+        netpoll_break();
+    int64_t until = nanotime() + 100000000;
+    for (int i = 0;; i++) {
+        bool settled = true;
+        runtime_lock(&sched.lock);
+        for (struct m *mp = sched.allm; mp && settled; mp = mp->alllink)
+            settled = (__atomic_load_n(&mp->sigmask, __ATOMIC_RELAXED) & set) == set ||
+                      !__atomic_load_n(&mp->ong0, __ATOMIC_ACQUIRE);
+        runtime_unlock(&sched.lock);
+        if (settled || nanotime() > until)
+            return;
+        if (i < 50)
+            osyield();
+        else
+            osusleep(50);
+    }
 }
 
 /*
@@ -365,7 +424,6 @@ static bool stays_idle(struct m *mp, int64_t until)
 void stopm(void)
 {
     struct m *mp = getm();
-    block_while_idle(mp);
     if (mp->p)
         goshim_throw("stopm: holding p");
     if (mp->spinning)
@@ -373,7 +431,12 @@ void stopm(void)
     bool watch = true; /* may sleep with a timeout for the timers */
     for (;;) {
         int64_t until = -1;
+        block_while_idle(mp);
         runtime_lock(&sched.lock);
+        if (idle_unblocked(mp)) { /* sched_idle_block came meanwhile */
+            runtime_unlock(&sched.lock);
+            continue;
+        }
         int64_t next = timers_next();
         if (poll_m == NULL && netpoll_anywaiters() && sched.runqsize == 0 &&
             (next < 0 || (watch && next > nanotime()))) {

@@ -65,6 +65,9 @@ bool shim_tid_syscall(long nr, long a, long b, long c, long *ret);
 pid_t shim_kill_pid(pid_t pid);
 /* shim/sigroute.c: start the router of process-directed signals (after adoption). */
 int shim_signal_init(void);
+/* shim/signal.c: a thread is about to block these signals: the ones at their default action
+ * that no thread blocked before are routed from now on (before the mask is installed). */
+void shim_route_defaults(uint64_t blocked);
 void shim_async_cancel(void);
 
 /*

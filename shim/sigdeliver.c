@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "shim/shim.h"
+#include "shim/sigroute.h"
 #include "shim/thread.h"
 
 static inline uint64_t sigbit(int sig)
@@ -296,6 +297,10 @@ static int route_locked(int sig, const siginfo_t *info, bool try)
         }
         if (!target)
             return 0;
+        /* Taken by a thread that lets it through, with an action that ignores it: discarded
+         * there, as the kernel discards it (a sigwait for it takes it). */
+        if (!(__atomic_load_n(&target->sigwaiting, __ATOMIC_SEQ_CST) & bit) && sig_discarded(sig))
+            return 1;
         if (try && !target->fwd_info)
             return -1; /* keep_info would allocate */
         if (try && !runtime_trylock(&target->lock))

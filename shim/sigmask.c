@@ -69,6 +69,7 @@ static uint64_t preempt_signals(void)
  * goes to another thread; what it now lets through is handled at once. */
 static void install_mask(uint64_t real, uint64_t next)
 {
+    shim_route_defaults(next & ~real); /* before any M blocks them */
     sched_set_sigmask(next);
     if (next & ~real)
         shim_give_back_blocked(next & ~real); /* routed here, now blocked: for another thread */
@@ -208,6 +209,7 @@ GOSHIM_EXPORT int sigsuspend(const sigset_t *set)
     shim_sigwaiting(~want); /* the router's view: it takes what the wait lets through */
     shim_set_hidden_mask(want & preempt_signals());
     uint64_t during = want & ~never_blocked();
+    shim_route_defaults(during & ~old);
     sched_set_sigmask(during);
     int ran = shim_deliver_signals();
     if (ran) {
@@ -331,11 +333,34 @@ GOSHIM_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struc
         shim_sigwaiting(0);
         return got;
     }
+    /* Waited again: what is left of the timeout (a valid one; an invalid one fails at once). */
+    struct timespec left;
+    const struct timespec *wait = ts;
+    bool timed = ts && ts->tv_sec >= 0 && ts->tv_sec < 1000000000 && ts->tv_nsec >= 0 &&
+                 ts->tv_nsec < 1000000000;
+    int64_t deadline = timed ? nanotime() + ts->tv_sec * 1000000000LL + ts->tv_nsec : 0;
+    struct sthread *st = sthread_self();
+    uint32_t ran = st ? __atomic_load_n(&st->handlers_ran, __ATOMIC_RELAXED) : 0;
     bool entered = entersyscallblock();
     int r, e;
     for (;;) {
-        r = REAL(sigtimedwait)(set, info, ts);
+        if (timed && wait == &left) {
+            int64_t ns = deadline - nanotime();
+            if (ns < 0)
+                ns = 0;
+            left = (struct timespec){ns / 1000000000, ns % 1000000000};
+        }
+        r = REAL(sigtimedwait)(set, info, wait);
         e = errno;
+        wait = timed ? &left : ts;
+        /* Woken by a signal no handler of the program took: the kernel's EINTR, when a
+         * signal the program ignores reached this thread (the kernel keeps an ignored signal
+         * the process's first thread blocks: goshim's first OS thread may block it while
+         * the program's main thread does not), or goshim's own. Only a handler ends the
+         * wait (POSIX: "interrupted by an unblocked, caught signal"). */
+        if (r < 0 && e == EINTR && st &&
+            __atomic_load_n(&st->handlers_ran, __ATOMIC_RELAXED) == ran)
+            continue;
         if (r > 0 && info->si_code == SHIM_SI_PARKED) {
             siginfo_t orig;
             *info = *sig_unparked(info, &orig);

@@ -24,12 +24,42 @@
  * the router (shim/sigroute.c), which picks the thread. A handler never
  * runs on a scheduler stack. SA_RESETHAND is applied when the program's
  * handler actually runs (the kernel's reset would catch the forward).
- * Signals left at SIG_DFL or SIG_IGN are the kernel's alone: default
- * actions (terminate, core, stop) act as natively.
+ *
+ * Signals left at SIG_IGN are the kernel's alone. So is a signal left at
+ * SIG_DFL as long as no thread blocks it: every OS thread then lets it
+ * through, and its default action (terminate, core, stop, ignore) acts as
+ * natively wherever it lands. Once a thread blocks it (route_defaults,
+ * before the mask is installed), the kernel's choice among goshim's OS
+ * threads can no longer be trusted: an M that runs no thread (idle, or
+ * between two) still carries the mask of the last thread it ran, which
+ * may have ended or blocked the signal since, and the kernel took such an
+ * M for a signal every thread blocked - the default action then killed
+ * the process that natively leaves the signal pending for its sigwait
+ * (issue 27: after threads had spawned children, their hand-offs had
+ * made those Ms). From then on such a signal goes through the dispatcher
+ * and the router like one with a handler, and the thread that takes it
+ * performs the default action itself (act_default); one that every
+ * thread blocks waits, pending, for a sigwait or an unblock, as
+ * natively. It stays routed (a thread that blocked it once may block it
+ * again; a program that blocks around its calls must not pay two
+ * sigactions each time). A signal whose default is to ignore it (SIGCHLD,
+ * SIGWINCH, SIGCONT) needs no thread to act: it stays the kernel's, and
+ * only the idle Ms block it from then on (route_default_locked).
+ *
+ * The program's actions (app_act) and the kernel's change together under
+ * act_mu, which is taken with every signal blocked on its OS thread: a
+ * handler that changes an action, or performs a default one, never finds
+ * its own thread holding it.
  *
  * Rejected: making every M block every signal but the router, which
  * would then get all of them; a thread-directed signal (pthread_kill,
- * raise, a fault) must reach the M that runs its thread.
+ * raise, a fault) must reach the M that runs its thread. Rejected for
+ * default actions: keeping the masks of the Ms that run no thread in step
+ * with the threads instead (idle Ms blocking what every thread blocks).
+ * Which signals every thread blocks changes whenever a thread masks or
+ * ends, and an idle or spinning M can only change its own mask: each such
+ * change would have to wait for every M to look, and a thread that blocks
+ * around its calls would pay that each time.
  *
  * Not seen: glibc's sigset() and bsd_signal() install through libc's
  * internal sigaction. Masks, sigsuspend and the sigwait family:
@@ -50,6 +80,12 @@
 /* ---- the program's handlers, and the dispatcher installed in their place ---------- */
 
 static struct sigaction app_act[65];
+/* Signals some thread has blocked (bit sig-1; atomic, only grows): at SIG_DFL they are routed
+ * (route_defaults). */
+static uint64_t sig_blocked_once;
+/* goshim's SIGQUIT dump, when it stood in for SIGQUIT's default action as that was routed. */
+static void (*quit_dump)(int);
+static struct runtime_lock act_mu;
 /* shim/sigroute.h says what these are. */
 uint64_t sig_dispatched;
 uint64_t sig_parked;
@@ -58,25 +94,99 @@ __thread bool sig_on_router __attribute__((tls_model("initial-exec")));
 
 static void dispatch(int sig, siginfo_t *info, void *uc);
 
-/* The kernel's default action for sig, now the program's again (SA_RESETHAND, or changed
- * while the signal was forwarded): raised again with the kernel's disposition. */
-static void act_default(int sig)
+/* Take act_mu, with every signal blocked on this OS thread (the mask before is returned, for
+ * act_unlock). Not in a vfork child. */
+static uint64_t act_lock(void)
 {
-    struct sigaction cur;
-    if (REAL(sigaction)(sig, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
-        cur.sa_handler == SIG_DFL)
-        rt_syscall(SYS_tgkill, sig_self_pid, rt_syscall(SYS_gettid, 0, 0, 0), sig);
+    uint64_t all = ~0ULL, old = 0;
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
+    runtime_lock(&act_mu);
+    return old;
 }
 
-/* Run the program's handler for sig, here. */
-static void call_app(int sig, siginfo_t *info, void *uc)
+static void act_unlock(uint64_t old)
 {
-    struct sigaction a = app_act[sig];
-    if (!goshim_vforked)
-        shim_handler_ran(); /* for the waits that end when a handler ran (shim_callmask) */
-    if ((a.sa_flags & SA_RESETHAND) && a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN) {
-        struct sigaction dfl;
-        memset(&dfl, 0, sizeof dfl);
+    runtime_unlock(&act_mu);
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
+}
+
+void sig_act_fork_child(void)
+{
+    act_mu.key = 0; /* a thread the child does not have may have held it */
+}
+
+/* The handler an action runs: (void *)SIG_DFL or SIG_IGN for none. */
+static void *handler_of(const struct sigaction *a)
+{
+    return (a->sa_flags & SA_SIGINFO) ? (void *)a->sa_sigaction : (void *)a->sa_handler;
+}
+
+static bool is_handler(const struct sigaction *a)
+{
+    return (uintptr_t)handler_of(a) > 1;
+}
+
+/* The signals whose default action is to ignore them (SIGCONT continues the process where it
+ * is sent, whatever its action). */
+static bool default_ignores(int sig)
+{
+    return sig == SIGCHLD || sig == SIGCONT || sig == SIGURG || sig == SIGWINCH;
+}
+
+/*
+ * The default action of sig, performed by the thread that takes it (a signal handler, the
+ * dispatcher): nothing where the default ignores it; goshim's dump for SIGQUIT where it
+ * stands in for it; else the kernel's, on this OS thread: the kernel's default put in
+ * place of the dispatcher, sig let through and raised here (the process ends, or stops and
+ * goes on from here once continued), then the dispatcher back.
+ */
+static void act_default(int sig)
+{
+    if (default_ignores(sig))
+        return;
+    if (sig == SIGQUIT && quit_dump) {
+        quit_dump(sig);
+        return;
+    }
+    bool locked = !goshim_vforked; /* a vfork child has its own actions, and no lock */
+    uint64_t all = ~0ULL, before = 0, only = ~(1ULL << (sig - 1));
+    if (locked)
+        before = act_lock();
+    else
+        rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&before, 8, 0, 0);
+    struct sigaction dfl, cur;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    if (REAL(sigaction)(sig, &dfl, &cur) == 0) {
+        rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&only, 0, 8, 0, 0);
+        rt_syscall(SYS_tgkill, getpid(), rt_syscall(SYS_gettid, 0, 0, 0), sig);
+        rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, 0, 8, 0, 0);
+        REAL(sigaction)(sig, &cur, NULL);
+    }
+    if (locked)
+        act_unlock(before);
+    else
+        rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&before, 0, 8, 0, 0);
+}
+
+static bool routes_default(int sig);
+static int route_default_locked(int sig, const struct sigaction *act, uint64_t *idle);
+
+/* SA_RESETHAND: sig's action is SIG_DFL again, as its handler runs. A signal routed at its
+ * default stays routed. In a vfork child, only the child's own action changes. */
+static void reset_action(int sig)
+{
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    if (goshim_vforked) {
+        if (!preempt_owns(sig))
+            REAL(sigaction)(sig, &dfl, NULL);
+        return;
+    }
+    uint64_t before = act_lock(), idle = 0; /* (routed with its handler: idle Ms block it) */
+    if (routes_default(sig)) {
+        route_default_locked(sig, &dfl, &idle);
+    } else {
         app_act[sig] = dfl;
         __atomic_and_fetch(&sig_dispatched, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
         __atomic_and_fetch(&sched_routed_signals, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
@@ -85,14 +195,25 @@ static void call_app(int sig, siginfo_t *info, void *uc)
         else
             REAL(sigaction)(sig, &dfl, NULL);
     }
-    if (a.sa_flags & SA_SIGINFO) {
-        if ((uintptr_t)a.sa_sigaction > 1)
-            a.sa_sigaction(sig, info, uc);
-    } else if (a.sa_handler == SIG_DFL) {
-        act_default(sig);
-    } else if (a.sa_handler != SIG_IGN) {
+    act_unlock(before);
+}
+
+/* Run the program's action for sig, here. */
+static void call_app(int sig, siginfo_t *info, void *uc)
+{
+    struct sigaction a = app_act[sig];
+    bool handler = is_handler(&a);
+    if (handler && !goshim_vforked)
+        shim_handler_ran(); /* for the waits that end when a handler ran (shim_callmask) */
+    if (handler && (a.sa_flags & SA_RESETHAND))
+        reset_action(sig);
+    void *h = handler_of(&a);
+    if (handler && (a.sa_flags & SA_SIGINFO))
+        a.sa_sigaction(sig, info, uc);
+    else if (handler)
         a.sa_handler(sig);
-    }
+    else if (h == (void *)SIG_DFL)
+        act_default(sig);
 }
 
 /* Sent to one thread: by tgkill, raise or pthread_kill, or a fault of the code it runs. */
@@ -169,6 +290,101 @@ static bool dispatchable(int sig)
            sig != SIGSETXID_NO;
 }
 
+/* A signal whose default action is routed once a thread blocks it: any the dispatcher may
+ * take but the faults (the kernel unblocks a fault it raises, and runs its action on the
+ * thread that faulted) and the preemption signal (never blocked in fact). */
+static bool routable_default(int sig)
+{
+    return dispatchable(sig) && sig != SIGSEGV && sig != SIGBUS && sig != SIGILL && sig != SIGFPE &&
+           sig != SIGTRAP && sig != SIGSYS && !preempt_owns(sig);
+}
+
+/* sig, at its default action, goes through the dispatcher: a thread blocked it once. */
+static bool routes_default(int sig)
+{
+    return (__atomic_load_n(&sig_blocked_once, __ATOMIC_SEQ_CST) & (1ULL << (sig - 1))) &&
+           routable_default(sig);
+}
+
+/*
+ * With act_mu: the program's action for sig is act, its default, and a thread has blocked
+ * sig. Where the default ignores it, it stays the kernel's and idle Ms block it (one of
+ * them must not discard it while every thread blocks it: a sigwait may be waiting for it);
+ * a handler there would cut short the system calls the kernel never restarts, which an
+ * ignored signal leaves alone. Else the dispatcher stands in for it in the kernel (with
+ * SA_RESTART: the calls the kernel restarts go on after a stop, as natively). idle gets the
+ * signals that Ms idle now must block (sched_idle_block, once act_mu is let go).
+ */
+static int route_default_locked(int sig, const struct sigaction *act, uint64_t *idle)
+{
+    uint64_t bit = 1ULL << (sig - 1);
+    bool ignored = default_ignores(sig);
+    struct sigaction k = *act, was = app_act[sig];
+    if (!ignored) {
+        k.sa_sigaction = dispatch;
+        k.sa_flags = (act->sa_flags | SA_SIGINFO | SA_RESTART) & ~SA_RESETHAND;
+        app_act[sig] = *act; /* before the kernel's: another thread may take sig at once */
+    }
+    if (REAL(sigaction)(sig, &k, NULL) != 0) {
+        app_act[sig] = was; /* left as it was */
+        return -1;
+    }
+    if (ignored) {
+        __atomic_and_fetch(&sig_dispatched, ~bit, __ATOMIC_SEQ_CST);
+        app_act[sig] = *act;
+        *idle |= bit;
+    } else {
+        __atomic_or_fetch(&sig_dispatched, bit, __ATOMIC_SEQ_CST);
+    }
+    __atomic_or_fetch(&sched_routed_signals, bit, __ATOMIC_SEQ_CST);
+    sig_router_kick();
+    return 0;
+}
+
+/*
+ * A thread is about to block the signals in blocked: those it is the first to block, and
+ * that are at their default action, are routed from now on (the top comment says why),
+ * before the mask reaches the kernel. Those at SIG_IGN stay the kernel's (it discards them
+ * wherever they land) until the program gives them back their default action.
+ */
+void shim_route_defaults(uint64_t blocked)
+{
+    uint64_t fresh = blocked & ~__atomic_load_n(&sig_blocked_once, __ATOMIC_SEQ_CST);
+    if (!fresh || goshim_vforked)
+        return;
+    uint64_t before = act_lock(), idle = 0;
+    fresh &= ~__atomic_fetch_or(&sig_blocked_once, fresh, __ATOMIC_SEQ_CST);
+    for (int sig = 1; fresh && sig < 65; sig++) {
+        uint64_t bit = 1ULL << (sig - 1);
+        if (!(fresh & bit) || !routable_default(sig) ||
+            (__atomic_load_n(&sig_dispatched, __ATOMIC_SEQ_CST) & bit))
+            continue; /* not for routing; or a handler of the program's: routed already */
+        struct sigaction cur;
+        if (REAL(sigaction)(sig, NULL, &cur) != 0)
+            continue;
+        bool dump =
+            sig == SIGQUIT && !(cur.sa_flags & SA_SIGINFO) && sched_quit_handler_is(cur.sa_handler);
+        if (dump) {
+            quit_dump = cur.sa_handler;
+            cur.sa_handler = SIG_DFL; /* what the program is shown */
+        }
+        if (handler_of(&cur) == (void *)SIG_DFL)
+            route_default_locked(sig, &cur, &idle);
+    }
+    act_unlock(before);
+    sched_idle_block(idle);
+}
+
+/* The router's question: a thread that takes sig and does not sigwait for it discards it,
+ * its action (its default) ignoring it, as the kernel discards it. */
+bool sig_discarded(int sig)
+{
+    struct sigaction a = app_act[sig]; /* a racy copy: as one changing at that moment */
+    return (__atomic_load_n(&sig_dispatched, __ATOMIC_SEQ_CST) & (1ULL << (sig - 1))) &&
+           ((handler_of(&a) == (void *)SIG_DFL && default_ignores(sig)) ||
+            handler_of(&a) == (void *)SIG_IGN);
+}
+
 /*
  * The program's action for a signal of preemption's kind (SIGURG, or the real-time signal
  * preemption moved to): goshim's handler stays installed and chains to what
@@ -212,7 +428,8 @@ GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
         return owned_action(sig, act, old);
     if (!goshim_on || !dispatchable(sig) || (act && goshims_own(act))) {
         int r = REAL(sigaction)(sig, act, old);
-        if (r == 0 && act && dispatchable(sig)) {
+        /* (A vfork child's actions are its own: the parent's records stay.) */
+        if (r == 0 && act && dispatchable(sig) && !goshim_vforked) {
             __atomic_and_fetch(&sig_dispatched, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
             __atomic_and_fetch(&sched_routed_signals, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
         }
@@ -221,37 +438,48 @@ GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
             old->sa_handler = SIG_DFL;
         return r;
     }
-    uint64_t bit = 1ULL << (sig - 1);
+    uint64_t bit = 1ULL << (sig - 1), idle = 0;
+    uint64_t before = act ? act_lock() : 0; /* a look alone needs no lock */
     struct sigaction prev;
-    if (REAL(sigaction)(sig, NULL, &prev) != 0)
-        return -1;
-    if (__atomic_load_n(&sig_dispatched, __ATOMIC_SEQ_CST) & bit)
+    int r = REAL(sigaction)(sig, NULL, &prev);
+    if (r == 0 && (__atomic_load_n(&sig_dispatched, __ATOMIC_SEQ_CST) & bit))
         prev = app_act[sig];
     /* goshim's SIGQUIT dump stands in for the default action: reported as such. */
     if (sig == SIGQUIT && !(prev.sa_flags & SA_SIGINFO) && sched_quit_handler_is(prev.sa_handler))
         prev.sa_handler = SIG_DFL;
-    if (act) {
-        bool handler = (act->sa_flags & SA_SIGINFO)
-                           ? (uintptr_t)act->sa_sigaction > 1
-                           : act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN;
-        if (handler) {
-            struct sigaction k = *act;
+    if (r == 0 && act) {
+        if (is_handler(act)) {
+            struct sigaction k = *act, was = app_act[sig];
             k.sa_sigaction = dispatch;
             k.sa_flags = (act->sa_flags | SA_SIGINFO) & ~SA_RESETHAND;
-            app_act[sig] = *act;
-            if (REAL(sigaction)(sig, &k, NULL) != 0)
-                return -1;
-            __atomic_or_fetch(&sig_dispatched, bit, __ATOMIC_SEQ_CST);
-            __atomic_or_fetch(&sched_routed_signals, bit, __ATOMIC_SEQ_CST);
+            app_act[sig] = *act; /* before the kernel's: another thread may take sig at once */
+            r = REAL(sigaction)(sig, &k, NULL);
+            if (r == 0) {
+                __atomic_or_fetch(&sig_dispatched, bit, __ATOMIC_SEQ_CST);
+                __atomic_or_fetch(&sched_routed_signals, bit, __ATOMIC_SEQ_CST);
+            } else {
+                app_act[sig] = was;
+            }
+        } else if (handler_of(act) == (void *)SIG_DFL && routes_default(sig)) {
+            r = route_default_locked(sig, act, &idle);
         } else {
-            if (REAL(sigaction)(sig, act, NULL) != 0)
-                return -1;
-            __atomic_and_fetch(&sig_dispatched, ~bit, __ATOMIC_SEQ_CST);
-            __atomic_and_fetch(&sched_routed_signals, ~bit, __ATOMIC_SEQ_CST);
-            app_act[sig] = *act;
+            r = REAL(sigaction)(sig, act, NULL);
+            if (r == 0) {
+                __atomic_and_fetch(&sig_dispatched, ~bit, __ATOMIC_SEQ_CST);
+                __atomic_and_fetch(&sched_routed_signals, ~bit, __ATOMIC_SEQ_CST);
+                app_act[sig] = *act;
+            }
         }
+        if (r == 0 && sig == SIGQUIT)
+            quit_dump = NULL; /* the program's own action now, whatever it is */
         sig_router_kick();
     }
+    if (act) {
+        act_unlock(before);
+        sched_idle_block(idle);
+    }
+    if (r != 0)
+        return -1; /* errno: the kernel's */
     if (old)
         *old = prev;
     return 0;

@@ -293,6 +293,7 @@ bool sig_router_busy(void)
 
 static void router_fork_child(void)
 {
+    sig_act_fork_child();
     if (!goshim_started || !sched_self())
         return;
     sig_self_pid = getpid();

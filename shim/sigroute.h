@@ -30,5 +30,10 @@ uint64_t sig_post(int sig, const siginfo_t *info);
 const siginfo_t *sig_unparked(const siginfo_t *info, siginfo_t *copy);
 /* Signals posted to the router that it has not handed on yet. */
 bool sig_router_busy(void);
+/* signal.c: a thread that takes sig (and does not sigwait for it) discards it: routed, its
+ * action ignores it. */
+bool sig_discarded(int sig);
+/* signal.c: in a fork child, before anything else. */
+void sig_act_fork_child(void);
 
 #endif

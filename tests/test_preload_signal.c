@@ -316,3 +316,44 @@ Test(preload_signal, sigsuspend_keeps_a_blocked_signal_behind_the_one_that_ends_
     expect_native_prints("prog_sigsuspend_order", NULL, want);
     expect_prints_at_p1_and_p2("prog_sigsuspend_order", NULL, want, 1);
 }
+
+/* Regression of issue 27, item 3: after eight threads had started 15 children each with
+ * posix_spawn (or vfork and exec), a signal without a handler that every thread blocked,
+ * sent to the process (by kill of its own, or by a child) while one thread sigwaited for
+ * it, did not reach that thread: SIGUSR2 killed the process (5 to 10 runs in 10 of each
+ * kind, at one P and at two), SIGWINCH was discarded and the sigwait hung (4 or 5 runs in
+ * 5). The hand-offs of the spawning threads had made Ms that then idled with the mask of
+ * the last thread they ran, and the kernel chose one. */
+Test(preload_regress, issue_27_blocked_default_signal_missed_its_sigwait_after_spawns,
+     .timeout = 300)
+{
+    static const char *const modes[] = {"spawn", "vfork", "spawn child", "vfork child"};
+    long runs = test_scale(2);
+    for (int winch = 0; winch < 2; winch++) {
+        const char *want = winch ? "sigwait got SIGWINCH\n" : "sigwait got SIGUSR2\n";
+        for (int m = 0; m < 4; m++) {
+            char args[64];
+            snprintf(args, sizeof args, "%s%s", modes[m], winch ? " winch" : "");
+            expect_native_prints("prog_spawn_sigwait", args, want);
+            for (long i = 0; i < runs; i++) {
+                expect_preloaded_prints("prog_spawn_sigwait", args, NULL, want, 10);
+                expect_preloaded_prints("prog_spawn_sigwait", args, "GOSHIM_PROCS=1", want, 10);
+            }
+        }
+    }
+}
+
+/* SIGWINCH and SIGCHLD at their default action, blocked by workers and let through by main,
+ * never end main's sigwaitinfo: with idle OS threads blocking them (issue 27), the process's
+ * first one could block them while main waited on another, and the kernel, which drops an
+ * ignored signal only when the first thread lets it through, woke the wait with EINTR for
+ * each (4 runs in 8 at two Ps, 85 to 95 times a run). */
+Test(preload_signal, ignored_default_signals_never_cut_a_sigwaitinfo_short, .timeout = 120)
+{
+    const char *want = "sigwaitinfo got SIGUSR1, cut short 0 times\n";
+    expect_native_prints("prog_ignored_signals", NULL, want);
+    long runs = test_scale(6);
+    for (long i = 0; i < runs; i++)
+        expect_preloaded_prints("prog_ignored_signals", NULL, NULL, want, 9);
+    expect_preloaded_prints("prog_ignored_signals", NULL, "GOSHIM_PROCS=1", want, 9);
+}
