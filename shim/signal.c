@@ -212,7 +212,8 @@ GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
         return owned_action(sig, act, old);
     if (!goshim_on || !dispatchable(sig) || (act && goshims_own(act))) {
         int r = REAL(sigaction)(sig, act, old);
-        if (r == 0 && act && dispatchable(sig)) {
+        /* (A vfork child's actions are its own: the parent's records stay.) */
+        if (r == 0 && act && dispatchable(sig) && !goshim_vforked) {
             __atomic_and_fetch(&sig_dispatched, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
             __atomic_and_fetch(&sched_routed_signals, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
         }
