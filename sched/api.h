@@ -433,6 +433,7 @@ struct pdcall {
     int mode;           /* PD_READ / PD_WRITE */
     uint32_t gen;       /* the generation at the start: a close meanwhile is EBADF */
     uint32_t seq;       /* the mode's sequence read before the last try */
+    uint32_t edges;     /* pd->edges read after seq */
     uint32_t direct;    /* pd->direct read with seq */
     uint32_t direct0;   /* direct when it last parked */
     bool parked;

@@ -21,8 +21,13 @@
  * edge, which sysmon's periodic poll delivers within a tick; the reader
  * then notices data that no own write brought (direct unchanged since it
  * parked, and no own write in progress) and the pair stops being treated
- * as own (netpoll_read_after_park). Duplicating an end
- * or forking ends it too.
+ * as own (netpoll_read_after_park). The edge may come while no read is
+ * parked, when poll, select or epoll_wait takes it and the read follows (a
+ * child that got the write end across posix_spawn or vfork and exec writes;
+ * the reader polls, then reads): so an own pair's read end is known empty
+ * only while no read edge came since a read found it empty (edges), and a
+ * read that takes more than own writes brought ends the pair as well.
+ * Duplicating an end or forking ends it too.
  *
  * Lock order: pd->lock, then a gfutex bucket lock (through gfutex_wake).
  * Never two pd locks at once. ownfd's lock (np_ensure, np_check) is never
@@ -120,6 +125,7 @@ static void pd_set(struct pdesc *pd, int kind, bool stream, bool socket, bool us
     pd->peer = -1;
     pd->timeo[0] = pd->timeo[1] = 0;
     pd->drained = 0;
+    pd->emptyat = __atomic_load_n(&pd->edges, __ATOMIC_RELAXED) - 1; /* no drain seen */
     pd->inflight = 0;
     pd->writing = 0;
     pd->hup = 0;
@@ -239,6 +245,20 @@ static struct pdesc *pd_peer(struct pdesc *pd)
     return pp;
 }
 
+/* A write goshim did not see reached pd: stop treating its pair as own. */
+static void pair_unown(struct pdesc *pd)
+{
+    struct pdesc *pp = pd_peer(pd);
+    struct m *m_pd = pd_lock(pd);
+    pd->peer = -1;
+    pd_unlock(pd, m_pd);
+    if (pp) {
+        struct m *m_pp = pd_lock(pp);
+        pp->peer = -1;
+        pd_unlock(pp, m_pp);
+    }
+}
+
 /* Around a write to pd: begin returns the other end of an own pair (NULL
  * if pd is not one) and marks a write in progress to it; end (with the
  * result) counts the bytes in flight and readies its reader. */
@@ -264,40 +284,33 @@ static void netpoll_write_end(struct pdesc *pp, long n)
         pd_ready(pp, true, false);
 }
 
-/* After a successful read: ready the other end's writer. */
+/* After a successful read: ready the other end's writer. More read than own
+ * writes brought (and none in progress): another writer exists, and pd's pair
+ * is no longer treated as own. */
 static void netpoll_read_done(struct pdesc *pd, long n)
 {
-    __atomic_sub_fetch(&pd->inflight, n, __ATOMIC_SEQ_CST);
+    if (__atomic_sub_fetch(&pd->inflight, n, __ATOMIC_SEQ_CST) < 0 && pd->peer >= 0 &&
+        __atomic_load_n(&pd->writing, __ATOMIC_SEQ_CST) == 0)
+        pair_unown(pd);
     struct pdesc *pp = pd_peer(pd);
     if (pp && __atomic_load_n(&pp->waiters[PD_WRITE], __ATOMIC_SEQ_CST))
         pd_ready(pp, false, true);
 }
 
-/* True when a read of pd is known to find nothing, without a system call:
- * registered, no hang-up reported, and either an own pair's read end with
- * nothing written through goshim left unread, or a stream a read drained
- * at this very seq (the caller read seq before). */
-static bool netpoll_known_empty(struct pdesc *pd, uint32_t seq)
+/* True when the read c is about to try is known to find nothing, without a
+ * system call: registered, no hang-up reported, and either an own pair's
+ * read end with nothing written through goshim left unread and no epoll
+ * edge since a read found it empty, or a stream a read drained at this very
+ * seq (c read seq, then edges, before). */
+static bool netpoll_known_empty(const struct pdcall *c)
 {
+    struct pdesc *pd = c->pd;
     if (pd->epoll != 1 || __atomic_load_n(&pd->hup, __ATOMIC_SEQ_CST))
         return false;
     if (pd_peer(pd) != NULL)
-        return __atomic_load_n(&pd->inflight, __ATOMIC_SEQ_CST) <= 0;
-    return __atomic_load_n(&pd->drained, __ATOMIC_RELAXED) == seq + 1;
-}
-
-/* A write goshim did not see reached pd: stop treating its pair as own. */
-static void pair_unown(struct pdesc *pd)
-{
-    struct pdesc *pp = pd_peer(pd);
-    struct m *m_pd = pd_lock(pd);
-    pd->peer = -1;
-    pd_unlock(pd, m_pd);
-    if (pp) {
-        struct m *m_pp = pd_lock(pp);
-        pp->peer = -1;
-        pd_unlock(pp, m_pp);
-    }
+        return __atomic_load_n(&pd->inflight, __ATOMIC_SEQ_CST) <= 0 &&
+               __atomic_load_n(&pd->emptyat, __ATOMIC_RELAXED) == c->edges;
+    return __atomic_load_n(&pd->drained, __ATOMIC_RELAXED) == c->seq + 1;
 }
 
 void netpoll_pair(int a, int b)
@@ -421,9 +434,11 @@ int netpoll_reset(struct pdcall *c, int fd, int mode, bool listening)
 
 void netpoll_snapshot(struct pdcall *c)
 {
-    /* direct before seq: an own write bumps direct, then seq. */
+    /* direct before seq: an own write bumps direct, then seq. edges after seq: netpoll
+     * bumps edges, then seq, so an edge not counted in c->edges moves seq after c->seq. */
     c->direct = __atomic_load_n(&c->pd->direct, __ATOMIC_SEQ_CST);
     c->seq = __atomic_load_n(&c->pd->seq[c->mode], __ATOMIC_SEQ_CST);
+    c->edges = __atomic_load_n(&c->pd->edges, __ATOMIC_SEQ_CST);
 }
 
 static bool user_nonblock(const struct pdesc *pd)
@@ -436,18 +451,21 @@ bool netpoll_try_begin(struct pdcall *c)
     netpoll_snapshot(c);
     /* Known empty (no system call to learn it). Never after a wake-up: it
      * may come from a write goshim did not see. */
-    if (!c->parked && c->mode == PD_READ && !user_nonblock(c->pd) &&
-        netpoll_known_empty(c->pd, c->seq))
+    if (!c->parked && c->mode == PD_READ && !user_nonblock(c->pd) && netpoll_known_empty(c))
         return false;
     c->peer = c->mode == PD_WRITE ? netpoll_write_begin(c->pd) : NULL;
     return true;
 }
 
-/* The read drained a stream at the sequence read before the try. */
-static void drained(struct pdcall *c)
+/* The read found the fd empty (EAGAIN, or a short read of a stream) at the
+ * sequence and edge count read before the try. */
+static void drained(struct pdcall *c, bool eagain)
 {
-    if (c->mode == PD_READ && c->pd->stream)
+    if (c->mode != PD_READ || !(eagain || c->pd->stream))
+        return;
+    if (c->pd->stream)
         __atomic_store_n(&c->pd->drained, c->seq + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->pd->emptyat, c->edges, __ATOMIC_RELAXED);
 }
 
 int netpoll_tried(struct pdcall *c, long n, size_t rest)
@@ -457,7 +475,7 @@ int netpoll_tried(struct pdcall *c, long n, size_t rest)
     if (n >= 0) {
         if (c->mode == PD_READ) {
             if ((size_t)n < rest)
-                drained(c);
+                drained(c, false);
             if (c->parked && n > 0)
                 netpoll_read_after_park(c->pd, c->direct0);
             if (n > 0)
@@ -467,7 +485,7 @@ int netpoll_tried(struct pdcall *c, long n, size_t rest)
     }
     if (n != -EAGAIN || user_nonblock(c->pd)) /* made non-blocking meanwhile: as natively */
         return PD_FAIL;
-    drained(c);
+    drained(c, true);
     return PD_WAIT;
 }
 
@@ -715,6 +733,8 @@ bool netpoll_event(uint64_t data, uint32_t e)
     bool w = e & (EPOLLOUT | EPOLLHUP | EPOLLERR);
     if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
         __atomic_store_n(&pd->hup, 1, __ATOMIC_SEQ_CST); /* before the seq moves */
+    if (r)
+        __atomic_add_fetch(&pd->edges, 1, __ATOMIC_SEQ_CST); /* before the seq moves */
     pd_ready(pd, r, w);
     return true;
 }

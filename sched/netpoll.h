@@ -36,6 +36,8 @@ struct pdesc {
     uint32_t seq[2];     /* PD_READ / PD_WRITE readiness sequence: gfutex words; atomic */
     uint32_t waiters[2]; /* Gs waiting per mode; atomic */
     uint32_t drained;    /* seq[PD_READ] + 1 when a read found it empty at that seq */
+    uint32_t edges;      /* read edges epoll reported (any writer's, seen or not); atomic */
+    uint32_t emptyat;    /* edges read before the last try that found it empty */
     uint32_t direct;     /* own pair: writes through goshim that brought data */
     uint32_t writing;    /* own pair: writes through goshim in progress */
     int64_t inflight;    /* own pair: bytes written to it through goshim and not yet read */

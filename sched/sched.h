@@ -32,9 +32,12 @@ int sched_gtid(struct g *gp);
  * signal handler on any thread), or NULL on threads goshim does not run (api.c). */
 struct m *m_of_thread(void);
 
-/* signal.c: the switch-in steps that install a G's mask and altstack on its M. */
+/* signal.c: the switch steps that install a G's mask and altstack on its M. The
+ * altstack is the G's only while it runs: it applies it when it resumes, and the M's
+ * own goes back (m_restore_altstack) before it switches out. */
 void m_apply_sigmask(struct m *mp, uint64_t set); /* on mp's own thread */
 void m_apply_altstack(struct m *mp, struct g *gp);
+void m_restore_altstack(struct m *mp);
 void m_record_altstack(struct m *mp); /* the M's own, once it has it (stack_thread_init) */
 
 /* dump.c, sysmon.c */

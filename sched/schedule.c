@@ -396,9 +396,9 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
         if (__atomic_load_n(&sched.tls_static_gen, __ATOMIC_RELAXED) != gp->tls_gen)
             tls_static_catch_up(gp);
     }
+    /* Its mask here; its alternate stack it applies itself once it runs (switch_out_to). */
     if (gp->sigmask != mp->sigmask)
         m_apply_sigmask(mp, gp->sigmask);
-    m_apply_altstack(mp, gp);
     release_commit(mp);
     san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
     m_leave_g0(mp);
@@ -423,7 +423,6 @@ GOSHIM_NO_TSAN void schedule(void)
             tls_g = gp;
         if (gp->sigmask != mp->sigmask)
             m_apply_sigmask(mp, gp->sigmask);
-        m_apply_altstack(mp, gp);
         san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
         m_leave_g0(mp);
         ctx_gogo(&gp->sched);

@@ -6,6 +6,20 @@
  * The shim keeps what the kernel cannot (pending per-thread signals, the
  * routing of process signals); this is the part that must follow the G
  * from M to M at every switch.
+ *
+ * A G's alternate stack is installed on its M only while the G runs there:
+ * the G puts it on when it resumes and takes it off before it switches out
+ * (switch_out_to, goexit). The scheduler context runs with the M's own. A
+ * signal that comes to an M between Gs (to an idle M, which the kernel
+ * prefers for the process's signals when it is the process's first thread
+ * and does not block them) has its frame written on whatever stack is
+ * installed: when that was the last G's, and the G ran on another M inside
+ * a handler on that very stack, the frame overwrote the handler's (issue
+ * 27: python3 -m test test_asyncio, faulthandler's stack and asyncio's
+ * SIGCHLD handler, crashed). Taking it off costs a system call per switch
+ * of a G that has one, as putting it on already did. A G that switches out
+ * while it runs on its alternate stack (a handler that parks) cannot take
+ * it off (the kernel refuses, EPERM): the scheduler context does, first.
  */
 #include <signal.h>
 #include <stdint.h>
@@ -51,6 +65,15 @@ void m_apply_altstack(struct m *mp, struct g *gp)
     stack_t none = {.ss_flags = SS_DISABLE};
     if (rt_syscall(SYS_sigaltstack, want->ss_sp ? want : &none, NULL, 0) == 0)
         mp->altstack = want->ss_sp;
+}
+
+void m_restore_altstack(struct m *mp)
+{
+    if (mp->altstack == mp->own_alt.ss_sp)
+        return;
+    stack_t none = {.ss_flags = SS_DISABLE};
+    if (rt_syscall(SYS_sigaltstack, mp->own_alt.ss_sp ? &mp->own_alt : &none, NULL, 0) == 0)
+        mp->altstack = mp->own_alt.ss_sp;
 }
 
 int sched_sigaltstack(const stack_t *ss, stack_t *old)

@@ -225,7 +225,8 @@ GOSHIM_NO_TSAN static void exitsyscall0(void *arg)
     struct m *mp = getm();
     struct g *gp = mp->curg;
     mp->curg = NULL;
-    restore_own_fs(mp); /* the G may run elsewhere as soon as it is queued */
+    restore_own_fs(mp);     /* the G may run elsewhere as soon as it is queued */
+    m_restore_altstack(mp); /* if the G could not (it left from its own alternate stack) */
     if (!casgstatus(gp, Gsyscall, Grunnable))
         goshim_throw("exitsyscall0: G not in a system call");
     runtime_lock(&sched.lock);

@@ -20,6 +20,9 @@
 #define ATFORK_OUT "child saw BAef\nparent saw BAcd\n"
 #define VFORK_CLOSE_OUT                                                                            \
     "vfork+close+exec from 8 threads: children ok yes, readers got every byte: yes\n"
+#define VFORK_SIGACTION_OUT                                                                        \
+    "handler still installed after the children: yes\n"                                            \
+    "kill to itself ran the handler before it returned: every round\n"
 #define VFORK_OTHERS_OUT                                                                           \
     "child exit 0; another thread ran meanwhile: yes; child's write seen: yes\n"
 
@@ -78,6 +81,17 @@ Test(preload_fork, vfork_child_close_leaves_the_parents_fds_alone, .timeout = 12
 Test(preload_fork, vfork_parent_waits_and_other_threads_run, .timeout = 60)
 {
     expect_prints_at_p1_and_p2("prog_vfork", "others", VFORK_OTHERS_OUT, 2);
+}
+
+/* A vfork child's sigaction is the child's own (Python's _posixsubprocess resets every handler
+ * in the child): it cleared the parent's record of its handlers, sigaction then reported
+ * goshim's dispatcher, and kill to itself left the signal to the kernel, whose thread ran the
+ * handler late (issue 27 item 6: test_multiprocessing_fork "interrupted by signal SIGINT"). */
+Test(preload_fork, vfork_child_sigaction_leaves_the_parents_handlers_alone, .timeout = 60)
+{
+    expect_native_prints("prog_vfork_sigaction", NULL, VFORK_SIGACTION_OUT);
+    expect_preloaded_prints("prog_vfork_sigaction", NULL, NULL, VFORK_SIGACTION_OUT, 2);
+    expect_preloaded_prints("prog_vfork_sigaction", NULL, "GOSHIM_PROCS=1", VFORK_SIGACTION_OUT, 2);
 }
 
 /* Handlers in POSIX order, on the forking thread's TLS. */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/preload_helpers.h"
 
@@ -302,4 +303,68 @@ Test(preload_net, blocked_reader_default_procs, .timeout = 60)
 Test(preload_net, file_write_fsync_beside_cpu_threads_one_p, .timeout = 120)
 {
     net_compare("prog_blocking_file", "fsync", "GOSHIM_PROCS=1", 6, 1);
+}
+
+/* ---- a pipe written by a child that got its write end across exec ----------------- */
+
+/* The reader polls, then reads the byte a child wrote (goshim issue 27 item 5). The child
+ * started by posix_spawn or vfork + exec is no fork goshim sees: the pair stayed "own",
+ * poll took the epoll edge the child's write raised, and the read that followed was
+ * believed to find nothing and parked for an edge that never came. */
+Test(preload_net, pipe_written_by_a_spawned_child, .timeout = 60)
+{
+    net_compare("prog_pipe_child_writer", "spawn", NULL, 11, 0);
+    net_compare("prog_pipe_child_writer", "spawn", "GOSHIM_PROCS=1", 11, 0);
+}
+
+Test(preload_net, pipe_written_by_a_vforked_child, .timeout = 60)
+{
+    net_compare("prog_pipe_child_writer", "vfork", NULL, 11, 0);
+    net_compare("prog_pipe_child_writer", "vfork", "GOSHIM_PROCS=1", 11, 0);
+}
+
+/*
+ * tests/real/py_pool_exit.py METHOD with /usr/bin/python3 (Debian's; skipped without
+ * it), natively and under goshim at the default P and at one: the same output, exit 0.
+ * The pool's worker writes its result into a pipe the interpreter polls then reads; with
+ * spawn and forkserver the worker is no fork goshim sees, and the exit hung for ever.
+ */
+static void python_pool_exits(const char *method)
+{
+    static char nat[1 << 16], pre[1 << 16];
+    const char *py = "/usr/bin/python3";
+    char *const argv[] = {(char *)py, GOSHIM_SRC_DIR "/tests/real/py_pool_exit.py", (char *)method,
+                          NULL};
+    const char *envs[] = {"GOSHIM_STATS=1", "GOSHIM_STATS=1 GOSHIM_PROCS=1"};
+
+    if (access(py, X_OK) != 0)
+        cr_skip_test("%s is not installed (Debian package python3)", py);
+    int sn = run_exec(py, argv, NULL, NULL, nat, sizeof nat);
+    cr_assert(WIFEXITED(sn) && WEXITSTATUS(sn) == 0, "py_pool_exit.py %s natively: status %d\n%s",
+              method, sn, nat);
+    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+        int sp = run_exec(py, argv, envs[i], test_preload_value(), pre, sizeof pre);
+        cr_assert(WIFEXITED(sp) && WEXITSTATUS(sp) == 0,
+                  "py_pool_exit.py %s under goshim (%s): status %d\n%s", method, envs[i], sp, pre);
+        /* Each process prints its line (the resource tracker's may come last): the
+         * interpreter's ran its main thread, the pool's manager and the queue's feeder. */
+        long gs = 0;
+        for (const char *p = strstr(pre, "gs_created="); p; p = strstr(p + 1, "gs_created="))
+            gs = atol(p + 11) > gs ? atol(p + 11) : gs;
+        strip_stats(pre);
+        cr_assert_geq(gs, 3, "py_pool_exit.py %s: no process ran 3 Gs under goshim (%s)", method,
+                      envs[i]);
+        cr_assert_str_eq(pre, nat, "py_pool_exit.py %s prints differently under goshim (%s)",
+                         method, envs[i]);
+    }
+}
+
+Test(preload_net, python_spawn_process_pool_exits, .timeout = 120)
+{
+    python_pool_exits("spawn");
+}
+
+Test(preload_net, python_forkserver_process_pool_exits, .timeout = 120)
+{
+    python_pool_exits("forkserver");
 }

@@ -19,6 +19,8 @@
 #define ALTSTACK_OUT                                                                               \
     "with sigaltstack: handlers on it: yes\n"                                                      \
     "without: handlers on the thread's stack: yes\n"
+#define ALTSTACK_IDLE_OUT                                                                          \
+    "SIGUSR1's handler ran on an alternate stack nobody else wrote: every round\n"
 #define SUSPEND_OUT                                                                                \
     "sigpending shows it: yes\n"                                                                   \
     "sigsuspend: returned -1 EINTR, handler ran on this thread only then: yes\n"                   \
@@ -57,6 +59,16 @@ Test(preload_signal, pthread_kill_to_parked_and_running_threads, .timeout = 60)
 Test(preload_signal, sigaltstack_is_per_thread, .timeout = 60)
 {
     expect_prints_at_p1_and_p2("prog_signals", "altstack", ALTSTACK_OUT, 5);
+}
+
+/* goshim issue 27 item 6: an OS thread that a thread with an alternate stack left kept that
+ * stack installed while it slept; a process signal there wrote its frame on top of the
+ * handler the thread was running on it elsewhere (python3 -m test test_asyncio crashed). */
+Test(preload_signal, alternate_stack_is_its_threads_alone, .timeout = 60)
+{
+    expect_native_prints("prog_sigaltstack_idle", NULL, ALTSTACK_IDLE_OUT);
+    expect_preloaded_prints("prog_sigaltstack_idle", NULL, NULL, ALTSTACK_IDLE_OUT, 2);
+    expect_preloaded_prints("prog_sigaltstack_idle", NULL, "GOSHIM_PROCS=1", ALTSTACK_IDLE_OUT, 2);
 }
 
 /* set*id from a thread: glibc's SIGSETXID round reaches every OS thread, goshim's included,
