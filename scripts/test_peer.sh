@@ -96,7 +96,10 @@ run_one() {
     esac
     case $t in
     glib/*) cmd=("$GLIB_DIR/${t#glib/}"); limit=$GLIB_TIMEOUT; dir=$GLIB_DIR ;;
-    python/*) cmd=("$PYTHON" -m test "${t#python/}"); limit=$PY_TIMEOUT ;;
+    python/*) cmd=("$PYTHON" -m test "${t#python/}"); limit=$PY_TIMEOUT
+        # test_socketserver runs nothing without the network resource (it uses only
+        # the loopback interface).
+        [ "$t" = python/test_socketserver ] && cmd+=(-u network) ;;
     esac
     log="$logs/${t%%/*}-${t#*/}.$mode.log"
     start=$(date +%s.%N)
