@@ -262,13 +262,15 @@ deps:
 	$(Q)scripts/setup.sh
 
 # make test: the suite under ASan+UBSan and TSan, then as built normally, then the
-# real-program suite (about a minute). The last line is the real programs' summary.
+# real-program suite (about a minute), then the quick subset of the peer suites (about three
+# minutes). The last line is the peer suites' summary.
 test:
 	$(Q)scripts/setup.sh
 	$(Q)$(MAKE) --no-print-directory test-asan
 	$(Q)$(MAKE) --no-print-directory test-tsan
 	$(Q)$(MAKE) --no-print-directory test-unit
 	$(Q)$(MAKE) --no-print-directory test-real
+	$(Q)$(MAKE) --no-print-directory test-peer-quick
 
 # GLib's and CPython's own tests natively and under goshim (scripts/test_peer.sh).
 test-peer:

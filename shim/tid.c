@@ -522,6 +522,65 @@ GOSHIM_EXPORT int nice(int inc)
     return 20 - (int)r;
 }
 
+/*
+ * sched_getattr and sched_setattr by tid (GLib copies a thread's scheduler
+ * settings to the threads it makes this way): a G's are its record's
+ * policy, priority and nice value, as the calls above keep them. Only the
+ * version-0 fields (48 bytes) mean anything here; deadline and utilisation
+ * clamps are the kernel's business and go unanswered (zero) or refused.
+ */
+struct attr0 {
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period;
+};
+
+static long attr_tid(long nr, pid_t tid, struct attr0 *attr, unsigned long arg)
+{
+    if (tid < 0 || !attr)
+        return -EINVAL;
+    pid_t ktid;
+    bool locked;
+    struct sthread *st = settings_of(tid, &ktid, &locked);
+    long r = 0;
+    if (!st) {
+        r = nr == SYS_sched_getattr ? rt_syscall6(nr, ktid, (long)attr, (long)arg, 0, 0, 0)
+                                    : rt_syscall(nr, ktid, (long)attr, (long)arg);
+    } else if (nr == SYS_sched_getattr) {
+        if (arg < sizeof *attr) {
+            r = -EINVAL;
+        } else {
+            runtime_lock(&st->lock);
+            memset(attr, 0, sizeof *attr);
+            attr->size = sizeof *attr;
+            attr->policy = (uint32_t)st->policy;
+            attr->priority = (uint32_t)st->param.sched_priority;
+            attr->nice = nice_of(st);
+            runtime_unlock(&st->lock);
+        }
+    } else if (attr->size != 0 && attr->size < sizeof *attr) {
+        r = -EINVAL;
+    } else {
+        struct sched_param param = {.sched_priority = (int)attr->priority};
+        r = -setsched_of(st, (int)attr->policy, &param);
+        int nice = attr->nice < -20 ? -20 : attr->nice > 19 ? 19 : attr->nice;
+        if (r == 0 && !rt_policy((int)attr->policy)) {
+            runtime_lock(&st->lock);
+            if (nice < nice_of(st) && !can_nice(nice)) {
+                r = -EPERM;
+            } else {
+                st->nice = nice;
+                st->nice_set = true;
+            }
+            runtime_unlock(&st->lock);
+        }
+    }
+    done(locked);
+    return r;
+}
+
 /* sched_rr_get_interval by tid: a G's is what the kernel says for the asking OS thread. */
 static long rr_interval_tid(pid_t tid, struct timespec *ts)
 {
@@ -611,6 +670,10 @@ bool shim_tid_syscall(long nr, long a, long b, long c, long *ret)
         return true;
     case SYS_sched_rr_get_interval:
         *ret = rr_interval_tid((pid_t)a, (struct timespec *)b);
+        return true;
+    case SYS_sched_getattr:
+    case SYS_sched_setattr:
+        *ret = attr_tid(nr, (pid_t)a, (struct attr0 *)b, (unsigned long)c);
         return true;
     default:
         return false;
