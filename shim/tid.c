@@ -644,6 +644,15 @@ bool shim_tid_syscall(long nr, long a, long b, long c, long *ret)
     case SYS_gettid:
         *ret = tid_self();
         return true;
+    case SYS_set_tid_address:
+        /* It answers the caller's tid. The address it would set is the OS thread's
+         * clear_child_tid, which glibc owns for the M: a thread's request is not passed on
+         * (README, Limits: nothing is cleared at the thread's exit). A thread goshim does not
+         * run is its own OS thread: the kernel's. */
+        if (!sthread_self())
+            return false;
+        *ret = tid_self();
+        return true;
     case SYS_tgkill:
         *ret = kill_tid(nr, (pid_t)a, (pid_t)b, (int)c);
         return true;
