@@ -458,6 +458,22 @@ GOSHIM_EXPORT int sched_getparam(pid_t tid, struct sched_param *param)
 
 /* ---- nice value ------------------------------------------------------------------ */
 
+/* set_nice_of keeps nice (clamped) as st's: 0, or -denied when it may not be lowered. */
+static long set_nice_of(struct sthread *st, int nice, int denied)
+{
+    long r = 0;
+    nice = nice < -20 ? -20 : nice > 19 ? 19 : nice;
+    runtime_lock(&st->lock);
+    if (nice < nice_of(st) && !can_nice(nice)) {
+        r = -denied;
+    } else {
+        st->nice = nice;
+        st->nice_set = true;
+    }
+    runtime_unlock(&st->lock);
+    return r;
+}
+
 /*
  * setpriority (nr, with nice) and getpriority: the system calls' answers
  * (getpriority's is 20 - nice, never negative; -errno). PRIO_PROCESS is
@@ -478,15 +494,7 @@ static long priority_tid(long nr, int which, id_t who, int nice)
         r = 20 - nice_of(st);
         runtime_unlock(&st->lock);
     } else {
-        nice = nice < -20 ? -20 : nice > 19 ? 19 : nice;
-        runtime_lock(&st->lock);
-        if (nice < nice_of(st) && !can_nice(nice)) {
-            r = -EACCES;
-        } else {
-            st->nice = nice;
-            st->nice_set = true;
-        }
-        runtime_unlock(&st->lock);
+        r = set_nice_of(st, nice, EACCES);
     }
     done(locked);
     return r;
@@ -565,17 +573,8 @@ static long attr_tid(long nr, pid_t tid, struct attr0 *attr, unsigned long arg)
     } else {
         struct sched_param param = {.sched_priority = (int)attr->priority};
         r = -setsched_of(st, (int)attr->policy, &param);
-        int nice = attr->nice < -20 ? -20 : attr->nice > 19 ? 19 : attr->nice;
-        if (r == 0 && !rt_policy((int)attr->policy)) {
-            runtime_lock(&st->lock);
-            if (nice < nice_of(st) && !can_nice(nice)) {
-                r = -EPERM;
-            } else {
-                st->nice = nice;
-                st->nice_set = true;
-            }
-            runtime_unlock(&st->lock);
-        }
+        if (r == 0 && !rt_policy((int)attr->policy))
+            r = set_nice_of(st, attr->nice, EPERM);
     }
     done(locked);
     return r;
