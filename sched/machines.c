@@ -66,7 +66,7 @@ struct m *allocm(void)
 /*
  * In the ldt FS method an M's own glibc descriptor lies above 4 GiB, so
  * installing it is a system call, which an M would pay each time it goes
- * idle (restore_own_fs). So its scheduler context (g0) gets a TCB of the
+ * idle (restore_own_fs_altstack). So its scheduler context (g0) gets a TCB of the
  * low arena instead, as M0's g0 has a TCB of its own (sched_adopt_main);
  * the glibc descriptor (real_tcb) is installed only for fork and set*id.
  * The last thing mstart does before it schedules: the FS base changes

@@ -19,6 +19,8 @@
  * released G while this one still had its TCB as FS, a signal handler on
  * either would write the same errno, and glibc's per-thread malloc words
  * (which travel with the FS base, see tls_malloc_move) would be shared.
+ * The G's alternate signal stack, if it set one, leaves the M at the same
+ * points, for the same reason (signal.c).
  *
  * Rejected: Go's way (g0 has its own FS) costs two FS writes per switch;
  * switching G to G directly on the G's stack saves the stack switch but
@@ -318,9 +320,7 @@ GOSHIM_NO_TSAN static void mcall_schedule(void *arg)
 {
     (void)arg;
     san_switch_end(NULL);
-    struct m *mp = getm();
-    m_restore_altstack(mp); /* if its G could not (it left from its own alternate stack) */
-    mp->curg = NULL;
+    getm()->curg = NULL;
     schedule();
 }
 
@@ -331,17 +331,14 @@ void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *))
         gp->errno_save = errno_get();
     __atomic_store_n(&mp->ong0, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&mp->locks, 0, __ATOMIC_RELEASE);
-    cputime_out(mp, gp);    /* its CPU-time clock: the slice ends (cputime.c) */
-    m_restore_altstack(mp); /* its alternate stack is on its M only while it runs */
+    cputime_out(mp, gp); /* its CPU-time clock: the slice ends (cputime.c) */
     san_switch_begin(&gp->san_fake, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);
     ctx_mcall(&gp->sched, fn, NULL, mp->g0_sp);
     san_switch_end(gp->san_fake);
     if (!tls_full())
         errno_set(gp->errno_save);
     /* Resumed, maybe on another M, with the locks == 1 execute gave. */
-    struct m *now = getm();
-    m_apply_altstack(now, gp);
-    __atomic_store_n(&now->locks, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&getm()->locks, 0, __ATOMIC_RELEASE);
 }
 
 /*
@@ -375,7 +372,6 @@ GOSHIM_NO_TSAN void goexit(void)
     struct m *mp = switch_enter(); /* its P may have been handed off: get one to exit on */
     mp->rel = (struct release){REL_EXIT, gp, NULL, NULL};
     cputime_out(mp, gp);
-    m_restore_altstack(mp); /* the program may free it once the thread is gone */
     __atomic_store_n(&mp->ong0, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&mp->locks, 0, __ATOMIC_RELEASE);
     san_switch_begin(NULL, mp->g0_lo, mp->g0_sp - (uintptr_t)mp->g0_lo, mp->g0_fiber);

@@ -32,12 +32,9 @@ int sched_gtid(struct g *gp);
  * signal handler on any thread), or NULL on threads goshim does not run (api.c). */
 struct m *m_of_thread(void);
 
-/* signal.c: the switch steps that install a G's mask and altstack on its M. The
- * altstack is the G's only while it runs: it applies it when it resumes, and the M's
- * own goes back (m_restore_altstack) before it switches out. */
-void m_apply_sigmask(struct m *mp, uint64_t set); /* on mp's own thread */
-void m_apply_altstack(struct m *mp, struct g *gp);
-void m_restore_altstack(struct m *mp);
+/* signal.c: the switch-in steps that install a G's mask and altstack on its M. */
+void m_apply_sigmask(struct m *mp, uint64_t set);  /* on mp's own thread */
+void m_apply_altstack(struct m *mp, struct g *gp); /* gp NULL: the M's own */
 void m_record_altstack(struct m *mp); /* the M's own, once it has it (stack_thread_init) */
 
 /* dump.c, sysmon.c */
@@ -121,7 +118,7 @@ struct g *findrunnable_local(struct p *pp, bool *inherit);
 struct g *stealwork(struct m *mp, struct p *pp, int *round);
 void wakep(void);
 void resetspinning(struct m *mp);
-void restore_own_fs(struct m *mp);
+void restore_own_fs_altstack(struct m *mp);
 __attribute__((noreturn)) void execute(struct m *mp, struct g *gp, bool inherit);
 void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *));
 

@@ -184,14 +184,16 @@ bool any_runq_nonempty(void)
     return false;
 }
 
-/* Install the M's own TCB as FS base again (full TLS mode). */
-void restore_own_fs(struct m *mp)
+/* Install the M's own TCB as FS base again (full TLS mode), and its own alternate signal
+ * stack: before a G it left is released, which may then run on another M (signal.c). */
+void restore_own_fs_altstack(struct m *mp)
 {
     if (tls_full() && mp->curfs != mp->g0tcb) {
         tls_malloc_move(mp->curfs, mp->g0tcb);
         ctx_setfs(mp->g0tcb);
         mp->curfs = mp->g0tcb;
     }
+    m_apply_altstack(mp, NULL);
 }
 
 /* Timers first: run those due. The parked G's lock (unlockf) must be
@@ -203,7 +205,7 @@ static void run_due_timers(struct m *mp)
         return;
     int64_t now = nanotime();
     if (next <= now) {
-        restore_own_fs(mp);
+        restore_own_fs_altstack(mp);
         release_commit(mp);
         timers_run(now);
     }
@@ -318,8 +320,9 @@ static struct g *findrunnable(struct m *mp, bool *inherit, bool *self_resume)
             *self_resume = true;
             return gp;
         }
-        /* Going idle: our own TCB back as FS, then the release is safe. */
-        restore_own_fs(mp);
+        /* Going idle: our own TCB back as FS and our own alternate stack, then the release
+         * is safe. */
+        restore_own_fs_altstack(mp);
         release_commit(mp);
         if (work_appeared(mp, pp))
             continue;
@@ -396,9 +399,9 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
         if (__atomic_load_n(&sched.tls_static_gen, __ATOMIC_RELAXED) != gp->tls_gen)
             tls_static_catch_up(gp);
     }
-    /* Its mask here; its alternate stack it applies itself once it runs (switch_out_to). */
     if (gp->sigmask != mp->sigmask)
         m_apply_sigmask(mp, gp->sigmask);
+    m_apply_altstack(mp, gp);
     release_commit(mp);
     san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
     m_leave_g0(mp);
@@ -423,6 +426,7 @@ GOSHIM_NO_TSAN void schedule(void)
             tls_g = gp;
         if (gp->sigmask != mp->sigmask)
             m_apply_sigmask(mp, gp->sigmask);
+        m_apply_altstack(mp, gp);
         san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
         m_leave_g0(mp);
         ctx_gogo(&gp->sched);

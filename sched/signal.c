@@ -7,19 +7,17 @@
  * routing of process signals); this is the part that must follow the G
  * from M to M at every switch.
  *
- * A G's alternate stack is installed on its M only while the G runs there:
- * the G puts it on when it resumes and takes it off before it switches out
- * (switch_out_to, goexit). The scheduler context runs with the M's own. A
- * signal that comes to an M between Gs (to an idle M, which the kernel
- * prefers for the process's signals when it is the process's first thread
- * and does not block them) has its frame written on whatever stack is
- * installed: when that was the last G's, and the G ran on another M inside
- * a handler on that very stack, the frame overwrote the handler's (issue
- * 27: python3 -m test test_asyncio, faulthandler's stack and asyncio's
- * SIGCHLD handler, crashed). Taking it off costs a system call per switch
- * of a G that has one, as putting it on already did. A G that switches out
- * while it runs on its alternate stack (a handler that parks) cannot take
- * it off (the kernel refuses, EPERM): the scheduler context does, first.
+ * A G's alternate stack is installed on an M only while that M runs the G:
+ * an M that leaves it for its scheduler context installs its own again
+ * before the G is released (restore_own_fs_altstack, schedule.c), exactly
+ * when it gives the G's TCB up as FS base. The kernel knows an alternate
+ * stack per OS thread, not that another thread uses it: an M idle with
+ * the G's stack still installed took an SA_ONSTACK signal (a process
+ * signal the kernel gave it) at the top of that stack while the G, on
+ * another M, ran a handler there; the two signal frames overlapped, and
+ * the idle M's sigreturn resumed the G's registers on the idle M, with
+ * its own FS base (CPython's test_signal StressTest: faulthandler's
+ * alternate stack and SA_ONSTACK handlers crashed).
  */
 #include <signal.h>
 #include <stdint.h>
@@ -51,10 +49,11 @@ void m_record_altstack(struct m *mp)
     mp->altstack = cur.ss_sp;
 }
 
-/* What gp runs with: its own alternate stack, else its M's (overflow reports). */
+/* What gp runs with: its own alternate stack, else its M's (overflow reports); the M's
+ * for its scheduler context (gp NULL). */
 static const stack_t *altstack_for(struct m *mp, struct g *gp)
 {
-    return gp->altstack.ss_sp ? &gp->altstack : &mp->own_alt;
+    return gp && gp->altstack.ss_sp ? &gp->altstack : &mp->own_alt;
 }
 
 void m_apply_altstack(struct m *mp, struct g *gp)
@@ -65,15 +64,6 @@ void m_apply_altstack(struct m *mp, struct g *gp)
     stack_t none = {.ss_flags = SS_DISABLE};
     if (rt_syscall(SYS_sigaltstack, want->ss_sp ? want : &none, NULL, 0) == 0)
         mp->altstack = want->ss_sp;
-}
-
-void m_restore_altstack(struct m *mp)
-{
-    if (mp->altstack == mp->own_alt.ss_sp)
-        return;
-    stack_t none = {.ss_flags = SS_DISABLE};
-    if (rt_syscall(SYS_sigaltstack, mp->own_alt.ss_sp ? &mp->own_alt : &none, NULL, 0) == 0)
-        mp->altstack = mp->own_alt.ss_sp;
 }
 
 int sched_sigaltstack(const stack_t *ss, stack_t *old)

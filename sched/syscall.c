@@ -16,7 +16,8 @@
  * as its FS base; no other M can run the G. Afterwards the G takes an idle
  * P (its old one if it is still idle). If there is none, it goes to the
  * global run queue and its M stops: exitsyscall0 runs on g0, moves the FS
- * base off the G first (the invariant of proc.c), then queues it.
+ * base and the alternate signal stack off the G first (the invariant of
+ * proc.c), then queues it.
  */
 #include "sched.h"
 #include "throw.h"
@@ -225,8 +226,7 @@ GOSHIM_NO_TSAN static void exitsyscall0(void *arg)
     struct m *mp = getm();
     struct g *gp = mp->curg;
     mp->curg = NULL;
-    restore_own_fs(mp);     /* the G may run elsewhere as soon as it is queued */
-    m_restore_altstack(mp); /* if the G could not (it left from its own alternate stack) */
+    restore_own_fs_altstack(mp); /* the G may run elsewhere as soon as it is queued */
     if (!casgstatus(gp, Gsyscall, Grunnable))
         goshim_throw("exitsyscall0: G not in a system call");
     runtime_lock(&sched.lock);

@@ -369,3 +369,18 @@ Test(preload_signal, ignored_default_signals_never_cut_a_sigwaitinfo_short, .tim
         expect_preloaded_prints("prog_ignored_signals", NULL, NULL, want, 9);
     expect_preloaded_prints("prog_ignored_signals", NULL, "GOSHIM_PROCS=1", want, 9);
 }
+
+/* CPython's test_signal StressTest in C: the main thread's SA_ONSTACK handlers on its
+ * alternate stack re-arm a 1-11 us ITIMER_REAL while it sleeps 10 us at a time and moves
+ * between OS threads. The alternate stack stayed installed on an OS thread the main thread
+ * had left; a signal taken there overlapped the main thread's handler frames on it: a
+ * crash, 9 runs in 10 at one P and 10 in 10 at the default P. */
+Test(preload_signal, alternate_stack_is_installed_only_where_its_thread_runs, .timeout = 240)
+{
+    const char *want = "every SIGALRM counted, every handler on the alternate stack: yes\n";
+    expect_native_prints("prog_sigaltstack_timers", NULL, want);
+    for (int i = 0; i < 2; i++) {
+        expect_preloaded_prints("prog_sigaltstack_timers", NULL, NULL, want, 2);
+        expect_preloaded_prints("prog_sigaltstack_timers", NULL, "GOSHIM_PROCS=1", want, 2);
+    }
+}
