@@ -76,12 +76,28 @@ static int ring(struct g *gp, int tid, int sig, bool proc)
     return rc < 0 ? (int)-rc : 0;
 }
 
+/*
+ * Ring gp's M (another thread's) for sig, marked when sig_default_gen[sig] was gen: not if
+ * the program has given a signal it handled back to the kernel's default since, when the
+ * bell would act as that default, for a signal already taken or still marked (its thread
+ * then delivers it itself, at its next call into goshim). install_default (signal.c) waits
+ * for the bells under way here, then discards them with any left from before.
+ */
+static void ring_other(struct g *gp, int tid, int sig, bool proc, uint32_t gen)
+{
+    __atomic_add_fetch(&sig_ringing, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&sig_default_gen[sig], __ATOMIC_SEQ_CST) == gen)
+        ring(gp, tid, sig, proc);
+    __atomic_sub_fetch(&sig_ringing, 1, __ATOMIC_SEQ_CST);
+}
+
 /* Signal st's thread now (st->lock held): 0; ESRCH when it is exiting (it takes no more). */
 static int signal_thread_locked(struct sthread *st, int sig, bool proc)
 {
     struct g *gp = st->gp;
     if (!gp || st->exiting)
         return ESRCH;
+    uint32_t gen = __atomic_load_n(&sig_default_gen[sig], __ATOMIC_SEQ_CST);
     uint64_t bit = sigbit(sig);
     if (proc)
         __atomic_or_fetch(&st->procpend, bit, __ATOMIC_SEQ_CST);
@@ -91,7 +107,7 @@ static int signal_thread_locked(struct sthread *st, int sig, bool proc)
                      which it delivers once it has let go of the locks */
     int tid = sched_g_cpu_tid(gp);
     if (tid > 0)
-        ring(gp, tid, sig, proc); /* an error (the M is gone): the interrupt below */
+        ring_other(gp, tid, sig, proc, gen); /* an error (the M is gone): the interrupt below */
     gfutex_interrupt(gp);
     return 0;
 }

@@ -90,6 +90,8 @@ static struct runtime_lock act_mu;
 uint64_t sig_dispatched;
 uint64_t sig_parked;
 pid_t sig_self_pid;
+uint32_t sig_default_gen[65];
+uint32_t sig_ringing;
 __thread bool sig_on_router __attribute__((tls_model("initial-exec")));
 
 static void dispatch(int sig, siginfo_t *info, void *uc);
@@ -102,6 +104,60 @@ static uint64_t act_lock(void)
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
     runtime_lock(&act_mu);
     return old;
+}
+
+/*
+ * A signal the dispatcher handled gets the kernel's default action back (the program's
+ * sigaction to SIG_DFL, or SA_RESETHAND). Bells rung for it (shim/sigdeliver.c) may still
+ * wait on an OS thread: an idle M blocks the signals the shim routes (sched/machines.c),
+ * so a bell rung for a thread that had just left that M waits there until the M runs a
+ * thread again. With the default installed, such a bell acts as a signal of its own when
+ * it comes through, for a signal its thread took long before: it ends the process, dumps
+ * core or stops it (CPython's test_signal died of "Alarm clock": SIGALRM set back to
+ * SIG_DFL, then a bell left from the test before). The kernel discards every
+ * pending instance of a signal, of each thread and of the process, when it becomes
+ * ignored: so the signal is ignored for a moment on its way to SIG_DFL. What the calling
+ * thread can take of it first, bells apart (its OS thread's own, then the process's,
+ * where the router leaves a signal no thread takes), is sent to the process again once
+ * the default is in place: a signal of the program that was pending stays pending.
+ *
+ * Not kept: a signal of the program pending on another OS thread (a real-time signal a
+ * thread raised to itself while blocking it), beyond KEEP instances of a real-time one,
+ * and one that comes in the moment the signal is ignored.
+ */
+static int install_default(int sig, const struct sigaction *act)
+{
+    enum { KEEP = 4 }; /* a standard signal: one of the OS thread's, one of the process's */
+    /* No new bell for what was marked before (sigdeliver.c: ring_other); the ones under
+     * way are queued before the discard (bounded: this may be a handler that interrupted
+     * one on this thread). */
+    __atomic_add_fetch(&sig_default_gen[sig], 1, __ATOMIC_SEQ_CST);
+    for (int64_t until = nanotime() + 100000000;
+         __atomic_load_n(&sig_ringing, __ATOMIC_SEQ_CST) && nanotime() < until;)
+        osyield();
+    uint64_t one = 1ULL << (sig - 1), old = 0;
+    rt_syscall6(SYS_rt_sigprocmask, SIG_BLOCK, (long)&one, (long)&old, 8, 0, 0);
+    siginfo_t keep[KEEP], si;
+    int n = 0;
+    struct timespec zero = {0, 0};
+    while (n < KEEP &&
+           rt_syscall6(SYS_rt_sigtimedwait, (long)&one, (long)&si, (long)&zero, 8, 0, 0) == sig)
+        if (si.si_code != SHIM_SI_BELL || si.si_pid != sig_self_pid)
+            keep[n++] = si;
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    int r = REAL(sigaction)(sig, &ign, NULL);
+    if (r == 0)
+        r = REAL(sigaction)(sig, act, NULL);
+    for (int i = 0; i < n; i++) {
+        siginfo_t copy;
+        sig_park_in_kernel(sig, sig_unparked(&keep[i], &copy));
+    }
+    int e = errno;
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8, 0, 0);
+    errno = e;
+    return r;
 }
 
 static void act_unlock(uint64_t old)
@@ -193,7 +249,7 @@ static void reset_action(int sig)
         if (preempt_owns(sig))
             preempt_app_action(sig, &dfl, NULL); /* goshim's handler stays */
         else
-            REAL(sigaction)(sig, &dfl, NULL);
+            install_default(sig, &dfl);
     }
     act_unlock(before);
 }
@@ -463,7 +519,10 @@ GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
         } else if (handler_of(act) == (void *)SIG_DFL && routes_default(sig)) {
             r = route_default_locked(sig, act, &idle);
         } else {
-            r = REAL(sigaction)(sig, act, NULL);
+            /* A handled signal set back to its default: no bell of it left (install_default). */
+            bool to_default = handler_of(act) == (void *)SIG_DFL &&
+                              (__atomic_load_n(&sig_dispatched, __ATOMIC_SEQ_CST) & bit);
+            r = to_default ? install_default(sig, act) : REAL(sigaction)(sig, act, NULL);
             if (r == 0) {
                 __atomic_and_fetch(&sig_dispatched, ~bit, __ATOMIC_SEQ_CST);
                 __atomic_and_fetch(&sched_routed_signals, ~bit, __ATOMIC_SEQ_CST);

@@ -152,7 +152,7 @@ static int take_posted(siginfo_t *info, uint64_t *at)
  * kill() nobody took at once was lost): the siginfo goes with goshim's code, the sender's
  * in si_errno, and unparked() puts it back where the signal is taken.
  */
-static void park_in_kernel(int sig, const siginfo_t *info)
+void sig_park_in_kernel(int sig, const siginfo_t *info)
 {
     siginfo_t q = *info;
     q.si_errno = info->si_code;
@@ -219,7 +219,7 @@ static void *router_main(void *arg)
                     applied &= ~bit;
                     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, 0, 8, 0, 0);
                 }
-                park_in_kernel(sig, &si);
+                sig_park_in_kernel(sig, &si);
             }
             if (at != UINT64_MAX)
                 handed_on(at);

@@ -18,6 +18,11 @@ extern uint64_t sig_dispatched;
  * them (the kernel then delivers them to that thread's M); atomic. */
 extern uint64_t sig_parked;
 extern pid_t sig_self_pid;
+/* sig_default_gen[sig] is bumped when the program gives a signal it handled back to the
+ * kernel's default; sig_ringing counts the bells to other threads being queued
+ * (sigdeliver.c), which install_default (signal.c) waits for. Atomic. */
+extern uint32_t sig_default_gen[65];
+extern uint32_t sig_ringing;
 /* True on the router's own thread. */
 extern __thread bool sig_on_router __attribute__((tls_model("initial-exec")));
 
@@ -26,6 +31,8 @@ void sig_router_kick(void);
 /* Signal-safe: queue sig for the router. Its position in the queue, or UINT64_MAX when it
  * went to the overflow set. */
 uint64_t sig_post(int sig, const siginfo_t *info);
+/* Give sig back to the kernel, pending for the process, with its siginfo (sigroute.c). */
+void sig_park_in_kernel(int sig, const siginfo_t *info);
 /* A signal taken from the kernel: its own siginfo if the router parked it. */
 const siginfo_t *sig_unparked(const siginfo_t *info, siginfo_t *copy);
 /* Signals posted to the router that it has not handed on yet. */

@@ -384,3 +384,22 @@ Test(preload_signal, alternate_stack_is_installed_only_where_its_thread_runs, .t
         expect_preloaded_prints("prog_sigaltstack_timers", NULL, "GOSHIM_PROCS=1", want, 2);
     }
 }
+
+/* SIGALRM's handler set back to SIG_DFL after the handler took every SIGALRM: a wake-up
+ * goshim had queued for one on an OS thread (idle, so blocking the signal) came through
+ * later as the default action, "Alarm clock" (CPython's test_signal StressTest 1 run in 7;
+ * this program 9 runs in 10). A SIGTERM pending when its handler goes back to SIG_DFL
+ * still ends the process once unblocked. */
+Test(preload_signal, default_action_back_leaves_no_late_signal, .timeout = 240)
+{
+    const char *rounds = "SIGALRM back to SIG_DFL after each of 50 cycles: no late signal\n";
+    const char *pending =
+        "pending SIGTERM, handler back to SIG_DFL, unblocked: killed by SIGTERM: yes\n";
+    expect_native_prints("prog_sigdfl_after_handler", "rounds", rounds);
+    expect_native_prints("prog_sigdfl_after_handler", "pending", pending);
+    for (int i = 0; i < 2; i++) {
+        expect_preloaded_prints("prog_sigdfl_after_handler", "rounds", NULL, rounds, 5);
+        expect_preloaded_prints("prog_sigdfl_after_handler", "rounds", "GOSHIM_PROCS=1", rounds, 5);
+    }
+    expect_prints_at_p1_and_p2("prog_sigdfl_after_handler", "pending", pending, 1);
+}
