@@ -85,9 +85,15 @@ static int ring(struct g *gp, int tid, int sig, bool proc)
  */
 static void ring_other(struct g *gp, int tid, int sig, bool proc, uint32_t gen)
 {
+    /* sig_ringing_here never counts more than this thread has in sig_ringing: a handler
+     * between the two steps waits for its own (bounded), never misses another's. */
     __atomic_add_fetch(&sig_ringing, 1, __ATOMIC_SEQ_CST);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    sig_ringing_here++;
     if (__atomic_load_n(&sig_default_gen[sig], __ATOMIC_SEQ_CST) == gen)
         ring(gp, tid, sig, proc);
+    sig_ringing_here--;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     __atomic_sub_fetch(&sig_ringing, 1, __ATOMIC_SEQ_CST);
 }
 

@@ -92,6 +92,7 @@ uint64_t sig_parked;
 pid_t sig_self_pid;
 uint32_t sig_default_gen[65];
 uint32_t sig_ringing;
+__thread uint32_t sig_ringing_here __attribute__((tls_model("initial-exec")));
 __thread bool sig_on_router __attribute__((tls_model("initial-exec")));
 
 static void dispatch(int sig, siginfo_t *info, void *uc);
@@ -128,12 +129,12 @@ static uint64_t act_lock(void)
 static int install_default(int sig, const struct sigaction *act)
 {
     enum { KEEP = 4 }; /* a standard signal: one of the OS thread's, one of the process's */
-    /* No new bell for what was marked before (sigdeliver.c: ring_other); the ones under
-     * way are queued before the discard (bounded: this may be a handler that interrupted
-     * one on this thread). */
+    /* No new bell for what was marked before (sigdeliver.c: ring_other); the ones other
+     * threads are queueing are in before the discard (not this thread's own: this may be a
+     * handler that interrupted one). Bounded all the same, for a thread stopped there. */
     __atomic_add_fetch(&sig_default_gen[sig], 1, __ATOMIC_SEQ_CST);
-    for (int64_t until = nanotime() + 100000000;
-         __atomic_load_n(&sig_ringing, __ATOMIC_SEQ_CST) && nanotime() < until;)
+    for (int64_t until = nanotime() + 1000000000;
+         __atomic_load_n(&sig_ringing, __ATOMIC_SEQ_CST) > sig_ringing_here && nanotime() < until;)
         osyield();
     uint64_t one = 1ULL << (sig - 1), old = 0;
     rt_syscall6(SYS_rt_sigprocmask, SIG_BLOCK, (long)&one, (long)&old, 8, 0, 0);

@@ -23,6 +23,8 @@ extern pid_t sig_self_pid;
  * (sigdeliver.c), which install_default (signal.c) waits for. Atomic. */
 extern uint32_t sig_default_gen[65];
 extern uint32_t sig_ringing;
+/* Of sig_ringing, the calling thread's (a handler may have interrupted one). */
+extern __thread uint32_t sig_ringing_here __attribute__((tls_model("initial-exec")));
 /* True on the router's own thread. */
 extern __thread bool sig_on_router __attribute__((tls_model("initial-exec")));
 
