@@ -137,6 +137,7 @@ static int syscall_kind(long nr)
 #include <linux/futex.h>
 #include <stdint.h>
 
+#include "shim/sigroute.h"
 #include "shim/thread.h"
 
 enum { FUTEX_KERNEL = 1 };
@@ -243,6 +244,8 @@ GOSHIM_EXPORT long syscall(long nr, ...)
         }
         return r;
     }
+    if (nr == SYS_pidfd_send_signal && goshim_on) /* to the own process: as kill() */
+        return pidfd_send_signal((int)a, (int)b, (siginfo_t *)c, (unsigned int)d);
     int kind = on_g ? syscall_kind(nr) : 0;
     if (kind == 0)
         return REAL(syscall)(nr, a, b, c, d, e, f);

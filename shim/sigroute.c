@@ -9,14 +9,18 @@
  * has its wait interrupted and runs the handler on its own stack (EINTR or
  * restart per SA_RESTART). A signal no thread takes goes back to the
  * kernel, pending for the process, and is blocked in the router until a
- * thread unblocks it. kill() and sigqueue() of the own process post to it
- * directly and return once the signal is handed on, as the kernel's.
+ * thread unblocks it. kill(), sigqueue() and pidfd_send_signal() of the own
+ * process post to it directly and return once the signal is handed on, as
+ * the kernel's.
  */
 #include <asm/prctl.h>
 #include <pthread.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -280,6 +284,51 @@ GOSHIM_EXPORT int sigqueue(pid_t pid, int sig, const union sigval value)
     if (!route_own(pid, sig))
         return REAL(sigqueue)(pid, sig, value);
     return send_own(sig, SI_QUEUE, value);
+}
+
+/* Whether pidfd names this process: a pidfd of it (its fdinfo's Pid line) or its /proc
+ * directory, which the kernel takes as well. */
+static bool pidfd_is_self(int pidfd)
+{
+    struct stat fs, self;
+    if (rt_syscall(SYS_fstat, pidfd, &fs, 0) != 0)
+        return false;
+    if (S_ISDIR(fs.st_mode))
+        return rt_syscall6(SYS_newfstatat, AT_FDCWD, (long)"/proc/self", (long)&self, 0, 0, 0) ==
+                   0 &&
+               fs.st_dev == self.st_dev && fs.st_ino == self.st_ino;
+    char path[64], buf[512];
+    rt_snprint(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
+    long fd = rt_syscall6(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    if (fd < 0)
+        return false;
+    long n = rt_syscall(SYS_read, fd, buf, sizeof buf - 1);
+    rt_syscall(SYS_close, fd, 0, 0);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    const char *p = strstr(buf, "\nPid:\t");
+    return p && atol(p + 6) == sig_self_pid;
+}
+
+/*
+ * pidfd_send_signal to the own process with neither siginfo nor flags (glibc's, and the
+ * system call made with syscall(), as CPython makes it): as kill(). The kernel's left the
+ * signal to whichever OS thread it picked (the router, when the main thread had moved off
+ * the first one, which then blocked the signal as idle), and the handler ran after the
+ * call had returned, where the program expects it to have run.
+ */
+GOSHIM_EXPORT int pidfd_send_signal(int pidfd, int sig, siginfo_t *info, unsigned int flags)
+{
+    if (info || flags || !route_own(sig_self_pid, sig) || !pidfd_is_self(pidfd)) {
+        long r = rt_syscall6(SYS_pidfd_send_signal, pidfd, sig, (long)info, flags, 0, 0);
+        if (r < 0) {
+            errno = (int)-r;
+            return -1;
+        }
+        return 0;
+    }
+    return send_own(sig, SI_USER, (union sigval){0});
 }
 
 /* Signals posted to the router that it has not handed on yet. */

@@ -10,6 +10,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#if __has_include(<sys/pidfd.h>)
+#include <sys/pidfd.h>
+#else
+int pidfd_send_signal(int pidfd, int sig, siginfo_t *info, unsigned int flags); /* glibc < 2.36 */
+#endif
 
 /* Signals whose kernel handler is the dispatcher (bit sig-1); atomic. signal.c. */
 extern uint64_t sig_dispatched;
