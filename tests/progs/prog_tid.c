@@ -4,7 +4,8 @@
  * that thread: tgkill and tkill run the handler there, the affinity,
  * scheduling policy and nice value set by tid are that thread's alone and
  * read back by tid, by the pthread calls and by the thread itself (nice()
- * too); kill given a thread's tid signals the process. A tid of a thread
+ * too; sched_setattr and sched_getattr through syscall(), as GLib calls them); kill
+ * given a thread's tid signals the process. A tid of a thread
  * that is gone is ESRCH; another process's tid still works.
  * 16 threads are alive at once, parked on a semaphore between rounds.
  */
@@ -15,7 +16,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -277,6 +280,51 @@ static void nice_step(void)
            getpriority(PRIO_PROCESS, w[13].tid) == want);
 }
 
+/* struct sched_attr as the kernel defines it (glibc 2.36 has no declaration). */
+struct attr {
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period;
+};
+
+static int attr_nice; /* what thread 1 gets through sched_setattr */
+
+static long get_attr(pid_t tid, struct attr *a)
+{
+    memset(a, 0xff, sizeof *a);
+    return syscall(SYS_sched_getattr, tid, a, sizeof *a, 0);
+}
+
+/* sched_getattr and sched_setattr by tid (GLib's thread pool copies its creator's attributes
+ * with them): thread 1 gets a higher nice value; thread 2 keeps its own. */
+static void attr_step(void)
+{
+    struct attr a1, a2, got;
+    CHECK(get_attr(w[1].tid, &a1) == 0 && get_attr(w[2].tid, &a2) == 0);
+    printf("sched_getattr(tid of thread 1): size %d, policy SCHED_OTHER %d\n", a1.size == sizeof a1,
+           a1.policy == SCHED_OTHER);
+    attr_nice = a1.nice + 3 > 19 ? 19 : a1.nice + 3;
+    struct attr set = {.size = sizeof set, .policy = SCHED_OTHER, .nice = attr_nice};
+    printf("sched_setattr(tid of thread 1, nice + 3): %ld\n",
+           syscall(SYS_sched_setattr, w[1].tid, &set, 0));
+    CHECK(get_attr(w[1].tid, &got) == 0);
+    printf("sched_getattr(tid) reads it back: %d; getpriority(tid) agrees: %d\n",
+           got.nice == attr_nice && got.policy == SCHED_OTHER,
+           getpriority(PRIO_PROCESS, w[1].tid) == attr_nice);
+    CHECK(get_attr(w[2].tid, &got) == 0);
+    printf("thread 2's attributes unchanged: %d\n", got.nice == a2.nice && got.policy == a2.policy);
+    set.policy = SCHED_BATCH;
+    set.nice = a2.nice;
+    CHECK(syscall(SYS_sched_setattr, w[2].tid, &set, 0) == 0);
+    printf("sched_setattr(tid of thread 2, SCHED_BATCH): sched_getscheduler(tid) reads it: %d\n",
+           sched_getscheduler(w[2].tid) == SCHED_BATCH);
+    errno_clear();
+    long r = syscall(SYS_sched_getattr, w[1].tid, &got, 8, 0);
+    printf("sched_getattr(tid, size 8): %ld EINVAL %d\n", r, errno_now() == EINVAL);
+}
+
 /* Each thread asks about itself (tid 0). */
 static void own_step(void)
 {
@@ -292,6 +340,8 @@ static void own_step(void)
     printf("thread 11 sees its nice value with getpriority(PRIO_PROCESS, 0): %d\n",
            w[11].own_nice == want);
     printf("thread 10 sees its policy unchanged: %d\n", w[10].own_policy == pol10);
+    printf("thread 1 sees the nice value sched_setattr gave it: %d\n", w[1].own_nice == attr_nice);
+    printf("thread 2 sees SCHED_BATCH: %d\n", w[2].own_policy == SCHED_BATCH);
     errno_clear();
     int r = getpriority(PRIO_PROCESS, w[13].tid);
     printf("nice(1) on thread 13 returns its new nice value, getpriority(tid) reads it: %d\n",
@@ -319,6 +369,8 @@ static void gone_step(void)
     SAYS("a joined thread's tid: sched_getscheduler", sched_getscheduler(gone), ESRCH);
     SAYS("a joined thread's tid: getpriority", getpriority(PRIO_PROCESS, gone), ESRCH);
     SAYS("a joined thread's tid: setpriority", setpriority(PRIO_PROCESS, gone, want), ESRCH);
+    struct attr a;
+    SAYS("a joined thread's tid: sched_getattr", (int)get_attr(gone, &a), ESRCH);
 }
 
 int main(void)
@@ -337,6 +389,7 @@ int main(void)
     affinity_step();
     sched_step();
     nice_step();
+    attr_step();
     own_step();
     gone_step();
 
