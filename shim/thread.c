@@ -61,13 +61,6 @@ struct runtime_lock sthread_lock;
 static int32_t nthreads =
     1; /* live pthreads, main included: the last one's exit ends the process */
 
-/* Key destructors, recorded by the pthread_key_create interposer. */
-#define NKEYS 1024
-static void (*key_dtor[NKEYS])(void *);
-/* One past the highest key ever given a destructor: an exit looks at no
- * key above it, so a program without destructors pays nothing per exit. */
-static uint32_t key_dtor_top;
-
 struct sthread *sthread_self(void)
 {
     if (!tls_full()) { /* errno mode: TLS is the M's, the record hangs off the G */
@@ -103,89 +96,6 @@ pthread_t sthread_glibc_id(pthread_t t, struct sthread *st)
     return st && st->is_main ? (pthread_t)st->tcb : t;
 }
 
-/* ---- key values ------------------------------------------------------------ */
-
-/*
- * In full TLS mode every G has its own TCB, so glibc's pthread_getspecific
- * and pthread_setspecific (which use THREAD_SELF) are per G already. In
- * errno mode Gs share their M's TCB: the values live in the thread record.
- */
-static void **key_slot(struct sthread *st, pthread_key_t k, bool create)
-{
-    if (!st->keyblk && (!create || !(st->keyblk = calloc(32, sizeof *st->keyblk))))
-        return NULL;
-    void **blk = st->keyblk[k / 32];
-    if (!blk) {
-        if (!create || !(blk = calloc(32, sizeof *blk)))
-            return NULL;
-        st->keyblk[k / 32] = blk;
-    }
-    return &blk[k % 32];
-}
-
-static void *key_get(pthread_key_t k)
-{
-    struct sthread *st;
-    if (!goshim_on || tls_full() || !(st = sthread_self()))
-        return REAL(pthread_getspecific)(k);
-    if (k >= NKEYS)
-        return NULL;
-    void **slot = key_slot(st, k, false);
-    return slot ? *slot : NULL;
-}
-
-__attribute__((noinline)) static int key_set(pthread_key_t k, const void *v)
-{
-    struct sthread *st;
-    if (!goshim_on || tls_full() || !(st = sthread_self()))
-        return REAL(pthread_setspecific)(k, v);
-    if (k >= NKEYS)
-        return EINVAL;
-    void **slot = key_slot(st, k, v != NULL);
-    if (slot)
-        *slot = (void *)v;
-    else if (v)
-        return ENOMEM;
-    return 0;
-}
-
-GOSHIM_EXPORT void *pthread_getspecific(pthread_key_t k)
-{
-    return key_get(k);
-}
-
-/* glibc declares v access(none): it is stored, never read; say so to gcc. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-GOSHIM_EXPORT int pthread_setspecific(pthread_key_t k, const void *v)
-{
-    return key_set(k, v);
-}
-#pragma GCC diagnostic pop
-
-/* ---- exit ---------------------------------------------------------------- */
-
-static void run_key_destructors(void)
-{
-    for (int round = 0; round < PTHREAD_DESTRUCTOR_ITERATIONS; round++) {
-        bool again = false;
-        pthread_key_t top = __atomic_load_n(&key_dtor_top, __ATOMIC_ACQUIRE);
-        for (pthread_key_t k = 0; k < top; k++) {
-            void (*dtor)(void *) = __atomic_load_n(&key_dtor[k], __ATOMIC_ACQUIRE);
-            if (!dtor)
-                continue;
-            void *v = key_get(k);
-            if (!v)
-                continue;
-            key_set(k, NULL);
-            dtor(v);
-            again = true;
-        }
-        if (!again)
-            break;
-    }
-}
-
 /*
  * pthread_ts whose thread is gone (joined, or detached and exited): a join
  * or detach of one returns ESRCH, as glibc's, instead of reading the freed
@@ -213,11 +123,7 @@ static void free_thread(struct sthread *st)
     __atomic_store_n(gone_slot(sthread_id(st)), (uintptr_t)sthread_id(st), __ATOMIC_RELEASE);
     void *tcb = tls_full() ? st->tcb : NULL;
     bool inblock = st->inblock;
-    if (st->keyblk) { /* (most threads have none of these) */
-        for (int i = 0; i < 32; i++)
-            free(st->keyblk[i]);
-        free(st->keyblk);
-    }
+    sthread_free_key_values(st);
     if (st->affinity)
         free(st->affinity);
     runtime_lock(&sthread_lock);
@@ -238,7 +144,7 @@ static void thread_finish(struct sthread *st)
 {
     if (tls_full())
         tls_thread_exit(); /* C++ thread_local destructors first, as glibc */
-    run_key_destructors();
+    sthread_run_key_destructors();
     runtime_lock(&st->lock);
     if (st->joinstate != JS_DETACHED && !st->is_main)
         sched_keep_tcb();
@@ -573,31 +479,6 @@ GOSHIM_EXPORT void __pthread_unwind_next(__pthread_unwind_buf_t *buf)
         REAL(__pthread_unwind_next)(buf);
     st->cleanup = buf->__pad[0];
     sthread_unwind(st);
-}
-
-/* ---- keys, once, yield, attributes, names ------------------------------------ */
-
-GOSHIM_EXPORT int pthread_key_create(pthread_key_t *key, void (*dtor)(void *))
-{
-    int err = REAL(pthread_key_create)(key, dtor);
-    if (err == 0 && *key < NKEYS && dtor) {
-        __atomic_store_n(&key_dtor[*key], dtor, __ATOMIC_RELEASE);
-        uint32_t top = __atomic_load_n(&key_dtor_top, __ATOMIC_RELAXED);
-        while (top < *key + 1 && !__atomic_compare_exchange_n(&key_dtor_top, &top, *key + 1, 0,
-                                                              __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-            ;
-    } else if (err == 0 && *key < NKEYS) {
-        __atomic_store_n(&key_dtor[*key], NULL, __ATOMIC_RELEASE);
-    }
-    return err;
-}
-
-GOSHIM_EXPORT int pthread_key_delete(pthread_key_t key)
-{
-    int err = REAL(pthread_key_delete)(key);
-    if (err == 0 && key < NKEYS)
-        __atomic_store_n(&key_dtor[key], NULL, __ATOMIC_RELEASE);
-    return err;
 }
 
 /* glibc's once word: 0 never run, bit 0 running, bit 1 done (upper bits: fork generation).

@@ -193,6 +193,10 @@ extern struct sthread sthread_main; /* the main thread's record */
 /* The process signals routed to st that it has not taken go back to the process
  * (it exits, or blocks them): sigdeliver.c. */
 void sthread_give_back_signals(struct sthread *st, bool exiting);
+/* shim/key.c: run the calling thread's key destructors (at its exit); free st's key
+ * values (errno mode), as its record ends. */
+void sthread_run_key_destructors(void);
+void sthread_free_key_values(struct sthread *st);
 /* Unwind the calling thread st to its start (cancellation, pthread_exit): thread.c. */
 __attribute__((noreturn)) void sthread_unwind(struct sthread *st);
 /* The calling thread's record (NULL: not a goshim thread). */
