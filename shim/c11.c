@@ -11,7 +11,7 @@
  * pthread_cond_t in the same storage (same size and layout), and
  * once_flag is a pthread_once_t: an object glibc's C11 functions used
  * before start-up is one its pthread functions used, which the pthread
- * shims take over idle (mutex.c, cond.c, pthread_once in thread.c).
+ * shims take over idle (mutex.c, cond.c, pthread_once in once.c).
  */
 #include <errno.h>
 #include <stdint.h>

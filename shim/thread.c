@@ -481,45 +481,6 @@ GOSHIM_EXPORT void __pthread_unwind_next(__pthread_unwind_buf_t *buf)
     sthread_unwind(st);
 }
 
-/* glibc's once word: 0 never run, bit 0 running, bit 1 done (upper bits: fork generation).
- * The same encoding here, so a once glibc completed before start-up (2) is done here too, and
- * one whose routine was cancelled there (reset to 0) runs. */
-enum { ONCE_RUNNING = 1, ONCE_DONE = 2 };
-
-/* The init routine was cancelled or called pthread_exit: let another call run it (glibc too). */
-static void once_reset(void *arg)
-{
-    uint32_t *w = arg;
-    __atomic_store_n(w, 0, __ATOMIC_RELEASE);
-    gfutex_wake(w, INT_MAX);
-}
-
-GOSHIM_EXPORT int pthread_once(pthread_once_t *once, void (*init)(void))
-{
-    uint32_t *w = (uint32_t *)once;
-    if (__atomic_load_n(w, __ATOMIC_ACQUIRE) & ONCE_DONE)
-        return 0;
-    if (!goshim_active())
-        return REAL(pthread_once)(once, init);
-    for (;;) {
-        uint32_t v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
-        if (v & ONCE_DONE)
-            return 0;
-        if (v == 0) {
-            if (!__atomic_compare_exchange_n(w, &v, ONCE_RUNNING, 0, __ATOMIC_ACQUIRE,
-                                             __ATOMIC_RELAXED))
-                continue;
-            pthread_cleanup_push(once_reset, w);
-            init();
-            pthread_cleanup_pop(0);
-            __atomic_store_n(w, ONCE_DONE, __ATOMIC_RELEASE);
-            gfutex_wake(w, INT_MAX);
-            return 0;
-        }
-        shim_wait_word(WAIT_ONCE, w, w, v, -1, 0);
-    }
-}
-
 GOSHIM_EXPORT int sched_yield(void)
 {
     if (!goshim_active())
