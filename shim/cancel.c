@@ -2,7 +2,7 @@
  * Deferred (and asynchronous) cancellation of goshim's threads:
  * pthread_cancel, the cancel state and type, the cancellation points'
  * test, and the cancel of a wait on a process-shared condition variable,
- * which glibc does. A cancel acts by unwinding the thread (thread.c's
+ * which glibc does. A cancel acts by unwinding the thread (unwind.c's
  * sthread_unwind), through its C cleanup buffers and C++ frames, to the
  * thread's start, where it exits with PTHREAD_CANCELED.
  */

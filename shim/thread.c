@@ -140,7 +140,7 @@ static void free_thread(struct sthread *st)
 
 /* The thread's last acts on its own stack: destructors, then its record
  * goes to the exit hook (via the G) and the G ends. */
-static void thread_finish(struct sthread *st)
+void sthread_finish(struct sthread *st)
 {
     if (tls_full())
         tls_thread_exit(); /* C++ thread_local destructors first, as glibc */
@@ -180,65 +180,6 @@ static void exit_hook(struct g *gp)
     }
 }
 
-static _Unwind_Reason_Code exit_stop(int version, _Unwind_Action actions,
-                                     _Unwind_Exception_Class cls, struct _Unwind_Exception *exc,
-                                     struct _Unwind_Context *ctx, void *param);
-
-static uintptr_t jmpbuf_sp(const __pthread_unwind_buf_t *buf)
-{
-    /* glibc mangles the saved SP (x86-64 PTR_MANGLE: xor the pointer guard, rotate left 17). */
-    uintptr_t v = (uintptr_t)buf->__cancel_jmp_buf[0].__cancel_jmp_buf[6];
-    uintptr_t guard;
-    __asm__("mov %%fs:0x30, %0" : "=r"(guard));
-    v = (v >> 17) | (v << 47);
-    return v ^ guard;
-}
-
-__attribute__((noreturn)) void sthread_unwind(struct sthread *st)
-{
-    memset(&st->exc, 0, sizeof st->exc);
-    st->exc.exception_class = 0x474f5348494d0000ULL; /* "GOSHIM\0\0" */
-    _Unwind_ForcedUnwind(&st->exc, exit_stop, st);
-    /* No unwind information at all: skip the cleanups rather than crash. */
-    rt_print(2, "goshim: pthread_exit: cannot unwind the thread's stack; cleanup handlers "
-                "and destructors are skipped\n");
-    if (st->is_main) {
-        thread_finish(st);
-        goexit();
-    }
-    _longjmp(st->exit_jb, 1);
-}
-
-static _Unwind_Reason_Code exit_stop(int version, _Unwind_Action actions,
-                                     _Unwind_Exception_Class cls, struct _Unwind_Exception *exc,
-                                     struct _Unwind_Context *ctx, void *param)
-{
-    (void)version;
-    (void)cls;
-    (void)exc;
-    struct sthread *st = param;
-    bool end = (actions & _UA_END_OF_STACK) != 0;
-    uintptr_t cfa = end ? UINTPTR_MAX : (uintptr_t)_Unwind_GetCFA(ctx);
-    __pthread_unwind_buf_t *buf = st->cleanup;
-    if (buf && cfa > jmpbuf_sp(buf)) { /* about to leave the frame that pushed it */
-                                       /* The buffer is a jmp_buf without the signal mask (glibc's
-         * __sigsetjmp(buf, 0)); longjmp reads the mask only when saved. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-overflow"
-        longjmp((struct __jmp_buf_tag *)(void *)buf->__cancel_jmp_buf, 1);
-#pragma GCC diagnostic pop
-    }
-    if (st->is_main) {
-        if (end) {
-            thread_finish(st);
-            goexit();
-        }
-    } else if (end || cfa > st->exit_cfa) {
-        _longjmp(st->exit_jb, 1);
-    }
-    return _URC_NO_REASON;
-}
-
 /* Entry of every pthread G. */
 GOSHIM_G_ENTRY static void thread_main(void *arg)
 {
@@ -249,7 +190,7 @@ GOSHIM_G_ENTRY static void thread_main(void *arg)
         st->exit_cfa = (uintptr_t)__builtin_frame_address(0);
         st->retval = st->fn(st->arg);
     }
-    thread_finish(st);
+    sthread_finish(st);
 }
 
 /* ---- create, join, detach, exit ------------------------------------------- */
@@ -430,15 +371,6 @@ GOSHIM_EXPORT int pthread_detach(pthread_t t)
     return 0;
 }
 
-GOSHIM_EXPORT void pthread_exit(void *retval)
-{
-    struct sthread *st;
-    if (!goshim_active() || !(st = sthread_self()))
-        REAL(pthread_exit)(retval);
-    st->retval = retval;
-    sthread_unwind(st);
-}
-
 GOSHIM_EXPORT pthread_t pthread_self(void)
 {
     if (goshim_on && !tls_full()) {
@@ -447,38 +379,6 @@ GOSHIM_EXPORT pthread_t pthread_self(void)
             return (pthread_t)st;
     }
     return REAL(pthread_self)();
-}
-
-/* ---- C cleanup handlers: the buffers pthread_cleanup_push registers ------- */
-
-GOSHIM_EXPORT void __pthread_register_cancel(__pthread_unwind_buf_t *buf)
-{
-    struct sthread *st = goshim_on ? sthread_self() : NULL;
-    if (!st || !sched_self()) {
-        REAL(__pthread_register_cancel)(buf);
-        return;
-    }
-    buf->__pad[0] = st->cleanup; /* priv.data.prev */
-    st->cleanup = buf;
-}
-
-GOSHIM_EXPORT void __pthread_unregister_cancel(__pthread_unwind_buf_t *buf)
-{
-    struct sthread *st = goshim_on ? sthread_self() : NULL;
-    if (!st || !sched_self()) {
-        REAL(__pthread_unregister_cancel)(buf);
-        return;
-    }
-    st->cleanup = buf->__pad[0];
-}
-
-GOSHIM_EXPORT void __pthread_unwind_next(__pthread_unwind_buf_t *buf)
-{
-    struct sthread *st = goshim_on ? sthread_self() : NULL;
-    if (!st || !sched_self())
-        REAL(__pthread_unwind_next)(buf);
-    st->cleanup = buf->__pad[0];
-    sthread_unwind(st);
 }
 
 GOSHIM_EXPORT int sched_yield(void)

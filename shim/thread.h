@@ -197,7 +197,11 @@ void sthread_give_back_signals(struct sthread *st, bool exiting);
  * values (errno mode), as its record ends. */
 void sthread_run_key_destructors(void);
 void sthread_free_key_values(struct sthread *st);
-/* Unwind the calling thread st to its start (cancellation, pthread_exit): thread.c. */
+/* The calling thread st's last acts before its G ends (thread.c): C++ thread_local and key
+ * destructors, its TCB kept for a joiner, its routed signals given back; the last thread's
+ * exit ends the process. */
+void sthread_finish(struct sthread *st);
+/* Unwind the calling thread st to its start (cancellation, pthread_exit): unwind.c. */
 __attribute__((noreturn)) void sthread_unwind(struct sthread *st);
 /* The calling thread's record (NULL: not a goshim thread). */
 struct sthread *sthread_self(void);
