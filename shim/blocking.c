@@ -138,7 +138,6 @@ static int syscall_kind(long nr)
 #include <stdint.h>
 
 #include "shim/sigroute.h"
-#include "shim/thread.h"
 
 enum { FUTEX_KERNEL = 1 };
 

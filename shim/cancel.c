@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "shim/cancel.h"
 #include "shim/shim.h"
 #include "shim/thread.h"
 

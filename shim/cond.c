@@ -39,16 +39,16 @@
  * times releases it completely and takes it back N times deep (glibc
  * releases one level and so deadlocks). Process-shared conds stay glibc's
  * but are cancellation points as natively: pthread_cancel wakes a waiter
- * there with a broadcast (see wake_pshared_waiter in shim/thread.c).
+ * there with a broadcast (see wake_pshared_waiter in shim/cancel.c).
  */
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <time.h>
 
+#include "shim/cancel.h"
 #include "shim/shim.h"
 #include "shim/sync.h"
-#include "shim/thread.h"
 
 enum {
     COND_SHARED = 1,    /* glibc's __PTHREAD_COND_SHARED_MASK */

@@ -36,9 +36,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "shim/cancel.h"
 #include "shim/io.h"
 #include "shim/shim.h"
-#include "shim/thread.h"
 
 /* glibc's fortified entry points (-D_FORTIFY_SOURCE), declared only inside
  * its bits/ headers. */

@@ -26,9 +26,10 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+#include "shim/cancel.h"
 #include "shim/io.h"
 #include "shim/shim.h"
-#include "shim/thread.h"
+#include "shim/sigdeliver.h"
 
 enum { SUBS_ON_STACK = 16 };
 

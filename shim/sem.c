@@ -28,8 +28,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "shim/cancel.h"
 #include "shim/shim.h"
-#include "shim/thread.h"
 
 struct gsem {
     uint64_t data; /* value | nwaiters << 32 */

@@ -53,7 +53,7 @@ static inline bool sync_on(void)
     return __builtin_expect(goshim_on, 1);
 }
 
-/* shim/thread.h */
+/* shim/sigdeliver.h */
 int shim_deliver_signals(void);
 /* shim/tid.c: syscall() of a call that gettid's ids are for (gettid, tgkill, tkill,
  * sched_{set,get}affinity, sched_{set,get}scheduler, sched_{set,get}param,

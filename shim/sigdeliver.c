@@ -2,8 +2,8 @@
  * Signals to threads: pthread_kill, pthread_sigqueue and raise (tgkill and
  * tkill to a thread's tid too: shim/tid.c), the process-directed signals
  * the router (sigroute.c) hands to a thread, and their delivery on the
- * thread's OS thread of the moment. Moved out of thread.c, which makes and
- * ends the records these marks live in.
+ * thread's OS thread of the moment. What it keeps of a thread (pending
+ * sets, forwarded siginfo) lives in the thread's record (shim/thread.h).
  *
  * pthread_kill to another thread, and process-directed signals routed to a
  * thread (below): the signal is marked in the thread's pending set first,
@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "shim/shim.h"
+#include "shim/sigdeliver.h"
 #include "shim/sigroute.h"
 #include "shim/thread.h"
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "shim/shim.h"
+#include "shim/sigdeliver.h"
 #include "shim/sigroute.h"
 #include "shim/thread.h"
 

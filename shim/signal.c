@@ -74,8 +74,8 @@
 #include <unistd.h>
 
 #include "shim/shim.h"
+#include "shim/sigdeliver.h"
 #include "shim/sigroute.h"
-#include "shim/thread.h"
 
 /* ---- the program's handlers, and the dispatcher installed in their place ---------- */
 

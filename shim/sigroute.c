@@ -25,8 +25,8 @@
 #include <unistd.h>
 
 #include "shim/shim.h"
+#include "shim/sigdeliver.h"
 #include "shim/sigroute.h"
-#include "shim/thread.h"
 
 /* The router's state: the signals posted to it, in the order they came, with their
  * siginfo (a bounded queue that signal handlers on any thread fill: a slot is free for

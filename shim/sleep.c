@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shim/cancel.h"
 #include "shim/shim.h"
-#include "shim/thread.h"
 
 /* Park the calling G until deadline (monotonic ns). EINTR when a signal
  * handler ran meanwhile (sleeps are never restarted), else 0. */

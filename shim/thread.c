@@ -47,7 +47,9 @@
 #include <unistd.h>
 #include <unwind.h>
 
+#include "shim/cancel.h"
 #include "shim/shim.h"
+#include "shim/sigdeliver.h"
 #include "shim/sync.h"
 #include "shim/thread.h"
 

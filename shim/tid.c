@@ -63,6 +63,7 @@
 #include <unistd.h>
 
 #include "shim/shim.h"
+#include "shim/sigdeliver.h"
 #include "shim/thread.h"
 
 /* No kernel tid reaches it (include/linux/threads.h); the Gs' ids lie above. */

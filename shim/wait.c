@@ -22,8 +22,8 @@
  */
 #include <errno.h>
 
+#include "shim/cancel.h"
 #include "shim/shim.h"
-#include "shim/thread.h"
 
 enum shim_wait shim_wait(int kind, const void *obj, int (*park)(void *), void *arg, unsigned flags)
 {

@@ -1,0 +1,109 @@
+/*
+ * Signals to threads, for the rest of shim/: what shim/sigdeliver.c
+ * (pthread_kill, delivery on the thread's OS thread of the moment, the
+ * bell, process signals routed to a thread) and shim/sigmask.c (a call's
+ * own signal mask) offer. The design is in sigdeliver.c's top comment;
+ * what the signal files share among themselves is in shim/sigroute.h.
+ */
+#ifndef GOSHIM_SHIM_SIGDELIVER_H
+#define GOSHIM_SHIM_SIGDELIVER_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+struct g;
+struct sthread;
+
+/*
+ * Raise the signals pthread_kill left pending for the calling thread, on
+ * its current OS thread (handlers run before it returns). 0: none was
+ * pending; 1: all had handlers with SA_RESTART (or none ran); 2: a
+ * handler without SA_RESTART ran, so the interrupted call fails with EINTR.
+ */
+int shim_deliver_signals(void);
+/* Take the lowest signal of want pending for the calling thread (0 if none); info (if not
+ * NULL) gets its siginfo. */
+int shim_take_signal(uint64_t want, siginfo_t *info);
+/* The signals left pending for the calling thread (bit sig-1). */
+uint64_t shim_pending_signals(void);
+
+/*
+ * Process-directed signals (shim/sigroute.c routes them, sigdeliver.c picks
+ * the thread). shim_route_signal delivers sig, with its siginfo, to the thread
+ * the kernel would choose (false: none takes it now); run by the router
+ * thread. shim_main_takes: the main thread, if it is not self,
+ * takes sig now (lock-free, for a signal handler). shim_forwarded_info:
+ * the siginfo a signal forwarded to the calling thread came with (taken
+ * once). shim_sigwaiting: the signals the calling thread waits for or
+ * lets through while it waits (sigwait, sigsuspend; 0 after).
+ */
+bool shim_route_signal(int sig, const siginfo_t *info);
+/* The same on the sending thread itself, where it may be a signal handler: 1 taken, 0 no
+ * thread takes it now, -1 a lock it needs was busy (or the first siginfo of the thread
+ * would be allocated): nothing done, the router must do it. */
+int shim_route_signal_now(int sig, const siginfo_t *info);
+/*
+ * The bell (sigdeliver.c): a signal sent to a thread that runs on an M is queued
+ * to that OS thread with this si_code, the G in si_value (si_errno 1: it was
+ * sent to the process). shim_bell_take, in the dispatcher or sigwaitinfo on cur, the G
+ * that took the bell: out gets the siginfo to run cur's handler with (si_signo 0: nothing
+ * for cur); false if the bell was for another G, which the router must look at again
+ * (shim_recheck_signal signals its thread again if the signal is still pending there).
+ */
+#define SHIM_SI_BELL (-0x4753)
+/* A signal the router left pending for the process (shim/sigroute.c). */
+#define SHIM_SI_PARKED (-0x4754)
+bool shim_bell_take(int sig, const siginfo_t *bell, struct g *cur, siginfo_t *out);
+void shim_recheck_signal(int sig, const siginfo_t *bell);
+/* Routed signals the calling thread has not taken and now blocks: back to the router. */
+void shim_give_back_blocked(uint64_t blocked);
+/* shim/sigroute.c: hand sig to the router as if it had just been sent to the process. */
+void shim_signal_repost(int sig, const siginfo_t *info);
+/* The siginfo of a signal the process sends itself: sig, code, our pid and uid. */
+static inline void shim_own_info(siginfo_t *si, int sig, int code)
+{
+    memset(si, 0, sizeof *si);
+    si->si_signo = sig;
+    si->si_code = code;
+    si->si_pid = getpid();
+    si->si_uid = getuid();
+}
+void shim_pend_on_main(int sig, const siginfo_t *info);
+bool shim_main_takes(int sig, struct g *self);
+bool shim_forwarded_info(int sig, siginfo_t *out);
+void shim_sigwaiting(uint64_t set);
+/* Signals of the preemption kind the calling thread asked to block: reported, not installed. */
+uint64_t shim_hidden_mask(void);
+/* A handler of the program runs on the calling thread (the dispatcher); how many did. */
+void shim_handler_ran(void);
+uint32_t shim_handlers_ran(void);
+void shim_set_hidden_mask(uint64_t set);
+/* A wait with a signal mask of its own (ppoll, pselect, epoll_pwait, epoll_pwait2): begin
+ * installs the call's mask as the thread's (handling what it lets through), interrupted
+ * says whether a handler of the program ran on this thread since, end puts the old mask
+ * back (shim/sigmask.c). */
+struct shim_callmask {
+    uint64_t old, mask, hidden;
+    uint32_t ran;
+};
+void shim_callmask_begin(struct shim_callmask *cm, const sigset_t *mask);
+bool shim_callmask_interrupted(const struct shim_callmask *cm);
+void shim_callmask_end(struct shim_callmask *cm);
+/* Before an exec: what goshim keeps pending for the thread goes to the kernel (returned);
+ * after a failed exec, back. */
+uint64_t shim_exec_prepare(void);
+void shim_exec_failed(uint64_t raised);
+
+/* On thread records (shim/thread.h). The process signals routed to st that it has not taken go back to the process
+ * (it exits, or blocks them). */
+void sthread_give_back_signals(struct sthread *st, bool exiting);
+/* gp's live thread record (sthread_lock held), or NULL. */
+struct sthread *sthread_of_g(struct g *gp);
+/* tgkill or tkill to st's thread, the calling one or another (then sthread_lock held):
+ * delivered as pthread_kill delivers; 0 or an error number. */
+int sthread_kill(struct sthread *st, int sig);
+
+#endif
