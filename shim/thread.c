@@ -1,5 +1,6 @@
 /*
- * Thread lifecycle: pthread_create and friends, on Gs.
+ * Thread lifecycle: pthread_create, join, detach and pthread_self on Gs,
+ * and the life of the thread record (shim/thread.h) from creation to join.
  *
  * A pthread is a G plus a thread record (struct sthread). In full TLS mode
  * the pthread_t is the G's glibc TCB, exactly as glibc's pthread_t is its
@@ -13,24 +14,27 @@
  * variable tls_thr, read inside that TCB; it outlives the G until the
  * thread is joined or, if detached, until it exits.
  *
- * Exit. A joinable thread keeps its TCB (its pthread_t) until joined: the
- * G is marked G_KEEP_TCB, and the scheduler's exit hook, which runs only
- * once the TCB is installed on no M, hands it to the record and wakes the
+ * Exit. thread_main, the entry of every pthread G, runs the thread
+ * function and then the thread's last acts on its own stack
+ * (sthread_finish: destructors, routed signals given back); pthread_exit
+ * and cancellation first unwind the stack back to it (shim/unwind.c). A
+ * joinable thread keeps its TCB (its pthread_t) until joined: the G is
+ * marked G_KEEP_TCB, and the scheduler's exit hook, which runs only once
+ * the TCB is installed on no M, hands it to the record and wakes the
  * joiner. The joiner frees it. Signalling the joiner any earlier would let
  * it free a TCB that is still the FS base of the exiting thread's M.
  *
- * pthread_exit and cancellation unwind the thread's stack like glibc:
- * _Unwind_ForcedUnwind runs C++ destructors, and our stop function jumps
- * into the buffers that C's pthread_cleanup_push registered (through the
- * interposed __pthread_register_cancel) so their handlers run, innermost
- * first, and finally back to the thread's entry frame. glibc's own
- * pthread_exit cannot be used: it ends with a longjmp to a buffer that only
- * its start_thread sets up.
- *
  * The record lives in the thread's stack block, beside its TCB, when the
- * scheduler carved the TCB there (sched_g_record; proc.c's top comment):
- * it then ends with the block (at join, or at exit for a detached thread)
- * and costs no malloc. Else it is calloc'ed.
+ * scheduler carved the TCB there (sched_g_record; sched/threadblock.c's
+ * top comment): it then ends with the block (at join, or at exit for a
+ * detached thread) and costs no malloc. Else it is calloc'ed.
+ *
+ * Also here: pthread_getattr_np and the thread names (kept in the record),
+ * sched_yield, and the runtime hooks the thread layer gives the scheduler
+ * (exit, resumption after a preemption, the dumps' descriptions). The
+ * other thread concerns have their own files: key.c (thread-specific
+ * data), once.c, unwind.c, cancel.c, sigdeliver.c (signals to threads) and
+ * tid.c (thread ids and kernel settings).
  *
  * Rejected: keeping the thread record in struct g (Gs are recycled at
  * exit, a pthread_t must stay valid until join).
@@ -43,9 +47,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
-#include <unwind.h>
 
 #include "shim/cancel.h"
 #include "shim/shim.h"
@@ -62,6 +64,8 @@ struct sthread sthread_main;
 struct runtime_lock sthread_lock;
 static int32_t nthreads =
     1; /* live pthreads, main included: the last one's exit ends the process */
+
+/* ---- records ------------------------------------------------------------------- */
 
 struct sthread *sthread_self(void)
 {
@@ -97,6 +101,8 @@ pthread_t sthread_glibc_id(pthread_t t, struct sthread *st)
 {
     return st && st->is_main ? (pthread_t)st->tcb : t;
 }
+
+/* ---- exit, and the end of a record --------------------------------------------- */
 
 /*
  * pthread_ts whose thread is gone (joined, or detached and exited): a join
@@ -195,7 +201,7 @@ GOSHIM_G_ENTRY static void thread_main(void *arg)
     sthread_finish(st);
 }
 
-/* ---- create, join, detach, exit ------------------------------------------- */
+/* ---- create, join, detach, self ------------------------------------------------ */
 
 GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
                                  void *arg)
@@ -232,9 +238,9 @@ GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, 
     bool zeroed = false;
     struct sthread *st = sched_g_record(gp, &zeroed);
     /* Cleared even when the block says its pages are fresh: a G in its next life keeps its
-     * stack block, which still says so, with the last record in it (its freed fwd_info
-     * was freed again: pthread_detach/4-3 aborted; its exiting flag kept process signals
-     * away). The record's page is written next anyway. */
+     * stack block, which still says so, with the last record in it (whose freed fwd_info
+     * would be freed again, and whose exiting flag would keep process signals away). The
+     * record's page is written next anyway. */
     if (st)
         memset(st, 0, sizeof *st);
     else if (!(st = calloc(1, sizeof *st))) {
@@ -383,13 +389,15 @@ GOSHIM_EXPORT pthread_t pthread_self(void)
     return REAL(pthread_self)();
 }
 
+/* ---- yield, runtime hooks, attributes, names ----------------------------------- */
+
 GOSHIM_EXPORT int sched_yield(void)
 {
     if (!goshim_active())
         return REAL(sched_yield)();
     /* At once when no thread of ours waits; but every 256th such call is the kernel's,
-     * which gives the CPU to another process that waits for it (a real-time one,
-     * sched_yield/1-1, never ran). */
+     * which gives the CPU to another process that waits for it (a real-time one would
+     * otherwise never run). */
     static __thread uint32_t idle_yields __attribute__((tls_model("initial-exec")));
     if (!sched_yield_explicit() && (++idle_yields & 255) == 0)
         REAL(sched_yield)();

@@ -104,7 +104,7 @@ GOSHIM_EXPORT void pthread_exit(void *retval)
     sthread_unwind(st);
 }
 
-/* ---- C cleanup handlers: the buffers pthread_cleanup_push registers ------- */
+/* ---- C cleanup handlers: the buffers pthread_cleanup_push registers ------------ */
 
 GOSHIM_EXPORT void __pthread_register_cancel(__pthread_unwind_buf_t *buf)
 {
