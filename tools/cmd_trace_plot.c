@@ -192,18 +192,16 @@ static struct trace_point *plot_read(const char *file, size_t *np)
     if (in == NULL)
         fail(1, "goshim trace-plot: %s: %s", file, strerror(errno));
     while (getline(&line, &linecap, in) >= 0) {
-        char *s = line;
+        char why[SCHEDTRACE_WHY_MAX];
+        struct trace_point tp;
         long rq;
+        enum trace_line kind = schedtrace_line(line, &tp, &rq, why, sizeof why);
 
         lineno++;
-        while (*s == ' ' || *s == '\t')
-            s++;
-        if (strncmp(s, "SCHED ", 6) == 0) {
-            struct trace_point tp = {.line = lineno};
-            const char *why = parse_sched_line(s + 5, &tp);
-
-            if (why != NULL)
-                fail(1, "goshim trace-plot: %s:%ld: malformed SCHED line: %s", file, lineno, why);
+        if (kind == TRACE_MALFORMED)
+            fail(1, "goshim trace-plot: %s:%ld: malformed SCHED line: %s", file, lineno, why);
+        if (kind == TRACE_SCHED) {
+            tp.line = lineno;
             if (n == cap) {
                 cap = cap ? 2 * cap : 256;
                 struct trace_point *grown = realloc(pts, cap * sizeof *pts);
@@ -214,7 +212,7 @@ static struct trace_point *plot_read(const char *file, size_t *np)
             if (n > 0 && tp.t_ms < pts[n - 1].t_ms && backwards == 0)
                 backwards = lineno;
             pts[n++] = tp;
-        } else if (n > 0 && !pts[n - 1].local_from_bracket && parse_p_line(line, &rq)) {
+        } else if (kind == TRACE_P && n > 0 && !pts[n - 1].local_from_bracket) {
             pts[n - 1].local += rq; /* SCHEDDETAIL: one line per P follows the SCHED line */
             pts[n - 1].has_local = true;
         }

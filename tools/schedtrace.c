@@ -18,96 +18,132 @@
 
 #include "tools/schedtrace.h"
 
+/* The keys of a SCHED line that are read; the first NREQUIRED must be there. */
+static const char *const keys[] = {"gomaxprocs", "idleprocs",       "threads",
+                                   "runqueue",   "spinningthreads", "idlethreads"};
+#define NKEYS     (sizeof keys / sizeof keys[0])
+#define NREQUIRED 4
+
+/* The field of tp that keys[k] fills. */
+static long *key_field(struct trace_point *tp, size_t k)
+{
+    long *const dst[NKEYS] = {&tp->gomaxprocs, &tp->idleprocs, &tp->threads,
+                              &tp->runqueue,   &tp->spinning,  &tp->idlethreads};
+
+    return dst[k];
+}
+
+static enum trace_line malformed(char *why, size_t whylen, const char *reason)
+{
+    snprintf(why, whylen, "%s", reason);
+    return TRACE_MALFORMED;
+}
+
+/* The per-P run queue lengths "[N N ...]" at s, summed into *total: past the ']', or NULL. */
+static const char *parse_bracket(const char *s, long *total)
+{
+    char *end;
+
+    *total = 0;
+    for (s++;;) {
+        while (*s == ' ')
+            s++;
+        if (*s == ']')
+            return s + 1;
+        if (!isdigit((unsigned char)*s))
+            return NULL;
+        *total += strtol(s, &end, 10);
+        s = end;
+    }
+}
+
+/*
+ * parse_pair reads the token tok[0..len): a key of keys[] and its value
+ * into tp (seen[k] set); any other token is skipped. false, with the
+ * reason in why, when a known key's value is not a whole number.
+ */
+static bool parse_pair(const char *tok, size_t len, struct trace_point *tp, bool seen[NKEYS],
+                       char *why, size_t whylen)
+{
+    const char *eq = memchr(tok, '=', len), *s = tok + len;
+
+    if (eq == NULL)
+        return true;
+    for (size_t k = 0; k < NKEYS; k++) {
+        size_t klen = strlen(keys[k]);
+        long *dst = key_field(tp, k);
+        char *vend;
+
+        if ((size_t)(eq - tok) != klen || memcmp(tok, keys[k], klen) != 0)
+            continue;
+        if (!isdigit((unsigned char)eq[1]) || (*dst = strtol(eq + 1, &vend, 10), vend != s)) {
+            snprintf(why, whylen, "%s= wants a whole number, not '%.*s'", keys[k],
+                     (int)(s - eq - 1), eq + 1);
+            return false;
+        }
+        seen[k] = true;
+    }
+    return true;
+}
+
 /*
  * parse_sched_line parses what follows "SCHED" in a schedtrace line into
- * tp: NULL, or what is wrong with it. gomaxprocs, idleprocs, threads and
- * runqueue are required; spinningthreads, idlethreads and the bracketed
- * per-P run queue lengths are optional; other key=value pairs are skipped
- * (Go prints more of them than goshim does).
+ * tp. gomaxprocs, idleprocs, threads and runqueue are required;
+ * spinningthreads, idlethreads and the bracketed per-P run queue lengths
+ * are optional; other key=value pairs are skipped (Go prints more of them
+ * than goshim does).
  */
-const char *parse_sched_line(char *s, struct trace_point *tp)
+static enum trace_line parse_sched_line(const char *s, struct trace_point *tp, char *why,
+                                        size_t whylen)
 {
-    static char why[96];
-    static const char *const keys[] = {"gomaxprocs", "idleprocs",       "threads",
-                                       "runqueue",   "spinningthreads", "idlethreads"};
-    long *dst[] = {&tp->gomaxprocs, &tp->idleprocs, &tp->threads,
-                   &tp->runqueue,   &tp->spinning,  &tp->idlethreads};
-    bool seen[6] = {false};
+    bool seen[NKEYS] = {false};
     char *end;
 
     while (*s == ' ' || *s == '\t')
         s++;
     if (!isdigit((unsigned char)*s))
-        return "no time: want 'SCHED <N>ms: ...'";
+        return malformed(why, whylen, "no time: want 'SCHED <N>ms: ...'");
     tp->t_ms = strtod(s, &end);
     if (strncmp(end, "ms:", 3) != 0)
-        return "no time: want 'SCHED <N>ms: ...'";
+        return malformed(why, whylen, "no time: want 'SCHED <N>ms: ...'");
     for (s = end + 3;;) {
         size_t len;
-        char *tok, *eq;
+        long total;
 
         while (*s == ' ' || *s == '\t')
             s++;
         if (*s == '\0' || *s == '\n' || *s == '\r')
             break;
         if (*s == '[') {
-            long total = 0;
-
-            for (s++;;) {
-                while (*s == ' ')
-                    s++;
-                if (*s == ']')
-                    break;
-                if (!isdigit((unsigned char)*s))
-                    return "malformed run queue list: want '[N N ...]'";
-                total += strtol(s, &s, 10);
-            }
-            s++;
-            if (!tp->local_from_bracket) {
+            if ((s = parse_bracket(s, &total)) == NULL)
+                return malformed(why, whylen, "malformed run queue list: want '[N N ...]'");
+            if (!tp->local_from_bracket) { /* the first list only */
                 tp->local = total;
                 tp->has_local = tp->local_from_bracket = true;
             }
             continue;
         }
-        tok = s;
         len = strcspn(s, " \t\r\n");
+        if (!parse_pair(s, len, tp, seen, why, whylen))
+            return TRACE_MALFORMED;
         s += len;
-        eq = memchr(tok, '=', len);
-        if (eq == NULL)
-            continue;
-        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-            size_t klen = strlen(keys[k]);
-            char *vend;
-
-            if ((size_t)(eq - tok) != klen || memcmp(tok, keys[k], klen) != 0)
-                continue;
-            if (!isdigit((unsigned char)eq[1]) ||
-                (*dst[k] = strtol(eq + 1, &vend, 10), vend != s)) {
-                snprintf(why, sizeof why, "%s= wants a whole number, not '%.*s'", keys[k],
-                         (int)(s - eq - 1), eq + 1);
-                return why;
-            }
-            seen[k] = true;
-        }
     }
-    for (int k = 0; k < 4; k++) {
+    for (size_t k = 0; k < NREQUIRED; k++) {
         if (!seen[k]) {
-            snprintf(why, sizeof why, "no %s=", keys[k]);
-            return why;
+            snprintf(why, whylen, "no %s=", keys[k]);
+            return TRACE_MALFORMED;
         }
     }
     tp->has_spinning = seen[4];
     tp->has_idlethreads = seen[5];
-    return NULL;
+    return TRACE_SCHED;
 }
 
-/* A SCHEDDETAIL line "  P<n>: ... runqsize=<k> ...": k in *runqsize. */
-bool parse_p_line(const char *s, long *runqsize)
+/* A SCHEDDETAIL line "P<n>: ... runqsize=<k> ...", blanks skipped: k in *runqsize. */
+static bool parse_p_line(const char *s, long *runqsize)
 {
     const char *q;
 
-    while (*s == ' ' || *s == '\t')
-        s++;
     if (*s != 'P' || !isdigit((unsigned char)s[1]))
         return false;
     s += 1 + strspn(s + 1, "0123456789");
@@ -115,4 +151,25 @@ bool parse_p_line(const char *s, long *runqsize)
         return false;
     *runqsize = strtol(q + 10, NULL, 10);
     return true;
+}
+
+/*
+ * schedtrace_line tells what line is, leading blanks skipped: a SCHED line
+ * (TRACE_SCHED, read into *tp, whose line field it leaves 0), one that
+ * cannot be read (TRACE_MALFORMED, the reason in why), a SCHEDDETAIL P
+ * line (TRACE_P, its run queue length in *runqsize) or anything else
+ * (TRACE_OTHER). It writes nothing but its outputs.
+ */
+enum trace_line schedtrace_line(const char *line, struct trace_point *tp, long *runqsize, char *why,
+                                size_t whylen)
+{
+    const char *s = line;
+
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (strncmp(s, "SCHED ", 6) == 0) {
+        *tp = (struct trace_point){0};
+        return parse_sched_line(s + 5, tp, why, whylen);
+    }
+    return parse_p_line(s, runqsize) ? TRACE_P : TRACE_OTHER;
 }

@@ -22,6 +22,8 @@ $(BUILD)/tools/%.o: tools/%.c $(BUILD)/.flags
 	$(Q)$(CC) $(CPPFLAGS) $(BASE) $(WARN) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
 
 GOSHIM_OBJ := $(patsubst tools/%.c,$(BUILD)/tools/%.o,$(wildcard tools/*.c))
+# The pure parts the unit binary links and tests directly (tests/test_schedtrace.c).
+TOOLS_UNIT_OBJ := $(BUILD)/tools/schedtrace.o
 
 $(GOSHIM_BIN): $(GOSHIM_OBJ)
 	$(call msg,LD,$@)
