@@ -110,11 +110,74 @@ static void describe_statuses(FILE *f, const struct run_result *rr, int n)
     }
 }
 
+/* compare.dat: the command, then per metric: median, min, max natively, then under goshim. */
+static void write_dat(FILE *f, const struct summary *sum, int runs, char **argv)
+{
+    fprintf(f, "# goshim compare: %d runs in each mode of:", runs);
+    for (char **a = argv; *a; a++)
+        fprintf(f, " %s", *a);
+    fputs("\n# metric native_median native_min native_max goshim_median goshim_min "
+          "goshim_max\n",
+          f);
+    for (int m = 0; m < NMETRICS; m++)
+        fprintf(f, "\"%s\" %.6g %.6g %.6g %.6g %.6g %.6g\n", metrics[m].label, sum[m].med[0],
+                sum[m].lo[0], sum[m].hi[0], sum[m].med[1], sum[m].lo[1], sum[m].hi[1]);
+}
+
+/* compare.gp's panel of metric m: a bar per mode at its median, min-max whiskers, the max above. */
+static void write_gp_panel(FILE *f, const struct summary *sum, int m)
+{
+    static const char *const colour[2] = {"#4e79a7", "#f28e2b"};
+    double top = sum[m].hi[0] > sum[m].hi[1] ? sum[m].hi[0] : sum[m].hi[1];
+
+    fprintf(f, "set title '%s'\nset yrange [0:%.6g]\n", metrics[m].label, top > 0 ? top * 1.15 : 1);
+    fputs("plot ", f);
+    for (int mode = 0; mode < 2; mode++) {
+        int c = 2 + 3 * mode; /* the median's column; min and max follow */
+
+        fprintf(f, "%s'compare.dat' every ::%d::%d using (%d):%d with boxes lc rgb '%s'",
+                mode ? ", \\\n     " : "", m, m, mode + 1, c, colour[mode]);
+        fprintf(f,
+                ", \\\n     '' every ::%d::%d using (%d):%d:%d:%d with yerrorbars "
+                "lc rgb 'black' pt 7 ps 0.4",
+                m, m, mode + 1, c, c + 1, c + 2);
+        fprintf(f,
+                ", \\\n     '' every ::%d::%d using (%d):%d:(label($%d)) with labels "
+                "offset 0,0.8",
+                m, m, mode + 1, c + 2, c);
+    }
+    fputc('\n', f);
+}
+
+/* compare.gp: the gnuplot script that draws compare.png from compare.dat, run in DIR. */
+static void write_gp(FILE *f, const struct summary *sum, int runs, char **argv)
+{
+    const char *base = strrchr(argv[0], '/');
+
+    fputs("# goshim compare: compare.png from compare.dat; run 'gnuplot compare.gp' here.\n"
+          "set terminal pngcairo size 1200,720 noenhanced font 'sans,10'\n"
+          "set output 'compare.png'\n",
+          f);
+    fprintf(f, "set multiplot layout 2,3 title ");
+    gp_quote(f, base ? base + 1 : argv[0]);
+    fprintf(f, ".' natively and under goshim: median of %d runs, bar: min to max'\n", runs);
+    fputs("set style fill solid 0.75 border -1\n"
+          "set boxwidth 0.6\n"
+          "set xrange [0.4:2.6]\n"
+          "set xtics ('native' 1, 'goshim' 2) nomirror scale 0\n"
+          "set grid ytics\n"
+          "unset key\n"
+          "label(v) = v >= 100 ? sprintf('%.0f', v) : sprintf('%.3g', v)\n",
+          f);
+    for (int m = 0; m < M_STATUS; m++)
+        write_gp_panel(f, sum, m);
+    fputs("unset multiplot\n", f);
+}
+
 /*
- * write_compare_files writes DIR/compare.md (the table), compare.dat (one
- * line per metric: median, min, max natively, then under goshim) and
- * compare.gp (the gnuplot script for compare.png, run in DIR). 0, or -1
- * after saying which file could not be written.
+ * write_compare_files writes DIR/compare.md (the table), compare.dat (the
+ * figures) and compare.gp (the gnuplot script for compare.png, run in
+ * DIR). 0, or -1 after saying which file could not be written.
  */
 static int write_compare_files(const char *dir, const struct summary *sum, bool status_same,
                                int runs, char **argv)
@@ -131,63 +194,12 @@ static int write_compare_files(const char *dir, const struct summary *sum, bool 
             fprintf(stderr, "goshim compare: cannot write %s: %s\n", path, strerror(errno));
             return -1;
         }
-        if (k == 0) {
+        if (k == 0)
             write_table(f, sum, status_same);
-        } else if (k == 1) {
-            fprintf(f, "# goshim compare: %d runs in each mode of:", runs);
-            for (char **a = argv; *a; a++)
-                fprintf(f, " %s", *a);
-            fputs("\n# metric native_median native_min native_max goshim_median goshim_min "
-                  "goshim_max\n",
-                  f);
-            for (int m = 0; m < NMETRICS; m++)
-                fprintf(f, "\"%s\" %.6g %.6g %.6g %.6g %.6g %.6g\n", metrics[m].label,
-                        sum[m].med[0], sum[m].lo[0], sum[m].hi[0], sum[m].med[1], sum[m].lo[1],
-                        sum[m].hi[1]);
-        } else {
-            const char *base = strrchr(argv[0], '/');
-
-            fputs("# goshim compare: compare.png from compare.dat; run 'gnuplot compare.gp' here.\n"
-                  "set terminal pngcairo size 1200,720 noenhanced font 'sans,10'\n"
-                  "set output 'compare.png'\n",
-                  f);
-            fprintf(f, "set multiplot layout 2,3 title ");
-            gp_quote(f, base ? base + 1 : argv[0]);
-            fprintf(f, ".' natively and under goshim: median of %d runs, bar: min to max'\n", runs);
-            fputs("set style fill solid 0.75 border -1\n"
-                  "set boxwidth 0.6\n"
-                  "set xrange [0.4:2.6]\n"
-                  "set xtics ('native' 1, 'goshim' 2) nomirror scale 0\n"
-                  "set grid ytics\n"
-                  "unset key\n"
-                  "label(v) = v >= 100 ? sprintf('%.0f', v) : sprintf('%.3g', v)\n",
-                  f);
-            for (int m = 0; m < M_STATUS; m++) {
-                static const char *const colour[2] = {"#4e79a7", "#f28e2b"};
-                double top = sum[m].hi[0] > sum[m].hi[1] ? sum[m].hi[0] : sum[m].hi[1];
-
-                fprintf(f, "set title '%s'\nset yrange [0:%.6g]\n", metrics[m].label,
-                        top > 0 ? top * 1.15 : 1);
-                fputs("plot ", f);
-                for (int mode = 0; mode < 2; mode++) {
-                    int c = 2 + 3 * mode; /* the median's column; min and max follow */
-
-                    fprintf(f,
-                            "%s'compare.dat' every ::%d::%d using (%d):%d with boxes lc rgb '%s'",
-                            mode ? ", \\\n     " : "", m, m, mode + 1, c, colour[mode]);
-                    fprintf(f,
-                            ", \\\n     '' every ::%d::%d using (%d):%d:%d:%d with yerrorbars "
-                            "lc rgb 'black' pt 7 ps 0.4",
-                            m, m, mode + 1, c, c + 1, c + 2);
-                    fprintf(f,
-                            ", \\\n     '' every ::%d::%d using (%d):%d:(label($%d)) with labels "
-                            "offset 0,0.8",
-                            m, m, mode + 1, c + 2, c);
-                }
-                fputc('\n', f);
-            }
-            fputs("unset multiplot\n", f);
-        }
+        else if (k == 1)
+            write_dat(f, sum, runs, argv);
+        else
+            write_gp(f, sum, runs, argv);
         if (ferror(f) | (fclose(f) != 0)) {
             fprintf(stderr, "goshim compare: cannot write %s: %s\n", path, strerror(errno));
             return -1;

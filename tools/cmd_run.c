@@ -55,66 +55,74 @@ static void set_lean_tunables(void)
     free(v);
 }
 
-int cmd_run(const struct command *cmd, int argc, char **argv)
-{
-    static const struct option_spec opts[] = {
-        {"procs", 'p', true}, {"trace", 0, true},     {"detail", 0, false},
-        {"stats", 0, false},  {"chaos", 0, true},     {"preempt", 0, true},
-        {"help", 'h', false}, {"lean-tls", 0, false}, {NULL, 0, false},
-    };
-    enum { O_PROCS, O_TRACE, O_DETAIL, O_STATS, O_CHAOS, O_PREEMPT, O_HELP, O_LEAN };
-    /* The environment for CMD, by option; NULL: not given. */
-    static const char *const names[] = {"GOSHIM_PROCS", "GOSHIM_SCHEDTRACE", "GOSHIM_SCHEDDETAIL",
+/* run's options; the first NVARS set the variable of the same index in vars. */
+static const struct option_spec run_opts[] = {
+    {"procs", 'p', true}, {"trace", 0, true},     {"detail", 0, false},
+    {"stats", 0, false},  {"chaos", 0, true},     {"preempt", 0, true},
+    {"help", 'h', false}, {"lean-tls", 0, false}, {NULL, 0, false},
+};
+enum { O_PROCS, O_TRACE, O_DETAIL, O_STATS, O_CHAOS, O_PREEMPT, O_HELP, O_LEAN };
+#define NVARS O_HELP
+static const char *const vars[NVARS] = {"GOSHIM_PROCS", "GOSHIM_SCHEDTRACE", "GOSHIM_SCHEDDETAIL",
                                         "GOSHIM_STATS", "GOSHIM_CHAOS",      "GOSHIM_PREEMPT"};
-    const char *values[O_HELP] = {NULL};
+
+/* check_value exits with a usage error unless val is in the runtime's range for option k. */
+static void check_value(const struct command *cmd, int k, const char *val)
+{
+    if (k == O_PROCS && !parse_uint(val, 1, MAX_PROCS))
+        usage_error(cmd, "-p wants a whole number from 1 to %d, not '%s'", MAX_PROCS, val);
+    if (k == O_TRACE && !parse_uint(val, 0, MAX_TRACE_MS))
+        usage_error(cmd, "--trace wants milliseconds from 0 to %d, not '%s'", MAX_TRACE_MS, val);
+    if (k == O_CHAOS && !parse_uint(val, 0, UINT64_MAX))
+        usage_error(cmd, "--chaos wants a seed from 0 to %llu, not '%s'",
+                    (unsigned long long)UINT64_MAX, val);
+    if (k == O_PREEMPT && !parse_msec(val, MAX_PREEMPT_MS))
+        usage_error(cmd, "--preempt wants milliseconds from 0 to %d like 10 or 0.5, not '%s'",
+                    MAX_PREEMPT_MS, val);
+}
+
+/*
+ * run_parse reads run's options: each variable's value in values (NULL:
+ * not given), --lean-tls in *lean. The index of CMD in argv, or 0 after
+ * --help; exits on a usage error.
+ */
+static int run_parse(const struct command *cmd, int argc, char **argv, const char *values[NVARS],
+                     bool *lean)
+{
     const char *val;
-    char *lib, *preload;
-    bool lean = false;
     int i = 1, k;
 
-    while ((k = next_option(cmd, opts, argc, argv, &i, &val)) >= 0) {
-        switch (k) {
-        case O_LEAN:
-            lean = true;
-            continue;
-        case O_PROCS:
-            if (!parse_uint(val, 1, MAX_PROCS))
-                usage_error(cmd, "-p wants a whole number from 1 to %d, not '%s'", MAX_PROCS, val);
-            break;
-        case O_TRACE:
-            if (!parse_uint(val, 0, MAX_TRACE_MS))
-                usage_error(cmd, "--trace wants milliseconds from 0 to %d, not '%s'", MAX_TRACE_MS,
-                            val);
-            break;
-        case O_CHAOS:
-            if (!parse_uint(val, 0, UINT64_MAX))
-                usage_error(cmd, "--chaos wants a seed from 0 to %llu, not '%s'",
-                            (unsigned long long)UINT64_MAX, val);
-            break;
-        case O_PREEMPT:
-            if (!parse_msec(val, MAX_PREEMPT_MS))
-                usage_error(cmd,
-                            "--preempt wants milliseconds from 0 to %d like 10 or 0.5, not '%s'",
-                            MAX_PREEMPT_MS, val);
-            break;
-        case O_DETAIL:
-        case O_STATS:
-            val = "1";
-            break;
-        case O_HELP:
+    while ((k = next_option(cmd, run_opts, argc, argv, &i, &val)) >= 0) {
+        if (k == O_HELP) {
             printf("%s%s", cmd->usage, cmd->help);
             return 0;
         }
-        values[k] = val;
+        if (k == O_LEAN) {
+            *lean = true;
+            continue;
+        }
+        check_value(cmd, k, val);
+        values[k] = k == O_DETAIL || k == O_STATS ? "1" : val;
     }
     if (i >= argc)
         usage_error(cmd, "missing command to run");
+    return i;
+}
 
+int cmd_run(const struct command *cmd, int argc, char **argv)
+{
+    const char *values[NVARS] = {NULL};
+    char *lib, *preload;
+    bool lean = false;
+    int i = run_parse(cmd, argc, argv, values, &lean);
+
+    if (i == 0)
+        return 0;
     lib = find_library("goshim run");
     preload = preload_value(lib);
-    for (k = 0; k < O_HELP; k++) {
-        if (values[k] != NULL && setenv(names[k], values[k], 1) != 0)
-            fail(EXIT_USAGE, "goshim run: setenv %s: %s", names[k], strerror(errno));
+    for (int k = 0; k < NVARS; k++) {
+        if (values[k] != NULL && setenv(vars[k], values[k], 1) != 0)
+            fail(EXIT_USAGE, "goshim run: setenv %s: %s", vars[k], strerror(errno));
     }
     if (setenv("LD_PRELOAD", preload, 1) != 0)
         fail(EXIT_USAGE, "goshim run: setenv LD_PRELOAD: %s", strerror(errno));

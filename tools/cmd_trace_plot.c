@@ -8,7 +8,7 @@
  * script, fed through a pipe (tools/gnuplot.c): no temporary files. Lines
  * out of time order (traces of several processes in one file) are sorted,
  * with a warning. Exit status 0, or 1 for unreadable or malformed input
- * or a failed chart.
+ * or when no chart was drawn (gnuplot missing or failing).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -59,45 +59,34 @@ static char *default_png(const char *file)
     return out;
 }
 
-/*
- * trace_script returns (malloc'd, length in *len) the gnuplot script that
- * draws pts[0..n-1] into out: three panels, run queues, processors and OS
- * threads, over time; the data travel inside the script as a datablock.
- */
-static char *trace_script(const struct trace_point *pts, size_t n, const char *title,
-                          const char *out, size_t *len)
-{
-    long max_rq = 0, max_p = 0, max_th = 0;
-    bool any_local = false, any_spin = false, any_idle = false;
-    double scale = pts[n - 1].t_ms >= 10000 ? 1000 : 1, t0, t1;
-    const char *style = n <= 60 ? "linespoints pt 7 ps 0.6" : "lines";
-    char *text = NULL;
-    size_t size = 0;
-    FILE *f = open_memstream(&text, &size);
+/* The tops of the three panels, and which optional series the trace has. */
+struct trace_extent {
+    long max_rq, max_p, max_th;
+    bool any_local, any_spin, any_idle;
+};
 
-    if (f == NULL)
-        return NULL;
+static struct trace_extent trace_extent(const struct trace_point *pts, size_t n)
+{
+    struct trace_extent e = {0};
+
     for (size_t k = 0; k < n; k++) {
         const struct trace_point *p = &pts[k];
 
-        max_rq = p->runqueue > max_rq ? p->runqueue : max_rq;
-        max_rq = p->has_local && p->local > max_rq ? p->local : max_rq;
-        max_p = p->gomaxprocs > max_p ? p->gomaxprocs : max_p;
-        max_p = p->idleprocs > max_p ? p->idleprocs : max_p;
-        max_th = p->threads > max_th ? p->threads : max_th;
-        any_local = any_local || p->has_local;
-        any_spin = any_spin || p->has_spinning;
-        any_idle = any_idle || p->has_idlethreads;
+        e.max_rq = p->runqueue > e.max_rq ? p->runqueue : e.max_rq;
+        e.max_rq = p->has_local && p->local > e.max_rq ? p->local : e.max_rq;
+        e.max_p = p->gomaxprocs > e.max_p ? p->gomaxprocs : e.max_p;
+        e.max_p = p->idleprocs > e.max_p ? p->idleprocs : e.max_p;
+        e.max_th = p->threads > e.max_th ? p->threads : e.max_th;
+        e.any_local = e.any_local || p->has_local;
+        e.any_spin = e.any_spin || p->has_spinning;
+        e.any_idle = e.any_idle || p->has_idlethreads;
     }
-    t0 = pts[0].t_ms / scale;
-    t1 = pts[n - 1].t_ms / scale;
-    if (t1 <= t0) {
-        t0 -= 1;
-        t1 += 1;
-    }
+    return e;
+}
 
-    fputs("set terminal pngcairo size 1000,900 noenhanced font 'sans,10'\nset output ", f);
-    gp_quote(f, out);
+/* The $trace datablock: a row per point, time in ms / scale, '?' for what a line lacks. */
+static void write_datablock(FILE *f, const struct trace_point *pts, size_t n, double scale)
+{
     fputs("\n$trace << EOD\n", f);
     for (size_t k = 0; k < n; k++) {
         const struct trace_point *p = &pts[k];
@@ -108,33 +97,67 @@ static char *trace_script(const struct trace_point *pts, size_t n, const char *t
         p->has_idlethreads ? fprintf(f, "%ld ", p->idlethreads) : fputs("? ", f);
         p->has_spinning ? fprintf(f, "%ld\n", p->spinning) : fputs("?\n", f);
     }
-    fputs("EOD\nset datafile missing '?'\nset multiplot layout 3,1 title ", f);
-    gp_quote(f, title);
-    fprintf(f,
-            "\nset grid\nset key outside top center horizontal\nset xlabel 'time (%s)'\nset xrange "
-            "[%.6g:%.6g]\n",
-            scale == 1 ? "ms" : "s", t0, t1);
+    fputs("EOD\n", f);
+}
 
+/* The three panels, run queues, processors and OS threads, drawn from $trace with style. */
+static void write_panels(FILE *f, const struct trace_extent *e, const char *style)
+{
     fprintf(f, "set title 'run queues: Gs waiting to run'\nset ylabel 'Gs'\nset yrange [0:%ld]\n",
-            max_rq + max_rq / 10 + 1);
+            e->max_rq + e->max_rq / 10 + 1);
     fprintf(f, "plot $trace using 1:2 with %s lw 2 title 'global run queue'", style);
-    if (any_local)
+    if (e->any_local)
         fprintf(f,
                 ", \\\n     $trace using 1:3 with %s lw 2 title 'local run queues (sum over Ps)'",
                 style);
-    fprintf(f, "\nset title 'processors'\nset ylabel 'Ps'\nset yrange [0:%ld]\n", max_p + 1);
+    fprintf(f, "\nset title 'processors'\nset ylabel 'Ps'\nset yrange [0:%ld]\n", e->max_p + 1);
     fprintf(f,
             "plot $trace using 1:4 with %s lw 2 title 'idle Ps', \\\n"
             "     $trace using 1:5 with lines dt 2 lw 2 title 'gomaxprocs'\n",
             style);
     fprintf(f, "set title 'OS threads'\nset ylabel 'threads'\nset yrange [0:%ld]\n",
-            max_th + max_th / 10 + 1);
+            e->max_th + e->max_th / 10 + 1);
     fprintf(f, "plot $trace using 1:6 with %s lw 2 title 'threads (Ms and sysmon)'", style);
-    if (any_idle)
+    if (e->any_idle)
         fprintf(f, ", \\\n     $trace using 1:7 with %s title 'idle threads'", style);
-    if (any_spin)
+    if (e->any_spin)
         fprintf(f, ", \\\n     $trace using 1:8 with %s title 'spinning threads'", style);
     fputs("\nunset multiplot\n", f);
+}
+
+/*
+ * trace_script returns (malloc'd, length in *len) the gnuplot script that
+ * draws pts[0..n-1] into out: three panels, run queues, processors and OS
+ * threads, over time; the data travel inside the script as a datablock.
+ */
+static char *trace_script(const struct trace_point *pts, size_t n, const char *title,
+                          const char *out, size_t *len)
+{
+    struct trace_extent e = trace_extent(pts, n);
+    double scale = pts[n - 1].t_ms >= 10000 ? 1000 : 1, t0, t1;
+    const char *style = n <= 60 ? "linespoints pt 7 ps 0.6" : "lines";
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+
+    if (f == NULL)
+        return NULL;
+    t0 = pts[0].t_ms / scale;
+    t1 = pts[n - 1].t_ms / scale;
+    if (t1 <= t0) {
+        t0 -= 1;
+        t1 += 1;
+    }
+    fputs("set terminal pngcairo size 1000,900 noenhanced font 'sans,10'\nset output ", f);
+    gp_quote(f, out);
+    write_datablock(f, pts, n, scale);
+    fputs("set datafile missing '?'\nset multiplot layout 3,1 title ", f);
+    gp_quote(f, title);
+    fprintf(f,
+            "\nset grid\nset key outside top center horizontal\nset xlabel 'time (%s)'\nset xrange "
+            "[%.6g:%.6g]\n",
+            scale == 1 ? "ms" : "s", t0, t1);
+    write_panels(f, &e, style);
     if (fclose(f) != 0) {
         free(text);
         return NULL;

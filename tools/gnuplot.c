@@ -35,6 +35,49 @@ void gp_quote(FILE *f, const char *s)
 }
 
 /*
+ * exec_gnuplot is run_gnuplot's child: gnuplot on script_file, or on its
+ * stdin (fd) when script_file is NULL, in dir (NULL: here), its stdout
+ * discarded. Never returns.
+ */
+__attribute__((noreturn)) static void exec_gnuplot(const char *who, const char *dir,
+                                                   const char *script_file, int fd)
+{
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+    if (null >= 0)
+        dup2(null, STDOUT_FILENO);
+    if (fd >= 0)
+        dup2(fd, STDIN_FILENO);
+    if (dir != NULL && chdir(dir) != 0) {
+        fprintf(stderr, "%s: %s: %s\n", who, dir, strerror(errno));
+        _exit(EXIT_NOEXEC);
+    }
+    execlp("gnuplot", "gnuplot", script_file != NULL ? script_file : "-", (char *)NULL);
+    fprintf(stderr, "%s: gnuplot: %s\n", who, strerror(errno));
+    _exit(EXIT_NOTFOUND);
+}
+
+/* feed_gnuplot writes text into fd and closes it: false if gnuplot did not take it all. */
+static bool feed_gnuplot(int fd, const char *text, size_t len)
+{
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+    bool write_failed = false;
+
+    sigaction(SIGPIPE, &ign, &old); /* gnuplot may stop reading early: EPIPE, not death */
+    for (size_t off = 0; off < len && !write_failed;) {
+        ssize_t n = write(fd, text + off, len - off);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        write_failed = n <= 0;
+        off += n > 0 ? (size_t)n : 0;
+    }
+    close(fd);
+    sigaction(SIGPIPE, &old, NULL);
+    return !write_failed;
+}
+
+/*
  * run_gnuplot runs gnuplot in dir (NULL: here) on script_file, or on
  * script_text through a pipe. PLOT_OK; PLOT_MISSING (said, with the
  * apt-get line); PLOT_FAILED (said; gnuplot's own message is above).
@@ -42,7 +85,6 @@ void gp_quote(FILE *f, const char *s)
 int run_gnuplot(const char *who, const char *dir, const char *script_file, const char *script_text,
                 size_t script_len)
 {
-    struct sigaction ign = {.sa_handler = SIG_IGN}, old;
     int fds[2] = {-1, -1}, status;
     bool write_failed = false;
     pid_t pid;
@@ -66,34 +108,11 @@ int run_gnuplot(const char *who, const char *dir, const char *script_file, const
         }
         return PLOT_FAILED;
     }
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-
-        if (null >= 0)
-            dup2(null, STDOUT_FILENO);
-        if (fds[0] >= 0)
-            dup2(fds[0], STDIN_FILENO);
-        if (dir != NULL && chdir(dir) != 0) {
-            fprintf(stderr, "%s: %s: %s\n", who, dir, strerror(errno));
-            _exit(EXIT_NOEXEC);
-        }
-        execlp("gnuplot", "gnuplot", script_file != NULL ? script_file : "-", (char *)NULL);
-        fprintf(stderr, "%s: gnuplot: %s\n", who, strerror(errno));
-        _exit(EXIT_NOTFOUND);
-    }
+    if (pid == 0)
+        exec_gnuplot(who, dir, script_file, fds[0]);
     if (script_text != NULL) {
         close(fds[0]);
-        sigaction(SIGPIPE, &ign, &old); /* gnuplot may stop reading early: EPIPE, not death */
-        for (size_t off = 0; off < script_len && !write_failed;) {
-            ssize_t n = write(fds[1], script_text + off, script_len - off);
-
-            if (n < 0 && errno == EINTR)
-                continue;
-            write_failed = n <= 0;
-            off += n > 0 ? (size_t)n : 0;
-        }
-        close(fds[1]);
-        sigaction(SIGPIPE, &old, NULL);
+        write_failed = !feed_gnuplot(fds[1], script_text, script_len);
     }
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;

@@ -109,6 +109,86 @@ static long tree_threads(pid_t pid, int depth, int *budget)
 }
 
 /*
+ * exec_measured is run_measured's child: stdin from /dev/null and, unless
+ * show, stdout and stderr too; LD_PRELOAD=preload and GOSHIM_PROCS=procs
+ * (if not NULL) for the goshim mode; then argv. A failed exec writes its
+ * errno into errfd for the parent. Never returns.
+ */
+__attribute__((noreturn)) static void exec_measured(char **argv, const char *preload,
+                                                    const char *procs, bool show, int errfd)
+{
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC), err;
+
+    if (null >= 0) {
+        dup2(null, STDIN_FILENO);
+        if (!show) {
+            dup2(null, STDOUT_FILENO);
+            dup2(null, STDERR_FILENO);
+        }
+    }
+    if (preload != NULL) {
+        setenv("LD_PRELOAD", preload, 1);
+        if (procs != NULL)
+            setenv("GOSHIM_PROCS", procs, 1);
+    }
+    execvp(argv[0], argv);
+    err = errno;
+    if (write(errfd, &err, sizeof err) < 0)
+        _exit(EXIT_NOEXEC);
+    _exit(EXIT_NOTFOUND);
+}
+
+/*
+ * peak_threads samples the OS threads of pid's process tree every
+ * SAMPLE_MS until pid exits (not reaped), and returns the most seen. The
+ * pidfd (-1: none) wakes it at the exit; if polling it fails, the pidfd is
+ * closed and set to -1, and waitid's WNOWAIT watches for the exit instead.
+ */
+static long peak_threads(pid_t pid, int *pidfd)
+{
+    long peak = 0;
+
+    for (;;) {
+        int budget = TREE_PROCS;
+        long t = tree_threads(pid, 0, &budget);
+
+        if (t > peak)
+            peak = t;
+        if (*pidfd >= 0) {
+            struct pollfd pfd = {.fd = *pidfd, .events = POLLIN};
+            int r = poll(&pfd, 1, SAMPLE_MS);
+
+            if (r > 0)
+                return peak;
+            if (r < 0 && errno != EINTR) {
+                close(*pidfd); /* sample by waitpid polling instead */
+                *pidfd = -1;
+            }
+        } else {
+            siginfo_t si = {0};
+            struct timespec ts = {0, SAMPLE_MS * 1000000L};
+
+            if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
+                return peak;
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* put_usage fills res from the ended run's rusage, wait status and peak thread count. */
+static void put_usage(struct run_result *res, const struct rusage *ru, int status, long peak)
+{
+    res->v[M_CPU] = (double)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1e3 +
+                    (double)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1e3;
+    res->v[M_RSS] = (double)ru->ru_maxrss / 1024.0;
+    res->v[M_THREADS] = (double)peak;
+    res->v[M_VCSW] = (double)ru->ru_nvcsw;
+    res->v[M_IVCSW] = (double)ru->ru_nivcsw;
+    res->v[M_STATUS] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    res->wstatus = status;
+}
+
+/*
  * run_measured runs argv to completion, natively (preload NULL) or with
  * LD_PRELOAD=preload and GOSHIM_PROCS=procs (if not NULL), stdin from
  * /dev/null and, unless show, stdout and stderr to /dev/null. Returns 0
@@ -120,7 +200,7 @@ int run_measured(char **argv, const char *preload, const char *procs, bool show,
 {
     struct rusage ru;
     int errp[2], status, pidfd = -1, err = 0;
-    long peak = 0;
+    long peak;
     double t0;
     pid_t pid;
     ssize_t n;
@@ -137,57 +217,15 @@ int run_measured(char **argv, const char *preload, const char *procs, bool show,
         return -1;
     }
     if (pid == 0) {
-        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-
         close(errp[0]);
-        if (null >= 0) {
-            dup2(null, STDIN_FILENO);
-            if (!show) {
-                dup2(null, STDOUT_FILENO);
-                dup2(null, STDERR_FILENO);
-            }
-        }
-        if (preload != NULL) {
-            setenv("LD_PRELOAD", preload, 1);
-            if (procs != NULL)
-                setenv("GOSHIM_PROCS", procs, 1);
-        }
-        execvp(argv[0], argv);
-        err = errno;
-        if (write(errp[1], &err, sizeof err) < 0)
-            _exit(EXIT_NOEXEC);
-        _exit(EXIT_NOTFOUND);
+        exec_measured(argv, preload, procs, show, errp[1]);
     }
     close(errp[1]);
 
 #ifdef SYS_pidfd_open
     pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 #endif
-    for (;;) {
-        int budget = TREE_PROCS;
-        long t = tree_threads(pid, 0, &budget);
-
-        if (t > peak)
-            peak = t;
-        if (pidfd >= 0) {
-            struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
-            int r = poll(&pfd, 1, SAMPLE_MS);
-
-            if (r > 0)
-                break;
-            if (r < 0 && errno != EINTR) {
-                close(pidfd); /* sample by waitpid polling instead */
-                pidfd = -1;
-            }
-        } else {
-            siginfo_t si = {0};
-            struct timespec ts = {0, SAMPLE_MS * 1000000L};
-
-            if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
-                break;
-            nanosleep(&ts, NULL);
-        }
-    }
+    peak = peak_threads(pid, &pidfd);
     while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR)
         ;
     res->v[M_WALL] = now_ms() - t0;
@@ -200,14 +238,7 @@ int run_measured(char **argv, const char *preload, const char *procs, bool show,
         *exec_errno = err;
         return -1;
     }
-    res->v[M_CPU] = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
-                    (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
-    res->v[M_RSS] = (double)ru.ru_maxrss / 1024.0;
-    res->v[M_THREADS] = (double)peak;
-    res->v[M_VCSW] = (double)ru.ru_nvcsw;
-    res->v[M_IVCSW] = (double)ru.ru_nivcsw;
-    res->v[M_STATUS] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    res->wstatus = status;
+    put_usage(res, &ru, status, peak);
     return 0;
 }
 

@@ -24,8 +24,11 @@ struct summary {
 
 /* CLOCK_MONOTONIC in milliseconds. */
 double now_ms(void);
+/* argv to completion, natively (preload NULL) or under goshim: 0 with res filled, or -1 (fork
+ * failed: errno; exec failed: its errno in *exec_errno). */
 int run_measured(char **argv, const char *preload, const char *procs, bool show,
                  struct run_result *res, int *exec_errno);
+/* Median, minimum and maximum of metric over rr[0..n-1]: 0, or -1 (no memory). */
 int summarize(const struct run_result *rr, int n, int metric, double *med, double *lo, double *hi);
 
 #endif
