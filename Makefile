@@ -100,7 +100,7 @@ TEST_C    := $(wildcard tests/test_*.c)
 PROG_C    := $(wildcard tests/progs/*.c)
 BENCH_C   := $(wildcard tests/bench/*.c)
 FMT_FILES := $(wildcard sched/*.c sched/*.h shim/*.c shim/*.h preload/*.c preload/*.h \
-                        tests/*.c tests/*.h tests/*/*.c tests/*/*.h tools/*.c)
+                        tests/*.c tests/*.h tests/*/*.c tests/*/*.h tools/*.c tools/*.h)
 
 SCHED_OBJ := $(SCHED_C:%.c=$(BUILD)/%.o) $(SCHED_S:%.S=$(BUILD)/%.S.o)
 SO_OBJ    := $(SO_C:%.c=$(BUILD)/%.o)
@@ -189,9 +189,9 @@ $(BUILD)/tests/%.o: tests/%.c $(STAMP)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) $(TESTDEFS) $(BASE) $(TESTWARN) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
 
-$(UNIT): $(TEST_OBJ) $(LIBSCHED) $(LSTAMP)
+$(UNIT): $(TEST_OBJ) $(TOOLS_UNIT_OBJ) $(LIBSCHED) $(LSTAMP)
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIBSCHED) -lcriterion $(LIBS)
+	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJ) $(TOOLS_UNIT_OBJ) $(LIBSCHED) -lcriterion $(LIBS)
 
 # Test programs: plain pthread programs, no goshim headers, no sanitizer.
 $(PROGS): $(BUILD)/tests/progs/%: tests/progs/%.c $(STAMP)

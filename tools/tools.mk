@@ -1,9 +1,11 @@
-# The goshim launcher (tools/goshim.c) and its man page (tools/goshim.1).
+# The goshim launcher (tools/*.c) and its man page (tools/goshim.1).
 # Included by the Makefile before its rules: LIBGOSHIM, BUILD, VERSION, msg and Q are
 # set, STAMP is not yet, hence $(BUILD)/.flags spelt out (prerequisites expand at once).
 #
 #   build/goshim      the launcher: goshim run | compare | stress | trace-plot (see goshim(1));
-#                     goshim.c, and stress.c for goshim stress (tools/launcher.h between them)
+#                     goshim.c (main, the command table), a cmd_*.c file per command
+#                     (launcher.h declares them) and the parts they share: cli.c, library.c,
+#                     measure.c, gnuplot.c and schedtrace.c, each with its header
 #   build/goshim.1    the man page, with the version filled in
 #   make install-tools    bin/goshim, lib/libgoshim.so (where the launcher looks: ../lib
 #                         from its own directory), share/man/man1/goshim.1 and the gdb
@@ -19,7 +21,11 @@ $(BUILD)/tools/%.o: tools/%.c $(BUILD)/.flags
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) $(BASE) $(WARN) $(CFLAGS) $(SANFLAGS) -c -o $@ $<
 
-$(GOSHIM_BIN): $(BUILD)/tools/goshim.o $(BUILD)/tools/stress.o
+GOSHIM_OBJ := $(patsubst tools/%.c,$(BUILD)/tools/%.o,$(wildcard tools/*.c))
+# The pure parts the unit binary links and tests directly (tests/test_schedtrace.c).
+TOOLS_UNIT_OBJ := $(BUILD)/tools/schedtrace.o
+
+$(GOSHIM_BIN): $(GOSHIM_OBJ)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $(SANFLAGS) $(LDFLAGS) -o $@ $^
 

@@ -58,6 +58,8 @@
 #include <unistd.h>
 
 #include "tools/launcher.h"
+#include "tools/library.h"
+#include "tools/measure.h"
 
 #define MAX_JOBS       256
 #define MAX_TIMEOUT_S  86400
