@@ -5,9 +5,9 @@
  * a new pthread (struct pthread + static TLS block), so errno and __thread
  * variables belong to the G. The scheduler installs a G's TCB as the FS base
  * when it switches to that G, with the method chosen here (tls_fs_method).
- * Design, measured facts and rejected alternatives: top of tls.c (the
- * TCBs) and tls_probe.c (tls_init: the layout probes and the FS method),
- * and /work/shared/TCB_FACTS.md.
+ * Design, facts and rejected alternatives: top of tls.c (the TCBs) and
+ * tls_probe.c (tls_init: the layout probes and the FS method), and
+ * docs/design.md, "Per-thread TLS".
  *
  * Environment:
  *   GOSHIM_FS=auto        the default: the first method of the chain that
