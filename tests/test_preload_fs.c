@@ -332,9 +332,9 @@ Test(preload_fs, dlopen_initial_exec_tls_reaches_existing_threads, .timeout = 12
         }
     }
     /* Loaded and unloaded 300 times while threads start, exit and live on. Not checked
-     * natively: glibc 2.36 itself misses a thread now and then (about one run in 15 here),
-     * one whose fresh stack gets its TLS (_dl_allocate_tls) before the load and joins
-     * dl_stack_used only after the load's walk of it. */
+     * natively: glibc 2.36 itself misses a thread now and then, one whose fresh stack gets its
+     * TLS (_dl_allocate_tls) before the load and joins dl_stack_used only after the load's walk
+     * of it. */
     static const char churn[] = "churn: every thread read the image after every load: yes\n";
     for (int i = 0; i < n; i++) {
         in_method(m[i], "prog_dlopen_ietls", "churn", NULL, churn, 8);
