@@ -2,7 +2,7 @@
  * Async preemption (docs/design.md, "Async preemption").
  *
  * sysmon asks: a P whose schedtick has not moved for GOSHIM_PREEMPT gets
- * its M signalled (preempt_tick) with rt_tgsigqueueinfo, SI_QUEUE and a
+ * its M signalled (preempt_request) with rt_tgsigqueueinfo, SI_QUEUE and a
  * per-process cookie, so the handler tells goshim's signals from the
  * application's (which it passes on to the application's handler: the
  * shim records it instead of installing it, shim/signal.c) and the

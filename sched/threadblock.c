@@ -29,7 +29,8 @@
  * ended there (tls_tcb_end) before its memory is released. Gs spawned
  * without eager_tls (the runtime's own) keep the malloc'ed TCBs below and
  * never take a block that holds one, and a stack too small to give up the
- * space (below tcb_keep + 16 KiB) keeps its full size and a malloc'ed TCB.
+ * space (below tcbl.keep + TCB_MIN_STACK) keeps its full size and a
+ * malloc'ed TCB.
  * In the ldt method a TCB must lie below 4 GiB, in an 8 KiB LDT arena slot
  * (ldt.c): stacks stay where they are, since a million 8 MiB reservations
  * cannot fit below 4 GiB and only 8191 entries exist anyway; the TCB stays

@@ -12,7 +12,7 @@
  *   - stackblock by scanning a probe pthread made with pthread_attr_setstack,
  *     guardsize checked in a second, default-attribute probe pthread;
  *   - res from the probe thread's __resp; __resp itself from dlvsym;
- *   - the strerror/strsignal buffers (tls_state) by scanning for the
+ *   - the strerror/strsignal buffers (tls_state_off) by scanning for the
  *     pointers the probe thread got back;
  *   - rseq from the public __rseq_offset;
  *   - libc's TLS block from its link map and PT_TLS, and the malloc words

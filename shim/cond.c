@@ -39,7 +39,7 @@
  * times releases it completely and takes it back N times deep (glibc
  * releases one level and so deadlocks). Process-shared conds stay glibc's
  * but are cancellation points as natively: pthread_cancel wakes a waiter
- * there with a broadcast (see wake_pshared_waiter in shim/thread.c).
+ * there with a broadcast (see wake_pshared_waiter in shim/cancel.c).
  */
 #include <errno.h>
 #include <limits.h>

@@ -28,7 +28,7 @@
  * Signals left at SIG_IGN are the kernel's alone. So is a signal left at
  * SIG_DFL as long as no thread blocks it: every OS thread then lets it
  * through, and its default action (terminate, core, stop, ignore) acts as
- * natively wherever it lands. Once a thread blocks it (route_defaults,
+ * natively wherever it lands. Once a thread blocks it (shim_route_defaults,
  * before the mask is installed), the kernel's choice among goshim's OS
  * threads can no longer be trusted: an M that runs no thread (idle, or
  * between two) still carries the mask of the last thread it ran, which
@@ -81,7 +81,7 @@
 
 static struct sigaction app_act[65];
 /* Signals some thread has blocked (bit sig-1; atomic, only grows): at SIG_DFL they are routed
- * (route_defaults). */
+ * (shim_route_defaults). */
 static uint64_t sig_blocked_once;
 /* goshim's SIGQUIT dump, when it stood in for SIGQUIT's default action as that was routed. */
 static void (*quit_dump)(int);

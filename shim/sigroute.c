@@ -154,7 +154,7 @@ static int take_posted(siginfo_t *info, uint64_t *at)
  * a thread other than the main one queue a signal to its process only with a negative
  * si_code (rt_sigqueueinfo: "nor can they impersonate a kill()"; else EPERM, and a kill()
  * nobody takes at once would be lost): the siginfo goes with goshim's code, the sender's
- * in si_errno, and unparked() puts it back where the signal is taken.
+ * in si_errno, and sig_unparked() puts it back where the signal is taken.
  */
 void sig_park_in_kernel(int sig, const siginfo_t *info)
 {

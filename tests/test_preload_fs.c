@@ -108,7 +108,7 @@ Test(preload_fs, thread_programs_in_every_method, .timeout = 60)
 }
 
 /*
- * The TCB at the top of the stack block (issue 14, sched/proc.c): in each
+ * The TCB at the top of the stack block (issue 14, sched/threadblock.c): in each
  * method (wrfsbase where this host has it) the TLS a thread reaches
  * through its TCB (errno, __thread, the canary, a dlopen'd module's
  * dynamic TLS through the DTV) is its own, C++ thread_local destructors
