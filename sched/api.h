@@ -14,6 +14,27 @@
  * the internals shared between them; scripts/check-layers.sh fails the
  * build's tests if shim/ or preload/ includes anything of sched/ but this
  * file. Nothing here is exported from libgoshim.so.
+ *
+ * Contents, in order (the files that define each part):
+ *   configuration             config.c: struct sched_config, the GOSHIM_ variables
+ *   start-up and Gs           schedinit.c, proc.c, threadblock.c: sched_init,
+ *                             sched_spawn, a thread's TCB and record
+ *   signal state per G        signal.c, machines.c: masks, sigaltstack, routed
+ *                             signals, the runtime's own threads
+ *   yielding and parking      proc.c: sched_gosched, gopark, goready
+ *   the hooks                 schedinit.c: what the runtime asks of the shim
+ *   dumps and deadlocks       dump.c: what a G waits for, SIGQUIT
+ *   chaos and preemption      chaos.c, proc.c, preempt.c: chaos_point,
+ *     requests                sched_ncalls, sched_preempt_g
+ *   inside the runtime        proc.c: acquirem, releasem, goexit
+ *   system calls and the gate syscall.c: entersyscall, exitsyscall, sched_gate
+ *   CPU-time clocks           cputime.c
+ *   a G as the shim sees it   api.c: ids, TCB, record, stack, liveness
+ *   TLS                       tls.c, tls_static.c
+ *   preemption                preempt.c: application text, the signals goshim owns
+ *   the netpoller             netpoll.c: descriptors, the readiness protocol of one
+ *                             I/O call, per-fd state the application sets
+ *   goshim's own descriptors  ownfd.c
  */
 #ifndef GOSHIM_API_H
 #define GOSHIM_API_H
@@ -59,7 +80,7 @@ int sched_config_from_env(struct sched_config *c);
 /* Usable CPUs: the affinity mask, capped by the cgroup v2 cpu.max quota. */
 int sched_usable_cpus(void);
 
-/* ---- the C API -------------------------------------------------------- */
+/* ---- start-up and Gs (schedinit.c, proc.c, threadblock.c) ------------- */
 
 /* Start the runtime: nprocs Ps, all idle; Ms start on demand. Call once,
  * from an ordinary thread. Returns 0 or an errno value. */
@@ -91,7 +112,7 @@ void sched_spawn_abandon(struct g *gp);
 /* Hand over the TCB of a joined thread (installed nowhere): cached on the
  * caller's P for the next spawn there, or destroyed. Full TLS mode. */
 void sched_tcb_free(void *tcb);
-/* Fix the layout of a thread's block (proc.c's top comment): record_size
+/* Fix the layout of a thread's block (threadblock.c's top comment): record_size
  * bytes for the shim's thread record. Once, after sched_init, before any
  * spawn. */
 void sched_tcb_layout_init(size_t record_size);
@@ -104,6 +125,8 @@ void *sched_g_record(struct g *gp, bool *zeroed);
 struct g *sched_self(void);
 /* The kernel tid of the calling M. */
 int sched_mtid(void);
+
+/* ---- signal state per G (signal.c, machines.c) ------------------------- */
 
 /* Signal masks (bit sig-1) are per G: the M installs its G's when it
  * switches to it, with a system call only when the two differ. */
@@ -126,6 +149,8 @@ void sched_idle_block(uint64_t set);
  * errno value). */
 int sched_sigaltstack(const stack_t *ss, stack_t *old);
 
+/* ---- yielding and parking (proc.c) ------------------------------------- */
+
 /* Go's Gosched: the G goes to the global run queue and others run. */
 void sched_gosched(void);
 /* goyield: like Gosched, but to the tail of the local run queue. */
@@ -142,6 +167,8 @@ void gopark(bool (*unlockf)(struct g *, void *), void *lock, int reason);
 void goready(struct g *gp);
 /* gopark's usual unlockf: unlock a runtime_lock. */
 bool park_unlock(struct g *gp, void *lock);
+
+/* ---- the hooks (schedinit.c) ------------------------------------------- */
 
 /*
  * What the runtime asks of the layer above it, the shim, which knows the
@@ -172,20 +199,12 @@ struct sched_hooks {
 };
 extern struct sched_hooks sched_hooks;
 void sched_set_hooks(const struct sched_hooks *h);
-/* gp has ended (a G is never freed: it may be asked about at any time). */
-bool sched_g_dead(struct g *gp);
-/* The kernel tid of the M on which gp runs or sits in a system call, 0 when
- * it does neither (queued, parked, dead); a snapshot. */
-int sched_g_cpu_tid(struct g *gp);
-/* In a signal handler, on any thread: whether the thread is one of the
- * runtime's Ms (false: a thread goshim does not run); then the G it runs
- * (*gp, NULL on its scheduler context), and whether the handler
- * interrupted that G's own code (*on_g) rather than a switch. */
-bool sched_signal_context(struct g **gp, bool *on_g);
-/* The first G, not dead, that match accepts; for the hooks (allglock held). */
+/* The first G, not dead, that match accepts; for the hooks (allglock held; api.c). */
 struct g *sched_g_find_locked(bool (*match)(struct g *gp, void *arg), void *arg);
 
-/* Deadlock reports and thread dumps (dump.c). A wrapper says what its G
+/* ---- dumps and deadlocks (dump.c) -------------------------------------- */
+
+/* Deadlock reports and thread dumps. A wrapper says what its G
  * is about to wait for (cleared with WAIT_NONE once it is back); the shim
  * names threads and objects. */
 enum waitkind {
@@ -210,6 +229,8 @@ void sched_describe(struct g *gp, char *buf, size_t len);
 void quit_install(void); /* a SIGQUIT handler, if the program has none */
 bool sched_quit_handler_is(void (*h)(int));
 
+/* ---- chaos and preemption requests (chaos.c, proc.c, preempt.c) -------- */
+
 /* Chaos mode (chaos.c). */
 extern bool sched_chaos;
 void chaos_yield(void); /* a wrapper boundary: maybe yield the P */
@@ -230,6 +251,8 @@ static inline void chaos_point(void)
 /* Ask gp, if it runs, to yield at its next safe point (preempt.c). */
 void sched_preempt_g(struct g *gp);
 
+/* ---- inside the runtime (proc.c) --------------------------------------- */
+
 /*
  * acquirem marks the M of the calling G "inside the runtime" until
  * releasem (see struct m); NULL (and nothing to release) when not on a G.
@@ -243,7 +266,7 @@ bool m_in_runtime(void);
 /* End the current G (what returning from its function does). */
 __attribute__((noreturn)) void goexit(void);
 
-/* ---- system calls and the gate ---------------------------------------- */
+/* ---- system calls and the gate (syscall.c) ----------------------------- */
 
 /* Around a system call that may block (syscall.c): the P is handed off.
  * entersyscall returns false when it did nothing (not on a G holding a P:
@@ -319,7 +342,7 @@ bool sched_signal_context(struct g **gp, bool *on_g);
  * only tried; NULL and *busy if another holds it). */
 struct g *sched_g_find(bool (*match)(struct g *gp, void *arg), void *arg, bool try, bool *busy);
 
-/* ---- TLS (tls.c) ------------------------------------------------------ */
+/* ---- TLS (tls.c, tls_static.c) ---------------------------------------- */
 
 /* GOSHIM_TLS: each G has its own glibc TCB (full), or the Ms' TCBs are
  * shared and only errno is switched (errno mode). */
@@ -369,7 +392,7 @@ void preempt_refresh(void);
 bool preempt_owns(int sig);
 void preempt_app_action(int sig, const struct sigaction *act, struct sigaction *old);
 
-/* ---- the netpoller (netpoll.c; its design in netpoll.h) ----------------- */
+/* ---- the netpoller (netpoll.c; its design in netpoll.h) --------------- */
 
 enum pd_kind {
     PD_NOWAIT = 1, /* pollable and takes RWF_NOWAIT: park on EAGAIN */
@@ -388,6 +411,9 @@ struct psub {
     uint32_t *word;
     bool counted; /* in the epoll waiters */
 };
+/* Subscribe/unsubscribe a poll-style waiter. */
+void netpoll_subscribe(struct pdesc *pd, struct psub *s, uint32_t *word);
+void netpoll_unsubscribe(struct psub *s);
 
 /* The descriptor of fd, classified (a few system calls, once per fd until
  * it is closed); NULL if fd is not open or out of range. */
@@ -518,9 +544,5 @@ bool ownfd_evict(int fd);
  * the first that returns non-zero, and returns that. */
 int ownfd_close_range(unsigned first, unsigned last, int (*gap)(unsigned, unsigned, void *),
                       void *arg);
-
-/* Subscribe/unsubscribe a poll-style waiter. */
-void netpoll_subscribe(struct pdesc *pd, struct psub *s, uint32_t *word);
-void netpoll_unsubscribe(struct psub *s);
 
 #endif

@@ -13,22 +13,21 @@
  * Two ways to measure a slice, because the exact one is dear:
  *
  *   - Until the program first asks for a thread CPU clock, a slice is the
- *     wall time it ran, in TSC ticks: one rdtsc per switch (13-28 ns on
- *     this VM, ~8 ns on bare metal). Time the M was preempted by the
- *     kernel while running the G (another process took the CPU) counts,
- *     which the kernel's clock would not, and a G blocked in a system call
- *     outside the netpoller counts its blocked time too: an approximation,
- *     but a thread that computed reads about what it computed, one that
- *     slept reads ~0, and the value only grows. The ticks become
- *     nanoseconds at the first request, with the TSC rate measured
+ *     wall time it ran, in TSC ticks: one rdtsc per switch, no system call.
+ *     Time the M was preempted by the kernel while running the G (another
+ *     process took the CPU) counts, which the kernel's clock would not, and a
+ *     G blocked in a system call outside the netpoller counts its blocked time
+ *     too: an approximation, but a thread that computed reads about what it
+ *     computed, one that slept reads ~0, and the value only grows. The ticks
+ *     become nanoseconds at the first request, with the TSC rate measured
  *     against CLOCK_MONOTONIC since start-up.
  *
  *   - From the first request on (cputime_on, never turned off), a slice
- *     is measured with the M's own thread CPU clock, which has no vDSO:
- *     one clock_gettime system call (0.2-0.3 us on most hosts, 0.9 us on
- *     this VM) per switch-out, kept as the M's mark (cpu_mark); blocked
- *     time is no CPU time. An M that has no such mark yet (the flag was
- *     raised elsewhere) charges its current slice in ticks, then has one.
+ *     is measured with the M's own thread CPU clock, which has no vDSO: one
+ *     clock_gettime system call per switch-out, kept as the M's mark
+ *     (cpu_mark); blocked time is no CPU time. An M that has no such mark
+ *     yet (the flag was raised elsewhere) charges its current slice in
+ *     ticks, then has one.
  *
  * A reader on another thread takes a G's counters under its cpu_seq
  * (odd while its M writes them) and adds the running slice if the G is on
@@ -36,7 +35,7 @@
  * clock id, which works from any thread of the process).
  *
  * Rejected: reading the M's CPU clock at every switch from the start
- * (0.5-2 us per switch for programs that never ask, most of them); a
+ * (a system call per switch for programs that never ask, most of them); a
  * sampling thread (it costs wake-ups when nothing asks); perf's
  * self-monitoring task clock (needs perf_event_paranoid <= 2 and an mmap
  * page per M, and is unavailable in many containers).

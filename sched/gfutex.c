@@ -9,9 +9,8 @@
  * needs no memory per address beyond the waiters' own. Wake, requeue and
  * wait walk only the chain of distinct addresses of one bucket, never the
  * other waiters of their address or of the addresses sharing the bucket:
- * with one chain of waiters per bucket a 100k-thread run spent 55% of its
- * time there, in exit's wake of a join word that shared the bucket of a
- * mutex with 100k waiters.
+ * with one chain of waiters per bucket, exit's wake of a join word that
+ * shares the bucket of a mutex with 100k waiters would walk them all.
  *
  * The table grows (doubling) when the number of queues exceeds twice the
  * number of buckets, so a chain stays short however many addresses are
@@ -482,7 +481,7 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
     maybe_grow();
     struct gftable *t0 = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
     /* Field by field: an initialiser would zero the timer too, with a
-     * rep stos (3% of a cond ping-pong); the timer is set only when timed,
+     * rep stos on every wait; the timer is set only when timed,
      * the links by enqueue. */
     struct gfwaiter w;
     w.addr = addr;

@@ -3,9 +3,8 @@
  * call on hosts whose kernel does not allow wrfsbase.
  *
  * Model. x86-64 still loads a segment's base from its descriptor when a
- * selector is moved into %fs: one user-mode instruction (6.2 ns measured
- * here, against 4.8 ns for wrfsbase and 3.5-8 us for arch_prctl on the
- * hosts without FSGSBASE). A descriptor holds a 32-bit base, so the TCB
+ * selector is moved into %fs: one user-mode instruction, about as cheap
+ * as wrfsbase, where arch_prctl is a system call. A descriptor holds a 32-bit base, so the TCB
  * must lie below 4 GiB. The LDT belongs to the process (the mm): every M
  * can load every entry, and the kernel keeps a thread's selector across
  * context switches and migrations (and shows ptrace, so gdb, the base
@@ -23,12 +22,11 @@
  * subtraction, a comparison and a shift: no table, no field of the TCB.
  *
  * Entries are written in batches as the slots in use grow past those
- * written (8 at start-up, then as many again as there are, up to 256 at
- * a time; 17-19 us each here): each modify_ldt copies the whole table
- * into a new one and sends an IPI to every CPU that runs the process,
- * so writing one per created thread would put that cost on every
- * pthread_create, and rewriting entries on reuse would put it on
- * every recycle.
+ * written (8 at start-up, then as many again as there are, up to 256 at a
+ * time): each modify_ldt copies the whole table into a new one and sends
+ * an IPI to every CPU that runs the process, so writing one per created
+ * thread would put that cost on every pthread_create, and rewriting
+ * entries on reuse would put it on every recycle.
  *
  * Who gets a slot: every G's TCB (tls_tcb_new), M0's scheduler TCB,
  * and, in this method only, every other M's scheduler TCB too

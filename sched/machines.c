@@ -187,7 +187,7 @@ static void newm(struct p *pp, bool spinning)
     /* The new thread inherits the creator's mask and GS base: until mstart points GS at
      * the new M, the dispatcher would take it for the creator's M, running the
      * creator's G, and run a process signal's handler here, on no thread of the program
-     * (1 run in 100 of a main thread parked in sleep, with the P handed to a new M).
+     * (as when a main thread parked in sleep has its P handed to a new M).
      * So it starts with every signal blocked but glibc's two (set*id reaches every
      * thread) and installs the creator's mask, kept in mp->sigmask, once it is an M. */
     uint64_t all = ~((1ULL << 31) | (1ULL << 32)), old = 0; /* glibc's 32 and 33 */
@@ -406,9 +406,9 @@ void sched_idle_block(uint64_t set)
  * stays_idle: before stack_scavenge, the M sleeps SCAVENGE_IDLE_NS (less
  * if its timer comes sooner); true if nobody woke it meanwhile. A loop
  * that creates and joins batches of threads idles between them for
- * microseconds: scavenging at once there (a mincore per stack) took a
- * tenth of a batch of 1000 create+joins in steady state, for stacks the
- * next batch took again within the millisecond. The sleep's wake-up, if
+ * microseconds: scavenging at once there (a mincore per stack) would be
+ * a sizeable part of every batch, for stacks the next batch takes again
+ * within the millisecond. The sleep's wake-up, if
  * any, is the next sleep's (the note stays set).
  */
 static bool stays_idle(struct m *mp, int64_t until)
@@ -576,7 +576,7 @@ struct m *mget(void)
 
 /* A helper's first act: it is no M. A new thread inherits its creator's GS base, an M's
  * when an M starts it (a fork child restarting sysmon): setxid.c would take it for that M
- * and clear the M's set*id mark instead of its own (seteuid in a fork child hung). */
+ * and clear the M's set*id mark instead of its own (seteuid in a fork child would hang). */
 static void *helper_start(void *fn)
 {
     rt_syscall(SYS_arch_prctl, ARCH_SET_GS, 0, 0);

@@ -14,7 +14,7 @@
  *
  * Own pairs. A pipe or socketpair created through the wrapped pipe, pipe2
  * or socketpair has both ends known: a wrapped write to one end readies the
- * other end's reader at once (netpoll_wrote), with no epoll round trip. Such
+ * other end's reader at once (netpoll_write_end), with no epoll round trip. Such
  * a wait is not counted in epoll_waiters, so a pipe ping-pong never makes an
  * idle M block in epoll_wait. A write that goshim does not see (stdio's
  * internal write, a raw syscall, another process) still raises an epoll

@@ -1,11 +1,11 @@
 /*
- * Async preemption (DESIGN rule 7; facts measured here: PREEMPT_FACTS).
+ * Async preemption (docs/design.md, "Async preemption").
  *
  * sysmon asks: a P whose schedtick has not moved for GOSHIM_PREEMPT gets
- * its M signalled (preempt_tick) with rt_tgsigqueueinfo, SI_QUEUE and a
+ * its M signalled (preempt_request) with rt_tgsigqueueinfo, SI_QUEUE and a
  * per-process cookie, so the handler tells goshim's signals from the
  * application's (which it passes on to the application's handler: the
- * shim records it instead of installing it, sigaction.c) and the
+ * shim records it instead of installing it, shim/signal.c) and the
  * application's own tgkill of the same signal is never taken for ours.
  *
  * The handler decides cheaply, in signal context, without locks, TLS or
@@ -25,18 +25,15 @@
  * sysmon asks again next tick.
  *
  * Which unwinder walks (GOSHIM_PREEMPT_WALK): libgcc's _Unwind_Backtrace
- * by default, libunwind on request. DESIGN names libunwind; libgcc's walk
- * takes no lock, makes no system call and finds FDEs with glibc's
- * lock-free _dl_find_object. libunwind was measured here configured for
- * the job (UNW_LOCAL_ONLY, UNW_CACHE_PER_THREAD, initialised in the
- * trampoline, outside signal context): Debian's build still masks signals
- * around its dl_iterate_phdr lookups (two sigprocmask calls per frame on a
- * cache miss; its per-thread cache is per G here, cold in every new
- * thread), and its TLS is dynamic (a __tls_get_addr per G). Mean walk,
- * three spinners and a worker at one P, 0.5 ms slices, same run: libgcc
- * 3.0-4.3 us, libunwind 8.1-11.1 us, 2.6-3.1x (scripts/bench_preempt.sh,
- * case d; 4-7 against 24-69 us on a machine loaded by other builds), so
- * libgcc stays the default (the issue's rule: libunwind only within 2x).
+ * by default, libunwind on request. libgcc's walk takes no lock, makes no
+ * system call and finds FDEs with glibc's lock-free _dl_find_object.
+ * libunwind, even configured for the job (UNW_LOCAL_ONLY,
+ * UNW_CACHE_PER_THREAD, initialised in the trampoline, outside signal
+ * context), masks signals around its dl_iterate_phdr lookups in Debian's
+ * build (two sigprocmask calls per frame on a cache miss), its per-thread
+ * cache is per G, cold in every new thread, and its TLS is dynamic (a
+ * __tls_get_addr per G): its walk is several times slower, so libgcc stays
+ * the default (scripts/bench_preempt.sh, case d, compares the two).
  *
  * Where a preempted G goes. One that entered goshim since its last
  * preemption (sched_ncalls moved: a mutex, a read, any wrapper) yields to
@@ -44,14 +41,14 @@
  * queue is empty and the global one is not (else it would run again at
  * once, before the Gs it was preempted for) (Go sends it to the global queue; then
  * every 61st schedule, which checks the global queue first, runs the
- * preempted G again before a G that a timer just readied into runnext: a
- * p99 of 2-3 slices for a sleeper beside a spinner). One that did not is
+ * preempted G again before a G that a timer just readied into runnext,
+ * and a sleeper beside a spinner wakes slices late). One that did not is
  * a spinner (redis's io threads, an adaptive lock's spin phase): it goes
  * to the global queue's tail, behind every G that waits, the way EEVDF's
  * lag puts a task that used its share behind those that did not. Only
  * under the kernel's policy: with a fixed (Go) slice the global queue's
  * 61st-tick check ran a demoted spinner before a sleeper just readied into
- * runnext, a whole extra 10 ms slice (p99 25 ms for a 1 ms sleep).
+ * runnext, a whole extra 10 ms slice late.
  *
  * Slice timers (the kernel's policy only). Each M makes, on its own
  * thread, a POSIX timer on its CPU-time clock (timer_create with
@@ -59,15 +56,14 @@
  * as period. The kernel checks CPU timers at its tick, so it fires at the
  * first tick after each slice of CPU the M used (every 4 ms at
  * CONFIG_HZ=250) and never while the M sleeps or waits for a CPU; with
- * CONFIG_POSIX_CPU_TIMERS_TASK_WORK (x86 has it; this kernel does) the signal is queued
+ * CONFIG_POSIX_CPU_TIMERS_TASK_WORK (x86 has it) the signal is queued
  * on the way back to user mode, so it never interrupts a blocking call.
  * Its si_code is SI_TIMER and its value a second cookie. The handler
  * (on_tick) preempts if the P's schedtick is the one the previous signal
  * saw - the same G ran a whole period - and some G waits (its P's queue
- * or the global one); else it notes the schedtick. Measured here, native
- * threads with such a timer: 800 signals in 3.2 s of CPU, no measurable
- * CPU; the same number of CLOCK_MONOTONIC timer signals (hrtimers, each an
- * interrupt of its own) cost 33 us each. An M whose timer cannot be made
+ * or the global one); else it notes the schedtick. Such timers cost no
+ * measurable CPU, unlike as many CLOCK_MONOTONIC timer signals (hrtimers,
+ * each an interrupt of its own). An M whose timer cannot be made
  * (RLIMIT_SIGPENDING) says so once; sysmon then serves every waiter, as it
  * does under valgrind, which reports the stack switch a tick interrupted.
  * Moving to another signal (below) re-creates an M's timer at its next
@@ -133,7 +129,7 @@ void goshim_preempt_point(void);
 __attribute__((visibility("hidden"))) uint64_t goshim_xsave_size = 4096;
 
 enum {
-    STACK_MARGIN = 16384, /* the handler's frame, the trampoline, the walk: ~6.5 KB measured */
+    STACK_MARGIN = 16384, /* the handler's frame, the trampoline, the walk, with room to spare */
     MAX_DEPTH = 256,
 };
 
@@ -621,7 +617,7 @@ static int install(int sig)
  * The application installs a handler for the default preemption signal:
  * preempt with a free real-time signal from now on. Standard signals do
  * not queue: one of goshim's pending on a thread would swallow one the
- * application raises there (PREEMPT_FACTS: 61 of 943 lost). goshim's
+ * application raises there. goshim's
  * handler stays on the old signal, chaining to the application's.
  */
 static void move_off(void)

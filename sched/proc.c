@@ -569,8 +569,8 @@ void sched_gosched(void)
  * sched_yield_explicit: a program's own sched_yield. When no G waits
  * anywhere (no run queue holds one, none is due from a timer) there is
  * nothing to yield to and it returns at once, as sched_yield(2) does on an
- * idle CPU: the switch through g0 and the steal attempts that would end in
- * resuming the same G cost ~0.5 us. Otherwise as sched_goyield. Not for
+ * idle CPU, rather than pay the switch through g0 and the steal attempts
+ * that would end in resuming the same G. Otherwise as sched_goyield. Not for
  * preemption's yields, which must give sysmon's waiting G the chance.
  * False when it returned at once.
  */

@@ -13,7 +13,8 @@
  *              (see struct release).
  *   Gwaiting   parked by gopark; on no run queue; whoever holds the lock
  *              passed to gopark (or the object it protects) readies it.
- *   Gsyscall   in a blocking system call (later: entersyscall).
+ *   Gsyscall   in a blocking system call, between entersyscall (or
+ *              entersyscallblock) and exitsyscall (syscall.c).
  *   Gdead      exited; on a free list, keeping its stack and TCB.
  *
  * P states: Pidle (on sched.pidle, no M), Prunning (owned by an M),

@@ -209,7 +209,7 @@ void stats_print(int fd);
 void stats_at_exit(void);
 void stats_open(void);
 
-/* tls glue (proc.c) */
+/* proc.c: the G whose stack holds addr, for the stack-overflow report (stack_signal.c) */
 int sched_stack_lookup(void *addr, unsigned long *id, size_t *size);
 
 /* ---- timers and the idle Ms (machines.c; timer API in timer.h) ---------- */

@@ -9,8 +9,8 @@
  * than half the busy Ps have a spinning M, it becomes a spinning M and
  * steals from random victims, 4 rounds, half a queue at a time, runnext
  * only in the last round. Having found nothing, a G that merely yielded
- * continues; otherwise the M spins a little more (a wakeup costs 14-54 us
- * on this machine, more than most gaps between tasks), then gives its P
+ * continues; otherwise the M spins a little more (IDLE_SPIN_NS: waking a
+ * sleeping M costs more than most gaps between tasks), then gives its P
  * back and sleeps on its note.
  *
  * Spinning Ms are the key to never leaving a P idle beside runnable work
@@ -74,7 +74,7 @@ static void steal_order_init(uint32_t n)
  * full fence on x86-64, so the loads below are not ordered before it: the
  * other half of the pair is findrunnable's decrement of nmspinning before
  * its last look at the queues. No fence of its own (an mfence on every
- * goready was 2.6% of a cond ping-pong).
+ * goready shows in a cond ping-pong).
  */
 void wakep(void)
 {
@@ -350,7 +350,7 @@ static inline void m_leave_g0(struct m *mp)
  * runnext's time it begins a slice of its own, so the schedtick sysmon
  * watches moves too. While sysmon sleeps past a slice (nobody it serves
  * waits) it cannot see when, so a slice's start is stamped then (a vDSO
- * clock read, ~30 ns here: not on every switch). An inherited switch is
+ * clock read: not on every switch). An inherited switch is
  * not stamped (that would be a clock read on every hand-off): sysmon
  * counts such a G's own run from the round that first sees it.
  */

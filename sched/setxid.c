@@ -9,7 +9,7 @@
  * On an M that runs a G, the FS base is the G's TCB, not the M's own
  * descriptor that glibc marked: the mark would never clear and glibc
  * would signal that M for ever (memcached, which calls setgroups at
- * start-up, hung). So goshim puts its own handler in front of glibc's: on
+ * start-up, would hang). So goshim puts its own handler in front of glibc's: on
  * an M whose FS base is not its real descriptor (real_tcb), it switches
  * to it for glibc's handler and back. The M is told by its GS base (0 on
  * threads goshim does not run). SIGSETXID must never be blocked, so

@@ -12,12 +12,13 @@
  * before the G is released (restore_own_fs_altstack, schedule.c), exactly
  * when it gives the G's TCB up as FS base. The kernel knows an alternate
  * stack per OS thread, not that another thread uses it: an M idle with
- * the G's stack still installed took an SA_ONSTACK signal (a process
- * signal the kernel gave it) at the top of that stack while the G, on
- * another M, ran a handler there; the two signal frames overlapped, and
- * the idle M's sigreturn resumed the G's registers on the idle M, with
- * its own FS base (CPython's test_signal StressTest: faulthandler's
- * alternate stack and SA_ONSTACK handlers crashed).
+ * the G's stack still installed could take an SA_ONSTACK signal (a
+ * process signal the kernel gave it) at the top of that stack while the
+ * G, on another M, runs a handler there; the two signal frames would
+ * overlap, and the idle M's sigreturn would resume the G's registers on
+ * the idle M, with its own FS base (CPython's test_signal StressTest,
+ * with faulthandler's alternate stack and SA_ONSTACK handlers, does
+ * this).
  */
 #include <signal.h>
 #include <stdint.h>

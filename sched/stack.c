@@ -11,8 +11,8 @@
  *
  * The default size follows glibc (nptl's __pthread_early_init, 2.36): the
  * RLIMIT_STACK soft limit, or ARCH_STACK_DEFAULT_SIZE = 2 MiB on x86-64
- * (sysdeps/x86_64/nptl/pthreaddef.h) when the limit is RLIM_INFINITY or
- * unreadable, raised to PTHREAD_STACK_MIN, rounded up to pages. The default
+ * (glibc's sysdeps/x86_64/nptl/pthreaddef.h) when the limit is RLIM_INFINITY
+ * or unreadable, raised to PTHREAD_STACK_MIN, rounded up to pages. The default
  * guard is one page, and as in glibc (allocatestack.c: size += guardsize) the
  * guard comes on top of the requested size. Small default stacks are the
  * most common crash class of other M:N runtimes, so we do not shrink them.

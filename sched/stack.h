@@ -135,7 +135,7 @@ void stack_set_keep_prefetch(void (*fn)(const struct gstack *st));
 /*
  * stack_set_populate says how many top bytes of a new stack its first user
  * touches at once (a TCB and the first frames): fresh span slots get them
- * populated in batches (stack.c, prepare_slots). 0, the default: none.
+ * populated in batches (stack_span.c, prepare_slots). 0, the default: none.
  * Set once, before stacks are made.
  */
 void stack_set_populate(size_t bytes);

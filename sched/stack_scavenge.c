@@ -11,19 +11,20 @@
  * are released as they go; warm stacks enter their list dirty (not looked
  * at) and stack_scavenge releases them when an M is about to sleep for
  * lack of work, one stack at a time until it is woken, as Go's background
- * scavenger gives back freed spans: the look alone (mincore) costs 1.1-2.5
- * us here, a third of a create+join in batches of 1000, where every stack
- * passes through the global list and the next batch would have reused its
- * pages anyway. A dirty stack is taken before a clean one. So memory that
+ * scavenger gives back freed spans: the look alone (mincore) is a
+ * sizeable part of a create+join in batches, where every stack passes
+ * through the global list and the next batch would have reused its pages
+ * anyway. A dirty stack is taken before a clean one. So memory that
  * exited threads touched deep in their stacks stays until the process
  * first idles, at most STACK_GCACHE_MAX stacks' worth.
- * Stacks in a P cache keep theirs: the madvise costs ~1.6 us even on an
- * untouched 8 MiB range (measured here), more than the rest of a cache hit,
- * and the P cache is bounded.
+ * Stacks in a P cache keep theirs: the madvise costs a system call and a
+ * page-table walk even on an untouched range, more than the rest of a
+ * cache hit, and the P cache is bounded.
  *
  * Rejected alternatives.
- *  - MADV_DONTNEED on every free: ~1.6 us per call, doubling the cost of a
- *    G create/exit; done in batches when stacks leave a P cache instead.
+ *  - MADV_DONTNEED on every free: a system call that would double the
+ *    cost of a G create/exit; done in batches when stacks leave a P cache
+ *    instead.
  */
 #include "libc.h"
 #include "stack_impl.h"
@@ -64,8 +65,8 @@ static void flush_releases(struct iovec *v, size_t n)
  * (advise_stack_range keeps PTHREAD_STACK_MIN), and the next thread on it
  * finds its first frames' pages in place instead of faulting them in. A
  * stack is used downwards from its top, so most threads touched nothing
- * below it, and the release cost a page-table walk each (an 8 MiB range:
- * 35% of a batch of 1000 create+joins, in unmap_page_range) for nothing.
+ * below it, and the release would cost a page-table walk each (over the
+ * whole range, in unmap_page_range) for nothing.
  * A thread that skipped pages (a large frame left partly untouched) may
  * leave pages lower down while its stack is warm; they go when it goes
  * cold. Several releases go in one process_madvise where it works.

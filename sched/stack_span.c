@@ -5,9 +5,8 @@
  *
  * Guards. With MADV_GUARD_INSTALL (Linux >= 6.13, detected once in
  * stack_init) the guard is a page-table marker inside the same VMA: no split,
- * and adjacent stacks even merge into one VMA (10 000 stacks add ~2 lines to
- * /proc/self/maps; TCB_FACTS.md section 7). The marker survives MADV_DONTNEED
- * and fork. Without it the guard is mprotect(PROT_NONE): 2 VMAs per stack, so
+ * and adjacent stacks even merge into one VMA (docs/design.md, "Stacks").
+ * The marker survives MADV_DONTNEED and fork. Without it the guard is mprotect(PROT_NONE): 2 VMAs per stack, so
  * vm.max_map_count (65530) caps the process at ~32 000 guarded stacks.
  *
  * Spans. With guard markers, a stack is never a mapping of its own: it is a
@@ -18,9 +17,8 @@
  * stacks cost a few hundred map lines, and a freed slot of any size goes
  * back to its class (a per-class list under stk.lock; default-size slots go
  * through the P and global caches first) instead of being unmapped. Slots
- * are never unmapped: that would split the span. munmap was the cost of
- * thread exit before (52% of a 100k-thread run with 64 KiB stacks, in TLB
- * shoot-downs and mmap_lock waits). Up to STACK_SPAN_CLASSES classes; a
+ * are never unmapped: that would split the span, and munmap would be most
+ * of the cost of a thread's exit (TLB shoot-downs and mmap_lock waits). Up to STACK_SPAN_CLASSES classes; a
  * further size gets a mapping of its own, as without guard markers.
  *
  * VMA budget. stk.vmas is an upper bound of the VMAs our stacks (and the
@@ -48,8 +46,8 @@
  *    the gap, and it costs the same VMA as PROT_NONE.
  *  - A node in each cold slot: its page stays, and splits the contiguous
  *    range a batch of adjacent slots is released with.
- *  - Checking /proc/self/maps on every allocation: ~1 us per line, and the
- *    file has tens of thousands of lines near the limit.
+ *  - Checking /proc/self/maps on every allocation: its cost grows with its
+ *    lines, and the file has tens of thousands of lines near the limit.
  */
 #include "libc.h"
 #include "stack_impl.h"
@@ -85,7 +83,7 @@ static char *sys_mmap(size_t len, int prot)
 
 /*
  * count_maps counts the lines of /proc/self/maps with raw syscalls.
- * Returns the count or -errno. Scheduler-safe; takes ~1 us per line.
+ * Returns the count or -errno. Scheduler-safe; its cost grows with the lines.
  */
 static long count_maps(void)
 {

@@ -278,8 +278,8 @@ void exitsyscall(void)
         procyield(20);
     /* Called on a read of pless that saw sysmon's TAKING of a hand-off it
      * then gave up (the M was no longer asleep): the G still runs on its
-     * P, there is nothing to exit (it threw "exitsyscall0: G not in a
-     * system call", 1 run in ~10 of the million-G test under TSan). */
+     * P, there is nothing to exit (going on would throw "exitsyscall0: G
+     * not in a system call"). */
     if (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) == PLESS_NO && mp->p != NULL && gp != NULL &&
         readgstatus(gp) == Grunning) {
         m_locks_leave(mp);

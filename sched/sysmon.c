@@ -1,6 +1,6 @@
 /*
- * sysmon: the runtime's own thread, without a P (DESIGN rule 6, Go's
- * sysmon in proc.go). Each round it
+ * sysmon: the runtime's own thread, without a P (docs/design.md,
+ * "sysmon"; Go's sysmon in proc.go). Each round it
  *   - retakes the P of an M that sits in a system call (entersyscall
  *     leaves the P attached, in state Psyscall) since its previous round,
  *     when work waits for that P or the call has lasted 10 ms: the P goes
@@ -16,11 +16,12 @@
  * It sleeps 20 us after a round that did something, doubling after 50
  * idle rounds up to 10 ms.
  *
- * The slice is the kernel's by default (DESIGN rule 6): C programs were
- * written for EEVDF, which lets a task run its base slice (1.4 ms on 2
- * CPUs) and then runs another *if one is runnable*; Go's fixed 10 ms made
- * three spinning redis io threads take 30 ms before the main thread ran
- * once. So a running G is asked to yield once it has run the base slice
+ * The slice is the kernel's by default (docs/design.md, "The slice is the
+ * kernel's"): C programs were written for EEVDF, which lets a task run its
+ * base slice (1.4 ms on 2 CPUs) and then runs another *if one is
+ * runnable*; Go's fixed 10 ms lets threads that spin before they block
+ * (redis's io threads) keep a waiting main thread off its P for whole
+ * slices. So a running G is asked to yield once it has run the base slice
  * while another G waits for its P: in its runnext or ring, in the global
  * queue (where Gs woken from system calls, by sysmon's netpoll or off any
  * P land), or behind a due timer, which only a scheduling M runs. With
@@ -36,12 +37,12 @@
  * a sleep, by I/O or a lock's release, a new thread, a G that made calls
  * before it was preempted (redis's io threads, which busy-wait in
  * between) - gets the P after the base slice, and that is sysmon's work.
- * Why not sysmon for both: on this VM each of its wake-ups and each
- * cross-CPU signal costs some 40 us of CPU (timer interrupts and IPIs exit
- * to the hypervisor), about 150 us per preemption when it looked four
- * times per slice; four computing threads on two Ps ran 11% more CPU time
- * than unpreempted. A CPU-time timer fires inside the tick the kernel
- * takes anyway and signals the thread it interrupted, on its own CPU.
+ * Why not sysmon for both: each of its wake-ups and each cross-CPU signal
+ * costs CPU (timer interrupts and IPIs, which exit to the hypervisor in a
+ * virtual machine), several times per slice, paid by computing threads
+ * that no one waits behind. A CPU-time timer fires inside the tick the
+ * kernel takes anyway and signals the thread it interrupted, on its own
+ * CPU.
  *
  * So sysmon looks when a P next needs it, no more: when the running G
  * reaches its slice while a G sysmon serves waits (each P stamps when its
@@ -55,8 +56,9 @@
  * timer) kicks it out of such a sleep (sysmon_kick: one load when it is
  * not in one) if it would not look within a slice anyway, and for 50 ms
  * after a kick its sleeps stay within a slice, where new waiters need no
- * kick: a create+join loop paid a futex wake per thread before. A fixed GOSHIM_PREEMPT keeps the old rule: preempt after
- * the slice whether or not anyone waits.
+ * kick (else a create+join loop would pay a futex wake per thread). A
+ * fixed GOSHIM_PREEMPT keeps Go's rule: preempt after the slice whether
+ * or not anyone waits.
  *
  * It runs outside any G, so what it readies goes to the global run queue
  * and wakes an idle P (goready from a non-G).
@@ -345,8 +347,8 @@ static void retake_running(struct p *pp, struct ptick *pt, const struct round *r
      * runnext waiting. But a waiter in runnext alone is the G that runs
      * as soon as this one blocks: as under the kernel, where a thread
      * that blocks and wakes starts afresh, this G is cut only once it has
-     * run a slice itself (a create+join loop at P=1 was asked to yield
-     * hundreds of times a second for nothing), counted from its switch
+     * run a slice itself (else a create+join loop at P=1 is asked to
+     * yield again and again for nothing), counted from its switch
      * or, for an inherited one (not stamped), from the round that first
      * saw it: at most a slice late. */
     int64_t start = pt->schedwhen;
@@ -452,7 +454,7 @@ static int64_t sysmon_delay(int64_t delay)
             look = slice;
     }
     /* Kicked lately: Gs keep beginning to wait (a create+join loop does
-     * a thousand times a millisecond), so stay within a slice for a while,
+     * at every create), so stay within a slice for a while,
      * where a new waiter needs no kick (sysmon_kick_slow): one wake-up a
      * slice instead of a futex wake on every such waiter's path. */
     if (now < sm.watch_until && slice < look)
@@ -550,8 +552,8 @@ void sysmon_kick_slow(int64_t when)
     /* The latest look it needs: a timer's due time; for a G that begins
      * to wait, a slice from now (the running G's slice ends by then, and
      * sysmon's look times the rest). Within that, sysmon wakes anyway: a
-     * kick per pthread_create in a create+join loop was a futex wake
-     * (~2 us here) on the creator's path. */
+     * kick per pthread_create in a create+join loop would be a futex wake
+     * on the creator's path. */
     if (when == 0 && __atomic_load_n(&sched.sysmon_longsleep, __ATOMIC_RELAXED) == 1)
         return; /* it sleeps a slice at most (no clock read needed) */
     int64_t by = when > 0 ? when : nanotime() + preempt_slice();

@@ -5,7 +5,8 @@
  *
  * A G that exits hands its TCB, already installed as FS, to the next G if
  * that one has never run: a stream of short tasks then runs on one FS base
- * and pays a TCB reset (~0.2 us) instead of an FS write per task.
+ * and pays a TCB reset instead of an FS write per task (a system call
+ * where the CPU has no FSGSBASE).
  *
  * A thread is one block. With per-G TLS and an FS method that takes any
  * address (wrfsbase, arch_prctl), a pthread's TCB, its static TLS, the
@@ -19,7 +20,7 @@
  * struct pthread, the used static TLS, record and header fill the top one,
  * the static TLS surplus and the first frames the next). The stack keeps
  * the TCB through the caches (gstack.keep, .tcb): a reused block's TCB is
- * reset (~0.2 us), not rebuilt, and a fresh mapping's zero pages are not
+ * reset, not rebuilt, and a fresh mapping's zero pages are not
  * cleared again. The header holds the block's gstack, so a joined thread's
  * pthread_t (its TCB) leads back to its block: a joinable thread's block
  * leaves its G at exit with the TCB and stays whole, unused, until the
@@ -28,7 +29,8 @@
  * ended there (tls_tcb_end) before its memory is released. Gs spawned
  * without eager_tls (the runtime's own) keep the malloc'ed TCBs below and
  * never take a block that holds one, and a stack too small to give up the
- * space (below tcb_keep + 16 KiB) keeps its full size and a malloc'ed TCB.
+ * space (below tcbl.keep + TCB_MIN_STACK) keeps its full size and a
+ * malloc'ed TCB.
  * In the ldt method a TCB must lie below 4 GiB, in an 8 KiB LDT arena slot
  * (ldt.c): stacks stay where they are, since a million 8 MiB reservations
  * cannot fit below 4 GiB and only 8191 entries exist anyway; the TCB stays
@@ -263,7 +265,7 @@ stack:
  */
 /*
  * Give gp a TCB before it runs: its own (reset if used), else one of the
- * TCBs joined threads left in pp's cache (reset: ~0.2 us), else a new one
+ * TCBs joined threads left in pp's cache (reset), else a new one
  * (malloc and every TLS image copied). pp is the caller's P, or NULL.
  */
 int tls_bind_eager(struct p *pp, struct g *gp)

@@ -13,7 +13,7 @@
  * the struct pthread fields that glibc code reads through THREAD_SELF and
  * tears the TCB down itself.
  *
- * Facts relied on (measured on glibc 2.36 x86-64, /work/shared/TCB_FACTS.md):
+ * Facts relied on (glibc 2.36 x86-64; docs/design.md, "Per-thread TLS"):
  *   - _dl_allocate_tls(NULL) zeroes struct pthread, installs a DTV and
  *     copies every static TLS init image; _dl_deallocate_tls(tcb, false) +
  *     _dl_allocate_tls(tcb) recycles a TCB (re-copies all images). A
@@ -44,21 +44,18 @@
  * end on the thread pointer it started on.
  *
  * Memory per thread (the TCB lives at the top of the G's stack block,
- * sched/threadblock.c). Measured here (glibc 2.36, 4 KiB pages, x86-64;
- * smaps of 100,000 threads blocked in pthread_cond_wait, 64 KiB stacks), a
- * blocked thread holds:
- *   - two pages of its block, 8192 B: the top one has the block header and
- *     the shim's record (576 B), struct pthread (2304 B), the used static
- *     TLS (~320 B) and the start of glibc's static TLS surplus (1664 B in
- *     all: 3 x 192 + 4 x 144 + 512, _dl_tls_static_surplus_init); the
- *     second the rest of the surplus and the thread's frames (the kept part
- *     is 4928 B; 2 KiB more kept still left a blocked thread on two pages,
- *     so its frames take under 1.2 KiB; 20,000 threads, smaps);
+ * sched/threadblock.c; glibc 2.36, 4 KiB pages, x86-64). A thread blocked
+ * in pthread_cond_wait holds:
+ *   - two pages of its block: the top one has the block header and the
+ *     shim's record (576 B), struct pthread (2304 B), the used static TLS
+ *     (~320 B) and the start of glibc's static TLS surplus (1664 B in all:
+ *     3 x 192 + 4 x 144 + 512, _dl_tls_static_surplus_init); the second
+ *     the rest of the surplus and the thread's frames;
  *   - on the heap: its struct g (328 B, a 336 B chunk) and its DTV (80 B,
  *     dtv_trim; 296 B as glibc makes it), glibc's malloc's both;
  *   - in the program: its pthread_t.
- * 8641 B a thread in all (8866 B before dtv_trim), against 8552 B for a
- * native thread (two pages and glibc's 296 B DTV).
+ * That is a little more than a native thread (two pages and glibc's 296 B
+ * DTV).
  *
  * The floor. struct pthread, the static TLS and its surplus are one
  * contiguous 4288 B below the thread pointer (the loader hands surplus
@@ -67,28 +64,30 @@
  * thread with a glibc TCB touches two 4 KiB pages at least; what is above
  * 8 KiB is heap. The DTV must stay glibc's malloc'ed (it frees it in
  * _dl_deallocate_tls and reallocs it in _dl_resize_dtv). struct g could
- * live in the second page (the room measured above): 8641 - 336 = ~8305 B,
- * below native; that needs Gs whose memory comes and goes with their
+ * live in the second page, where there is room, which would bring a
+ * thread below native; that needs Gs whose memory comes and goes with their
  * block, where today a G is never freed (as in Go, and lock-free readers
  * such as sysmon rely on it): left for later.
  *
- * Why no transparent design reaches 2 x Go's 2.7 KB (5.4 KB) a thread:
+ * Why no transparent design reaches twice a goroutine's memory (Go's
+ * goroutines start on 2 KiB stacks):
  *   - no surplus by default: glibc.rtld.optional_static_tls=0 and
  *     glibc.rtld.nns=1 are the user's tunables, read once by ld.so, and
  *     goshim could only refuse the surplus by overlapping it with frames,
  *     so that a dlopen of a module with initial-exec TLS (libGL, sanitizer
  *     runtimes, many Python extensions) fails with "cannot allocate memory
  *     in static TLS block", or writes its TLS image into live frames. With
- *     those tunables (goshim run --lean-tls) the surplus is 144 B and the
- *     top page holds struct pthread, the static TLS, the header and a
- *     blocked thread's frames (640 B) if the shim's record goes to the heap
- *     (threadblock.c): measured here, 4096 B of block + 912 B of heap a
- *     thread (5.0 KB), and dlopen fails cleanly past the 144 B (a little more
- *     with rounding: a 256 B module loaded here, a 320 B one did not);
+ *     those tunables (goshim run --lean-tls, "lean TLS") the surplus is
+ *     144 B: the top page holds struct pthread, the static TLS, the
+ *     header and a blocked thread's frames if the shim's record
+ *     goes to the heap (threadblock.c), so a thread takes one page of its
+ *     block and its record, struct g and DTV on the heap, and a dlopen
+ *     of more initial-exec TLS than that (a little more with rounding)
+ *     fails cleanly;
  *   - TCBs packed in shared pages, away from the stacks (as the ldt
  *     method's arena does): the surplus bytes still share pages with the
- *     next TCB's used ones, so 4.3 KB each plus the stack's own page: 8.3 KB
- *     and an arena of its own, no better than one block;
+ *     next TCB's used ones, so 4.3 KB each plus the stack's own page: as
+ *     much as one block, and an arena of its own;
  *   - one page for several threads' tops: each stack needs its guard page
  *     right below its own range, so two blocks never share a page;
  *   - stack copying or shared stacks (Go's growable stacks, libco's copy
@@ -96,8 +95,9 @@
  *     frames (predicates, futex words, list nodes handed to other
  *     threads), which would then point at another thread's frames;
  *   - smaller pages: x86-64 has none under 4 KiB.
- * So about 8.2-8.3 KB a thread is the floor of a transparent design here,
- * and 5.0 KB the floor with lean TLS, which the user chooses.
+ * So two pages of block a thread is the floor of a transparent design,
+ * and one page plus the heap part the floor with lean TLS, which the user
+ * chooses.
  */
 #include "libc.h"
 #include "tls.h"

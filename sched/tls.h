@@ -5,9 +5,9 @@
  * a new pthread (struct pthread + static TLS block), so errno and __thread
  * variables belong to the G. The scheduler installs a G's TCB as the FS base
  * when it switches to that G, with the method chosen here (tls_fs_method).
- * Design, measured facts and rejected alternatives: top of tls.c (the
- * TCBs) and tls_probe.c (tls_init: the layout probes and the FS method),
- * and /work/shared/TCB_FACTS.md.
+ * Design, facts and rejected alternatives: top of tls.c (the TCBs) and
+ * tls_probe.c (tls_init: the layout probes and the FS method), and
+ * docs/design.md, "Per-thread TLS".
  *
  * Environment:
  *   GOSHIM_FS=auto        the default: the first method of the chain that
@@ -107,18 +107,17 @@ void tls_tcb_prefetch_run(const void *tcb);
 void tls_tcb_set_stack(void *tcb, void *stackblock, size_t size, size_t guard);
 
 /*
- * A TCB carved out of the top of its thread's stack block, as glibc's
- * pthread_create does (allocatestack.c): tls_tcb_space(extra) is how many
- * bytes at the top of a block the TCB, its static TLS and extra bytes
- * above it take (the stack starts below them), tls_tcb_new_at makes one
- * there: struct pthread ends extra bytes below top (top page-aligned), the
- * static TLS lies below it. zeroed: the bytes are zero pages never written
- * (a fresh mapping), so nothing is cleared; else struct pthread is cleared
- * first. Returns the TCB (thread pointer), or NULL when the DTV cannot be
- * allocated. Only outside the ldt method (LDT TCBs live below 4 GiB).
- * tls_tcb_end frees what such a TCB owns (buffers, dynamic TLS, DTV) and
- * leaves its memory to the stack's owner. tls_tcb_reset works on it as on
- * any other.
+ * A TCB carved out of the top of its thread's stack block, as pthread_create
+ * does (glibc's allocatestack.c): tls_tcb_space(extra) is how many bytes at
+ * the top of a block the TCB, its static TLS and extra bytes above it take
+ * (the stack starts below them), tls_tcb_new_at makes one there: struct
+ * pthread ends extra bytes below top (top page-aligned), the static TLS lies
+ * below it. zeroed: the bytes are zero pages never written (a fresh mapping),
+ * so nothing is cleared; else struct pthread is cleared first. Returns the TCB
+ * (thread pointer), or NULL when the DTV cannot be allocated. Only outside the
+ * ldt method (LDT TCBs live below 4 GiB). tls_tcb_end frees what such a TCB
+ * owns (buffers, dynamic TLS, DTV) and leaves its memory to the stack's owner.
+ * tls_tcb_reset works on it as on any other.
  */
 size_t tls_tcb_space(size_t extra);
 void *tls_tcb_new_at(void *top, size_t extra, bool zeroed);

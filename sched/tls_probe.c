@@ -12,7 +12,7 @@
  *   - stackblock by scanning a probe pthread made with pthread_attr_setstack,
  *     guardsize checked in a second, default-attribute probe pthread;
  *   - res from the probe thread's __resp; __resp itself from dlvsym;
- *   - the strerror/strsignal buffers (tls_state) by scanning for the
+ *   - the strerror/strsignal buffers (tls_state_off) by scanning for the
  *     pointers the probe thread got back;
  *   - rseq from the public __rseq_offset;
  *   - libc's TLS block from its link map and PT_TLS, and the malloc words
@@ -23,17 +23,16 @@
  * Rejected alternatives:
  *   - Hard-coded offsets from libc6-dbg: silently wrong on any other build.
  *   - wrfsbase whenever CPUID shows FSGSBASE: with CR4.FSGSBASE off the
- *     kernel does not preserve the value (measured on this VM: the base
- *     reverts at the next context switch); AT_HWCAP2 is the kernel's word.
+ *     kernel does not preserve the value (the base reverts at the next
+ *     context switch); AT_HWCAP2 is the kernel's word.
  *
  * The FS method (tls_fs_method), chosen once in tls_init, first that works:
  *   - wrfsbase, when CPUID has FSGSBASE and AT_HWCAP2 says the kernel
- *     enabled it (about 14 ns per write here);
+ *     enabled it;
  *   - ldt: the Gs' TCBs in a low arena, one LDT entry each, installed by
- *     loading a selector into %fs (ldt.c; about 6 ns), when modify_ldt
+ *     loading a selector into %fs (ldt.c), when modify_ldt
  *     works; TCBs outside the arena with arch_prctl;
- *   - arch_prctl(ARCH_SET_FS): a system call, 65-260 ns on this host and
- *     3.5-8 us on the hosts without FSGSBASE.
+ *   - arch_prctl(ARCH_SET_FS): a system call at every switch.
  * GOSHIM_FS forces one; a forced method that cannot work is said, the
  * chain goes on. A refused modify_ldt (ENOSYS, EPERM) is silent in auto.
  */
@@ -430,7 +429,7 @@ static size_t find_pair(char *tp, uintptr_t a, uintptr_t b)
  * malloc (jemalloc, tcmalloc): the probe looks for glibc's per-thread
  * words, and another allocator's thread state, set up in a TCB that is
  * thrown away without its thread exit, would stay linked into its lists
- * (jemalloc: redis crashed at its first mallctl). */
+ * (jemalloc's: redis would crash at its first mallctl). */
 static struct {
     void *(*malloc)(size_t);
     void (*free)(void *);

@@ -15,7 +15,7 @@
 #   POSIX_JOBS      tests run at once (default 4: most of them sleep)
 #   GOSHIM_POSIX_LIB  the library to preload (default build/libgoshim.so)
 #
-# A test's result is its exit status, as the suite defines it (posixtest.h):
+# A test's result is its exit status, as the suite defines it (LTP's posixtest.h):
 # 0 PASS, 1 FAIL, 2 UNRESOLVED, 4 UNSUPPORTED, 5 UNTESTED; the runner adds
 # HUNG (killed at the timeout), SIGNAL (killed by a signal) and NOBUILD.
 # Exit status: 0 when every test that passes natively passes in both goshim
@@ -68,7 +68,7 @@ echo "test_posix: $n tests from ${#ifaces[@]} interfaces of $pts"
 
 # Build each test alone, as the suite's own makefiles do (-I include, the directory's
 # LDLIBS), into build/posix/bin/<interface>/<test>.
-# The suite's flags (include/mk/config.mk.in); lib/common.c holds the main() that calls
+# The suite's flags (LTP's include/mk/config.mk.in); lib/common.c holds the main() that calls
 # each test's test_main().
 cflags="-std=c99 -D_POSIX_C_SOURCE=200809L -D_XOPEN_SOURCE=700 -w -O1 -I$pts/include"
 cc $cflags -c -o "$out/bin/common.o" "$pts/lib/common.c" || exit 1

@@ -1,7 +1,8 @@
 /*
- * Network and pipe I/O (DESIGN rule 5): a G that would block on a socket,
- * pipe, FIFO, eventfd, timerfd, signalfd or epoll fd parks on the
- * netpoller (sched/netpoll.h) and its M runs other Gs.
+ * Network and pipe I/O (docs/design.md, "Three kinds of blocking"): a G
+ * that would block on a socket, pipe, FIFO, eventfd, timerfd, signalfd or
+ * epoll fd parks on the netpoller (sched/netpoll.h) and its M runs other
+ * Gs.
  *
  * Each call is tried non-blocking for that call only: read and write as
  * preadv2/pwritev2 with RWF_NOWAIT (the same system call cost), the socket

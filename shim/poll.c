@@ -13,8 +13,8 @@
  * the router sees it, so a process signal the mask lets through interrupts
  * the call, its handler having run before it returns, and the old mask is
  * back afterwards). Rejected: handing the P off and letting the kernel
- * apply the mask (what this did first): the router never knew the thread
- * took the signal, and the M, not the thread, held the wait.
+ * apply the mask: the router never knows the thread took the signal, and
+ * the M, not the thread, holds the wait.
  */
 #include <errno.h>
 #include <limits.h>

@@ -30,11 +30,11 @@
  * the kernel's, which queues it. Real-time signals sent to another thread
  * coalesce while they wait (one mark each).
  *
- * Rejected: a plain tgkill of the M seen running the thread (what this did
- * first). Between the check and the kill the G may park and the M run a
- * thread that blocks the signal: the signal then sat pending on that OS
- * thread, for whatever thread it ran next with the signal open, or for
- * ever (pthread_kill/8-1 hung at one P, 1 run in 3).
+ * Rejected: a plain tgkill of the M seen running the thread. Between the
+ * check and the kill the G may park and the M run a thread that blocks
+ * the signal: the signal then sits pending on that OS thread, for
+ * whatever thread it runs next with the signal open, or for ever (Open
+ * POSIX pthread_kill/8-1 hangs so at one P).
  *
  * Process-directed signals (shim/sigroute.c) come here through
  * shim_route_signal, on the router thread: the main thread if it takes

@@ -229,8 +229,8 @@ GOSHIM_EXPORT int sigsuspend(const sigset_t *set)
     /* From the check to the kernel's wait, everything the program may see is held back on
      * this OS thread, and the kernel's sigsuspend lets it through atomically: a signal
      * routed here (a bell, after entersyscallblock showed the thread waiting) whose handler
-     * ran before the wait began would otherwise leave the thread asleep for ever (1 run of
-     * prog_sigsuspend_order in about 90 hung so). */
+     * ran before the wait began would otherwise leave the thread asleep for ever
+     * (prog_sigsuspend_order checks it). */
     uint64_t holdset = ~never_blocked();
     sigset_t hold, prev;
     sigemptyset(&hold);
@@ -248,8 +248,8 @@ GOSHIM_EXPORT int sigsuspend(const sigset_t *set)
         exitsyscall();
     /* Only now the thread's own mask again. With it set before the call, the kernel's
      * sigsuspend, woken for a signal that another thread (the router, lowest number first)
-     * took, restored that mask on its way to restarting the wait and ran a signal the wait
-     * blocked, before the one that ended it (Open POSIX sigsuspend/1-1: 1 run in 30). */
+     * took, would restore that mask on its way to restarting the wait and run a signal the
+     * wait blocked, before the one that ended it (Open POSIX sigsuspend/1-1 checks it). */
     suspend_end(during, old, hidden);
     errno = e;
     return r;

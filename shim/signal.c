@@ -28,15 +28,15 @@
  * Signals left at SIG_IGN are the kernel's alone. So is a signal left at
  * SIG_DFL as long as no thread blocks it: every OS thread then lets it
  * through, and its default action (terminate, core, stop, ignore) acts as
- * natively wherever it lands. Once a thread blocks it (route_defaults,
+ * natively wherever it lands. Once a thread blocks it (shim_route_defaults,
  * before the mask is installed), the kernel's choice among goshim's OS
  * threads can no longer be trusted: an M that runs no thread (idle, or
  * between two) still carries the mask of the last thread it ran, which
- * may have ended or blocked the signal since, and the kernel took such an
- * M for a signal every thread blocked - the default action then killed
- * the process that natively leaves the signal pending for its sigwait
- * (issue 27: after threads had spawned children, their hand-offs had
- * made those Ms). From then on such a signal goes through the dispatcher
+ * may have ended or blocked the signal since, and the kernel may take
+ * such an M for a signal every thread blocks - the default action then
+ * kills the process that natively leaves the signal pending for its
+ * sigwait (issue 27: threads that spawn children hand their Ps off and
+ * leave such Ms). From then on such a signal goes through the dispatcher
  * and the router like one with a handler, and the thread that takes it
  * performs the default action itself (act_default); one that every
  * thread blocks waits, pending, for a sigwait or an unblock, as
@@ -81,7 +81,7 @@
 
 static struct sigaction app_act[65];
 /* Signals some thread has blocked (bit sig-1; atomic, only grows): at SIG_DFL they are routed
- * (route_defaults). */
+ * (shim_route_defaults). */
 static uint64_t sig_blocked_once;
 /* goshim's SIGQUIT dump, when it stood in for SIGQUIT's default action as that was routed. */
 static void (*quit_dump)(int);
@@ -114,8 +114,8 @@ static uint64_t act_lock(void)
  * so a bell rung for a thread that had just left that M waits there until the M runs a
  * thread again. With the default installed, such a bell acts as a signal of its own when
  * it comes through, for a signal its thread took long before: it ends the process, dumps
- * core or stops it (CPython's test_signal died of "Alarm clock": SIGALRM set back to
- * SIG_DFL, then a bell left from the test before). The kernel discards every
+ * core or stops it (CPython's test_signal sets SIGALRM back to SIG_DFL after a test that
+ * may leave such a bell: "Alarm clock"). The kernel discards every
  * pending instance of a signal, of each thread and of the process, when it becomes
  * ignored: so the signal is ignored for a moment on its way to SIG_DFL. What the calling
  * thread can take of it first, bells apart (its OS thread's own, then the process's,

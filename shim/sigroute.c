@@ -152,9 +152,9 @@ static int take_posted(siginfo_t *info, uint64_t *at)
 /*
  * Give sig back to the kernel, pending for the process, with its siginfo. The kernel lets
  * a thread other than the main one queue a signal to its process only with a negative
- * si_code (rt_sigqueueinfo: "nor can they impersonate a kill()"; it said EPERM, and every
- * kill() nobody took at once was lost): the siginfo goes with goshim's code, the sender's
- * in si_errno, and unparked() puts it back where the signal is taken.
+ * si_code (rt_sigqueueinfo: "nor can they impersonate a kill()"; else EPERM, and a kill()
+ * nobody takes at once would be lost): the siginfo goes with goshim's code, the sender's
+ * in si_errno, and sig_unparked() puts it back where the signal is taken.
  */
 void sig_park_in_kernel(int sig, const siginfo_t *info)
 {

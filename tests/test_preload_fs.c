@@ -108,7 +108,7 @@ Test(preload_fs, thread_programs_in_every_method, .timeout = 60)
 }
 
 /*
- * The TCB at the top of the stack block (issue 14, sched/proc.c): in each
+ * The TCB at the top of the stack block (issue 14, sched/threadblock.c): in each
  * method (wrfsbase where this host has it) the TLS a thread reaches
  * through its TCB (errno, __thread, the canary, a dlopen'd module's
  * dynamic TLS through the DTV) is its own, C++ thread_local destructors
@@ -332,9 +332,9 @@ Test(preload_fs, dlopen_initial_exec_tls_reaches_existing_threads, .timeout = 12
         }
     }
     /* Loaded and unloaded 300 times while threads start, exit and live on. Not checked
-     * natively: glibc 2.36 itself misses a thread now and then (about one run in 15 here),
-     * one whose fresh stack gets its TLS (_dl_allocate_tls) before the load and joins
-     * dl_stack_used only after the load's walk of it. */
+     * natively: glibc 2.36 itself misses a thread now and then, one whose fresh stack gets its
+     * TLS (_dl_allocate_tls) before the load and joins dl_stack_used only after the load's walk
+     * of it. */
     static const char churn[] = "churn: every thread read the image after every load: yes\n";
     for (int i = 0; i < n; i++) {
         in_method(m[i], "prog_dlopen_ietls", "churn", NULL, churn, 8);

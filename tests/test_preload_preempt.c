@@ -102,7 +102,7 @@ static void pp_native(const char *prog, const char *args, const char *want)
 
 #define SPIN_ADVANCED     "counter advanced while spinning\n"
 #define SPIN_NOT_ADVANCED "counter did not advance while spinning\n"
-/* ~0.5 s of spinning here (~3 iterations per ns). */
+/* Iterations of the spinner: many slices' worth, well within the test's timeout. */
 #define SPIN_BOUND "1500000000"
 
 Test(preload_preempt, spin_natively, .timeout = 60)
@@ -111,7 +111,7 @@ Test(preload_preempt, spin_natively, .timeout = 60)
     pp_native("prog_preempt_spin", SPIN_BOUND, SPIN_ADVANCED);
 }
 
-/* With one P the counter advances only if the spinner is preempted (~100 times, 10 ms each). */
+/* With one P the counter advances only if the spinner is preempted (once a slice). */
 Test(preload_preempt, spin_advances_one_p, .timeout = 60)
 {
     struct pp_stats s = pp_preloaded("prog_preempt_spin", NULL, "GOSHIM_PROCS=1", SPIN_ADVANCED);
@@ -199,9 +199,10 @@ Test(preload_preempt, regs_one_p_preempt_1ms, .timeout = 120)
 }
 
 /*
- * 0.2 ms: ~6 s of computing (3 s of references in main alone, then 3 s of
- * the threads), with ~8,000-9,000 preemptions seen at this slice (~2,400 at 1 ms,
- * ~400 at 10 ms). 1000 fails if the fractional slice is not honoured.
+ * 0.2 ms: seconds of computing (the references in main alone, then the
+ * threads). At least 1000 preemptions: well below what this slice gives,
+ * above what a 10 ms slice gives, so it fails if the fractional slice is
+ * not honoured.
  */
 Test(preload_preempt, regs_one_p_preempt_0_2ms, .timeout = 120)
 {
@@ -501,7 +502,7 @@ Test(preload_preempt, libc_loop_natively, .timeout = 60)
 }
 
 /* Refused in libc, its P handed off; back at its next wrapped call it goes
- * behind main, whose sleep is due (it hung here before). */
+ * behind main, whose sleep is due (else it would hang here). */
 Test(preload_preempt, libc_loop_lets_a_sleeper_wake_one_p, .timeout = 60)
 {
     struct pp_stats s = pp_preloaded("prog_libc_loop", NULL, "GOSHIM_PROCS=1", LIBC_LOOP_OK);

@@ -37,7 +37,7 @@ Test(preload_signal, natively, .timeout = 60)
     expect_native_prints("prog_signals", "targets", TARGETS_OUT);
 }
 
-/* Repeated: a helper thread of goshim that could take a process signal did so 1 run in 2. */
+/* Repeated: a helper thread of goshim that could take a process signal would now and then. */
 Test(preload_signal, sigwait_in_one_thread_blocked_in_all, .timeout = 120)
 {
     for (int i = 0; i < 5; i++) {
@@ -212,9 +212,8 @@ Test(preload_regress, issue_13_signal_to_an_ending_thread_was_lost, .timeout = 1
 
 /* A new OS thread inherited its creator's mask and GS base: until it set its own GS, the
  * dispatcher took it for its creator's M and ran a process signal's handler there, on no
- * thread of the program (process_signal_interrupts_the_main_threads_sleep failed 1 run in
- * 60; this mode, 32 threads handing their P off at once under a flood of signals, failed
- * 1 run in 2 before the fix). */
+ * thread of the program. This mode, 32 threads handing their P off at once under a flood
+ * of signals, opens that window most often. */
 Test(preload_regress, issue_13_handler_ran_on_a_starting_os_thread, .timeout = 240)
 {
     long runs = test_scale(8);
@@ -332,9 +331,8 @@ Test(preload_signal, sigsuspend_keeps_a_blocked_signal_behind_the_one_that_ends_
 /* Regression of issue 27, item 3: after eight threads had started 15 children each with
  * posix_spawn (or vfork and exec), a signal without a handler that every thread blocked,
  * sent to the process (by kill of its own, or by a child) while one thread sigwaited for
- * it, did not reach that thread: SIGUSR2 killed the process (5 to 10 runs in 10 of each
- * kind, at one P and at two), SIGWINCH was discarded and the sigwait hung (4 or 5 runs in
- * 5). The hand-offs of the spawning threads had made Ms that then idled with the mask of
+ * it, did not reach that thread: SIGUSR2 killed the process, SIGWINCH was discarded and
+ * the sigwait hung. The hand-offs of the spawning threads had made Ms that then idled with the mask of
  * the last thread they ran, and the kernel chose one. */
 Test(preload_regress, issue_27_blocked_default_signal_missed_its_sigwait_after_spawns,
      .timeout = 300)
@@ -359,7 +357,7 @@ Test(preload_regress, issue_27_blocked_default_signal_missed_its_sigwait_after_s
  * never end main's sigwaitinfo: with idle OS threads blocking them (issue 27), the process's
  * first one could block them while main waited on another, and the kernel, which drops an
  * ignored signal only when the first thread lets it through, woke the wait with EINTR for
- * each (4 runs in 8 at two Ps, 85 to 95 times a run). */
+ * each. */
 Test(preload_signal, ignored_default_signals_never_cut_a_sigwaitinfo_short, .timeout = 120)
 {
     const char *want = "sigwaitinfo got SIGUSR1, cut short 0 times\n";
@@ -374,7 +372,7 @@ Test(preload_signal, ignored_default_signals_never_cut_a_sigwaitinfo_short, .tim
  * alternate stack re-arm a 1-11 us ITIMER_REAL while it sleeps 10 us at a time and moves
  * between OS threads. The alternate stack stayed installed on an OS thread the main thread
  * had left; a signal taken there overlapped the main thread's handler frames on it: a
- * crash, 9 runs in 10 at one P and 10 in 10 at the default P. */
+ * crash. */
 Test(preload_signal, alternate_stack_is_installed_only_where_its_thread_runs, .timeout = 240)
 {
     const char *want = "every SIGALRM counted, every handler on the alternate stack: yes\n";
@@ -387,9 +385,9 @@ Test(preload_signal, alternate_stack_is_installed_only_where_its_thread_runs, .t
 
 /* SIGALRM's handler set back to SIG_DFL after the handler took every SIGALRM: a wake-up
  * goshim had queued for one on an OS thread (idle, so blocking the signal) came through
- * later as the default action, "Alarm clock" (CPython's test_signal StressTest 1 run in 7;
- * this program 9 runs in 10). A SIGTERM pending when its handler goes back to SIG_DFL
- * still ends the process once unblocked. */
+ * later as the default action, "Alarm clock" (as in CPython's test_signal StressTest). A
+ * SIGTERM pending when its handler goes back to SIG_DFL still ends the process once
+ * unblocked. */
 Test(preload_signal, default_action_back_leaves_no_late_signal, .timeout = 240)
 {
     const char *rounds = "SIGALRM back to SIG_DFL after each of 50 cycles: no late signal\n";

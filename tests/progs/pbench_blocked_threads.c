@@ -10,7 +10,7 @@
  * reported is the whole minus that sleep (the sleepers' cost, not their
  * sleep). Threads get 64 KiB stacks (STACK_KIB; 0 = the default size) so
  * that natively the address space is not the limit; natively the limit is
- * pid_max (32768 here). tests/bench/go/gobench.go is its Go twin. Prints one line:
+ * kernel.pid_max. tests/bench/go/gobench.go is its Go twin. Prints one line:
  *   "seconds=X peak_rss_kb=Y threads=N"                   exit 0, or
  *   "failed_after=K seconds=X peak_rss_kb=Y error=..."    exit 2
  * (on failure the K threads made are still released and joined).

@@ -24,7 +24,7 @@
  * Exit status: 0 done; 1 usage or set-up error; 2 a connection failed
  * (read or write error); 3 pthread_create failed, reported as
  *   "server: pthread_create failed after N threads: <strerror>"
- * (natively that happens near pid_max, ~30,000 threads).
+ * (natively that happens near kernel.pid_max).
  */
 #include <arpa/inet.h>
 #include <errno.h>

@@ -2,10 +2,9 @@
  * The raw price of moving the FS base, without goshim: what one
  * arch_prctl(ARCH_SET_FS) costs, what loading an LDT selector into %fs
  * costs, and, for scale, one trivial system call and one modify_ldt
- * write. scripts/vm_nofsgsbase.sh runs it in a guest without FSGSBASE
- * (issue 15), where these two figures decide whether the ldt method can
- * beat native threads at all; on a host with FSGSBASE it also times
- * wrfsbase.
+ * write. scripts/bench_fs.sh runs it first; on a host without FSGSBASE
+ * (issue 15) these two figures decide whether the ldt method can beat
+ * native threads at all; on a host with FSGSBASE it also times wrfsbase.
  *
  * How each figure is taken. Every timed loop is one asm block: while %fs
  * holds a foreign base nothing may touch TLS, and compiled C might (the

@@ -155,7 +155,7 @@ static void *blocked_thread(void *arg)
     return NULL;
 }
 
-/* Iterations for ~50 ms of crunch on this machine (best of 3). */
+/* Iterations for ~50 ms of crunch on the machine it runs on (best of 3). */
 static long calibrate(void)
 {
     long probe = 2000000;

@@ -3,14 +3,14 @@
  *
  *   usage: pbench_preempt_cpu [ITERS]     (per thread; default 400000000)
  *
- * Four threads each run ITERS xorshift steps (no calls, no memory traffic;
- * ~0.4 s each on the reference VM). The time is taken by main with
- * CLOCK_MONOTONIC from before the first pthread_create to after the last
- * pthread_join. Meant for scripts/bench_preempt.sh, which runs it under
- * goshim at GOSHIM_PROCS=2 with GOSHIM_PREEMPT=10 and =0 (four threads on
- * two Ps: with preemption they take turns every 10 ms, without it two run
- * to completion, then the other two; the same total work either way) and
- * natively for information. Prints one line:
+ * Four threads each run ITERS xorshift steps (no calls, no memory traffic).
+ * The time is taken by main with CLOCK_MONOTONIC from before the first
+ * pthread_create to after the last pthread_join. Meant for
+ * scripts/bench_preempt.sh, which runs it under goshim at GOSHIM_PROCS=2
+ * with GOSHIM_PREEMPT=10 and =0 (four threads on two Ps: with preemption
+ * they take turns every 10 ms, without it two run to completion, then the
+ * other two; the same total work either way) and natively for information.
+ * Prints one line:
  *   threads=4 iters=N wall_ms=X cpu_ms=Y result=0x...
  * (cpu_ms: the process's CPU time over the same interval; result: a
  * combination of the four threads' values, the same on every run with the

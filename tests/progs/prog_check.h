@@ -88,8 +88,8 @@ static inline int wait_sem(sem_t *s)
     return r;
 }
 
-/* Arithmetic the compiler cannot drop, n xorshift steps from x (about 1 ns a
- * step here): a unit of a worker's work. */
+/* Arithmetic the compiler cannot drop, n xorshift steps from x: a unit of a
+ * worker's work. */
 static inline uint64_t xorshift_work(uint64_t x, int n)
 {
     for (int i = 0; i < n; i++) {

@@ -1,7 +1,7 @@
 /*
  * N threads (default 100000) alive at once, all blocked in
  * pthread_cond_wait, then released together and joined. Natively this
- * stops near pid_max (32768 here): the program then reports how many it
+ * stops near kernel.pid_max: the program then reports how many it
  * could create and exits 2.
  */
 #ifndef _GNU_SOURCE

@@ -29,8 +29,8 @@
  * the comparator, i.e. preempted with qsort's frames on its stack.
  *
  * Output: "libc: ok", exit 0; otherwise what went wrong, exit 1.
- * NSORT 2,000,000, REPS 16 and NLINES 100,000 (~2 s natively on the
- * reference VM) are scaled by GOSHIM_TEST_SCALE.
+ * NSORT 2,000,000, REPS 16 and NLINES 100,000 (seconds of work natively)
+ * are scaled by GOSHIM_TEST_SCALE.
  */
 #include <errno.h>
 #include <fcntl.h>

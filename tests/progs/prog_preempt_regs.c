@@ -23,7 +23,8 @@
  * leaking from one thread to another change the sums.
  *
  * The work is a fixed number of iterations (about SECONDS seconds per
- * thread on the reference VM) cut into ROUNDS_PER_S * SECONDS rounds. Before
+ * thread on the machine ROUND_ITERS was tuned on) cut into
+ * ROUNDS_PER_S * SECONDS rounds. Before
  * any thread starts, main computes every thread's state after each round
  * itself (nothing else runs meanwhile), with that thread's floating-point
  * environment (and checks that both the MXCSR and the x87 control word of
@@ -52,7 +53,8 @@
 
 #define NTHREADS     3
 #define ROUNDS_PER_S 20
-/* Iterations per round: ~50 ms of the AVX2 loop on the reference VM. */
+/* Iterations per round: about 1/ROUNDS_PER_S s of the AVX2 loop on the machine it was
+ * tuned on; faster or slower machines only run the test shorter or longer. */
 #define ROUND_ITERS 13000000L
 #define MAX_SECONDS 60
 

@@ -4,11 +4,11 @@
  *   prog_preempt_rotate [fork]
  *
  * Three threads each run a fixed number of xorshift steps (no calls, no
- * memory traffic; ~0.15 s each on the reference VM), recording when they
- * began and when they finished (CLOCK_MONOTONIC). On two CPUs at most two
- * run at once, so the three overlap in time - every one begins before any
- * one finishes - only if the scheduler makes them take turns; run to
- * completion, the third begins after the first has finished. Prints
+ * memory traffic), recording when they began and when they finished
+ * (CLOCK_MONOTONIC). On two CPUs at most two run at once, so the three
+ * overlap in time - every one begins before any one finishes - only if the
+ * scheduler makes them take turns; run to completion, the third begins
+ * after the first has finished. Prints
  *   rotate: 3 threads took turns, result 0x...
  * or "ran one after another" in place of "took turns"; the result is the
  * same on every run. With "fork" it all happens in a child of fork, whose

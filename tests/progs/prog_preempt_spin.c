@@ -20,7 +20,7 @@
  * counter advances. Under goshim with GOSHIM_PROCS=1 it advances only
  * because the spinner is preempted: with one P and no preemption
  * (GOSHIM_PREEMPT=0) nothing else runs while the spinner spins, so with a
- * finite BOUND (~4e8 iterations is ~0.5 s here) it prints "did not
+ * finite BOUND (a number of iterations) it prints "did not
  * advance", and without one it hangs.
  */
 #include <errno.h>

@@ -35,7 +35,7 @@
  *                           P handed off: new OS threads start) while a child floods the
  *                           process with SIGUSR1: every handler runs on a thread of the
  *                           program (under goshim a new OS thread, before it knew which M it
- *                           was, ran one on no thread at all: 1 run in 100 of mode sleep)
+ *                           was, ran one on no thread at all, in mode sleep too)
  *   prog_procsig recycle    threads of several stack sizes take a process signal each (the
  *                           router keeps its siginfo in their records), detach themselves
  *                           and end, again and again: their stack blocks, with the records
