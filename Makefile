@@ -143,8 +143,15 @@ endif
         format-check deps
 .DEFAULT_GOAL := all
 
-all: $(LIBSCHED) $(LIBGOSHIM) $(PROGS) $(PROGS_CXX) $(PROG_LIBS) $(UNIT) $(BENCHES) $(GOBENCH) $(TOOLS)
+all: $(LIBSCHED) $(LIBGOSHIM) $(PROGS) $(PROGS_CXX) $(PROG_LIBS) $(UNIT) $(BENCHES) $(GOBENCH) $(TOOLS) \
+     docs/knobs.md
 	@:
+
+# The reference of the GOSHIM_ variables, written from the list the parser reads. It is
+# committed; make test-unit fails when it is stale (scripts/gen-knobs.sh --check).
+docs/knobs.md: sched/config.def scripts/gen-knobs.sh
+	$(call msg,GEN,$@)
+	$(Q)CC="$(CC)" scripts/gen-knobs.sh
 
 # The Go twins of the scale benchmarks (tests/bench/go/), when a Go toolchain is
 # installed (golang-go; scripts/setup.sh installs it). Its build cache stays in build/.
@@ -305,6 +312,7 @@ test-unit:
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/check-exports.sh $(LIBGOSHIM)
 	$(Q)scripts/check-layers.sh . $(BUILD)
+	$(Q)CC="$(CC)" scripts/gen-knobs.sh --check
 	$(Q)$(TEST_ENV) timeout -k 10 $(TEST_TIMEOUT) $(UNIT) --jobs 2 --verbose $(TEST_FILTER)
 
 test-asan:

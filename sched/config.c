@@ -241,13 +241,12 @@ int sched_config_from_env(struct sched_config *c)
     long iv;
     size_t sv;
     bool bv;
-#define CONFIG_VAR(name, kind, field, min, max, form)                                              \
+#define CONFIG_VAR(name, kind, field, min, max, form, dflt, text)                                  \
     if ((v = getenv(#name)) != NULL && !PARSE_##kind(v, c->field, min, max)) {                     \
         complain(#name, v, form);                                                                  \
         bad++;                                                                                     \
     }
-#include "config.def"
-#undef CONFIG_VAR
+#include "config.def" /* its CONFIG_ENV variables are read where they are used */
     (void)iv;
     (void)sv;
     (void)bv;

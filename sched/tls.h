@@ -9,21 +9,10 @@
  * tls_probe.c (tls_init: the layout probes and the FS method), and
  * docs/design.md, "Per-thread TLS".
  *
- * Environment:
- *   GOSHIM_FS=auto        the default: the first method of the chain that
- *                         works here:
- *                           wrfsbase    CPUID.7.EBX[0] and AT_HWCAP2 bit 1
- *                                       (HWCAP2_FSGSBASE) both set;
- *                           ldt         modify_ldt works and low memory
- *                                       is left for the TCBs (ldt.h);
- *                           arch_prctl  the system call, always there.
- *   GOSHIM_FS=wrfsbase|ldt|arch_prctl  force one (tests, benchmarks,
- *                         debugging); a forced method that does not work
- *                         here is said on stderr, then the chain goes on
- *                         from the next method.
- *   GOSHIM_LDT_ENTRIES=N  at most N (1..8191) TCBs get an LDT entry
- *                         (default 8191; lower it to test the overflow).
- *   (GOSHIM_TLS=full|errno is parsed by the caller and passed to tls_init.)
+ * The FS method is the first of the chain that works here (wrfsbase, ldt,
+ * arch_prctl: tls_probe.c), unless GOSHIM_FS forces one; GOSHIM_LDT_ENTRIES
+ * caps the ldt method's entries; GOSHIM_TLS (parsed by config.c) is the
+ * mode tls_init is asked for. What each accepts: sched/config.def.
  *
  * x86-64 only. Everything here is hidden (-fvisibility=hidden).
  */

@@ -7,6 +7,7 @@
 #define GOSHIM_TESTS_PRELOAD_HELPERS_H
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,15 @@ static inline long strip_stats(char *out)
     }
     *dst = '\0';
     return gs;
+}
+
+/* stat_of returns the number after " name=" in out (a "goshim stats:" field), or -1. */
+static inline long stat_of(const char *out, const char *name)
+{
+    char key[64];
+    snprintf(key, sizeof key, " %s=", name);
+    const char *p = strstr(out, key);
+    return p ? atol(p + strlen(key)) : -1;
 }
 
 /*

@@ -158,7 +158,7 @@ Test(preload_fork, setxid_in_a_fork_child_of_a_threaded_parent, .timeout = 60)
  * parent's tid in its TCB (glibc forks on the M's own, where the kernel writes the new
  * tid): a process-shared errorcheck mutex held by one child gave the next EDEADLK
  * (pthread_cond_broadcast/2-3 and five other Open POSIX cond tests). */
-Test(preload_regress, issue_13_fork_children_of_main_share_a_tid, .timeout = 120)
+Test(preload_fork, fork_children_of_main_shared_a_tid, .timeout = 120)
 {
     const char *want = "pshared: the second child waited for the first's mutex: every time\n";
     expect_native_prints("prog_fork", "pshared", want);

@@ -200,12 +200,12 @@ Test(preload_signal, sigchld_interrupts_nanosleep, .timeout = 60)
  * router, not being the main thread, got EPERM queueing a SI_USER signal back to the
  * process: pthread_kill/8-1 hung at one P); a kill() that only an ending thread would take
  * reached the router after that thread had ended (pthread_cond_timedwait/4-3 hung). */
-Test(preload_regress, issue_13_parked_process_signal_was_lost, .timeout = 120)
+Test(preload_signal, parked_process_signal_was_lost, .timeout = 120)
 {
     procsig_under_goshim("parked");
 }
 
-Test(preload_regress, issue_13_signal_to_an_ending_thread_was_lost, .timeout = 120)
+Test(preload_signal, signal_to_an_ending_thread_was_lost, .timeout = 120)
 {
     procsig_under_goshim("lastthread");
 }
@@ -214,7 +214,7 @@ Test(preload_regress, issue_13_signal_to_an_ending_thread_was_lost, .timeout = 1
  * dispatcher took it for its creator's M and ran a process signal's handler there, on no
  * thread of the program. This mode, 32 threads handing their P off at once under a flood
  * of signals, opens that window most often. */
-Test(preload_regress, issue_13_handler_ran_on_a_starting_os_thread, .timeout = 240)
+Test(preload_signal, handler_ran_on_a_starting_os_thread, .timeout = 240)
 {
     long runs = test_scale(8);
     for (long i = 0; i < runs; i++)
@@ -237,7 +237,7 @@ Test(preload_signal, masked_waits_take_the_signals_their_mask_lets_through, .tim
  * said its pages were fresh): the last thread's siginfo pointer was freed again
  * (pthread_detach/4-3 aborted with a double free) and its exiting flag kept process signals
  * from the new thread (this mode hung). */
-Test(preload_regress, issue_13_record_in_a_reused_stack_block_was_stale, .timeout = 120)
+Test(preload_signal, record_in_a_reused_stack_block_was_stale, .timeout = 120)
 {
     procsig_under_goshim("recycle");
 }
@@ -334,8 +334,7 @@ Test(preload_signal, sigsuspend_keeps_a_blocked_signal_behind_the_one_that_ends_
  * it, did not reach that thread: SIGUSR2 killed the process, SIGWINCH was discarded and
  * the sigwait hung. The hand-offs of the spawning threads had made Ms that then idled with the mask of
  * the last thread they ran, and the kernel chose one. */
-Test(preload_regress, issue_27_blocked_default_signal_missed_its_sigwait_after_spawns,
-     .timeout = 300)
+Test(preload_signal, blocked_default_signal_missed_its_sigwait_after_spawns, .timeout = 300)
 {
     static const char *const modes[] = {"spawn", "vfork", "spawn child", "vfork child"};
     long runs = test_scale(2);

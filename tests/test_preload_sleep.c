@@ -23,7 +23,7 @@ Test(preload_sleep, sleeping_threads_do_not_hold_ms, .timeout = 60)
 
 /* Issue 27: sleep() cut short by a signal returns the unslept seconds truncated, as glibc's;
  * goshim rounded them (a 2 s sleep interrupted after 0.3 s returned 2, natively 1). */
-Test(preload_regress, issue_27_interrupted_sleep_rounded_the_seconds_left, .timeout = 60)
+Test(preload_sleep, interrupted_sleep_rounded_the_seconds_left, .timeout = 60)
 {
     same_as_native_in_order("prog_sleep_signal", NULL, 4);
     same_as_native_in_order("prog_sleep_signal", "GOSHIM_PROCS=1", 4);

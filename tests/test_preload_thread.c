@@ -166,14 +166,14 @@ Test(preload_thread, cpu_clocks_measure_the_thread, .timeout = 60)
  * take a tid acted on an M and whatever it ran: each thread has its own now, the main
  * thread's is the pid, and tgkill, tkill, sched_{set,get}affinity, sched_{set,get}scheduler,
  * sched_{set,get}param and {set,get}priority(PRIO_PROCESS) take it, also through syscall(). */
-Test(preload_regress, issue_27_gettid_was_the_os_threads, .timeout = 120)
+Test(preload_thread, gettid_was_the_os_threads, .timeout = 120)
 {
     same_as_native_in_order("prog_tid", NULL, 17);
     same_as_native_in_order("prog_tid", "GOSHIM_PROCS=1", 17);
 }
 
 /* The same in GOSHIM_TLS=errno mode, where the Gs share their M's TCB (and its tid field). */
-Test(preload_regress, issue_27_gettid_in_errno_mode, .timeout = 60)
+Test(preload_thread, gettid_was_the_os_threads_in_errno_mode, .timeout = 60)
 {
     static char nat[1 << 14], pre[1 << 14];
     int sn = run_native("prog_tid", NULL, NULL, nat, sizeof nat);

@@ -142,17 +142,17 @@ static void echo_under_goshim(long n, long bytes, const char *env)
     net_preloaded_prints_procs("prog_net_echo", args, env, n + 2, want, n + 1);
 }
 
-Test(preload_net, echo_10000_connections_under_goshim, .timeout = 300)
+Test(preload_io, echo_10000_connections_under_goshim, .timeout = 300)
 {
     echo_under_goshim(test_scale(10000), 4096, NULL);
 }
 
-Test(preload_net, echo_10000_connections_one_p, .timeout = 300)
+Test(preload_io, echo_10000_connections_one_p, .timeout = 300)
 {
     echo_under_goshim(test_scale(10000), 1024, "GOSHIM_PROCS=1");
 }
 
-Test(preload_net, echo_same_as_native, .timeout = 120)
+Test(preload_io, echo_same_as_native, .timeout = 120)
 {
     long n = test_scale(200);
     char args[64];
@@ -161,7 +161,7 @@ Test(preload_net, echo_same_as_native, .timeout = 120)
     net_compare_procs("prog_net_echo", args, NULL, n + 2, 0, n + 1);
 }
 
-Test(preload_net, echo_same_as_native_one_p, .timeout = 120)
+Test(preload_io, echo_same_as_native_one_p, .timeout = 120)
 {
     long n = test_scale(200);
     char args[64];
@@ -172,7 +172,7 @@ Test(preload_net, echo_same_as_native_one_p, .timeout = 120)
 
 /* ---- pipes and accept ------------------------------------------------------------- */
 
-Test(preload_net, pipe_pingpong_one_p, .timeout = 120)
+Test(preload_io, pipe_pingpong_one_p, .timeout = 120)
 {
     char args[32];
 
@@ -180,7 +180,7 @@ Test(preload_net, pipe_pingpong_one_p, .timeout = 120)
     net_compare("prog_pipe_pingpong", args, "GOSHIM_PROCS=1", 3, 0);
 }
 
-Test(preload_net, pipe_pingpong, .timeout = 120)
+Test(preload_io, pipe_pingpong, .timeout = 120)
 {
     char args[32];
 
@@ -188,7 +188,7 @@ Test(preload_net, pipe_pingpong, .timeout = 120)
     net_compare("prog_pipe_pingpong", args, NULL, 3, 0);
 }
 
-Test(preload_net, accept_storm_1000_clients, .timeout = 120)
+Test(preload_io, accept_storm_1000_clients, .timeout = 120)
 {
     long k = test_scale(1000);
     char args[32];
@@ -197,7 +197,7 @@ Test(preload_net, accept_storm_1000_clients, .timeout = 120)
     net_compare("prog_accept_storm", args, NULL, k + 2, 0);
 }
 
-Test(preload_net, accept_storm_one_p, .timeout = 120)
+Test(preload_io, accept_storm_one_p, .timeout = 120)
 {
     long k = test_scale(1000);
     char args[32];
@@ -208,19 +208,19 @@ Test(preload_net, accept_storm_one_p, .timeout = 120)
 
 /* ---- close() of a descriptor a thread is blocked on: goshim wakes it -------------- */
 
-Test(preload_net, close_wakes_blocked_reader_with_ebadf, .timeout = 60)
+Test(preload_io, close_wakes_blocked_reader_with_ebadf, .timeout = 60)
 {
     net_preloaded_prints("prog_close_wakes", NULL, NULL, 3, "read: EBADF\nrecv: EBADF\n");
 }
 
-Test(preload_net, close_wakes_blocked_reader_one_p, .timeout = 60)
+Test(preload_io, close_wakes_blocked_reader_one_p, .timeout = 60)
 {
     net_preloaded_prints("prog_close_wakes", NULL, "GOSHIM_PROCS=1", 3,
                          "read: EBADF\nrecv: EBADF\n");
 }
 
 /* The documented difference: natively the reader stays blocked until EOF. */
-Test(preload_net, close_natively_leaves_reader_blocked, .timeout = 60)
+Test(preload_io, close_natively_leaves_reader_blocked, .timeout = 60)
 {
     static char out[4096];
     int st = run_native("prog_close_wakes", NULL, NULL, out, sizeof out);
@@ -231,44 +231,44 @@ Test(preload_net, close_natively_leaves_reader_blocked, .timeout = 60)
 
 /* ---- non-blocking descriptors, signals, poll family --------------------------------- */
 
-Test(preload_net, nonblocking_fds_keep_eagain, .timeout = 60)
+Test(preload_io, nonblocking_fds_keep_eagain, .timeout = 60)
 {
     net_compare("prog_nonblock", NULL, NULL, 3, 0);
 }
 
-Test(preload_net, nonblocking_fds_keep_eagain_one_p, .timeout = 60)
+Test(preload_io, nonblocking_fds_keep_eagain_one_p, .timeout = 60)
 {
     net_compare("prog_nonblock", NULL, "GOSHIM_PROCS=1", 3, 0);
 }
 
-Test(preload_net, signals_interrupt_blocking_calls, .timeout = 60)
+Test(preload_io, signals_interrupt_blocking_calls, .timeout = 60)
 {
     net_compare("prog_eintr", NULL, NULL, 6, 0);
 }
 
-Test(preload_net, signals_interrupt_blocking_calls_one_p, .timeout = 60)
+Test(preload_io, signals_interrupt_blocking_calls_one_p, .timeout = 60)
 {
     net_compare("prog_eintr", NULL, "GOSHIM_PROCS=1", 6, 0);
 }
 
 /* writev/sendmsg over many tries, MSG_WAITALL, SO_SNDTIMEO, a writev cut short by a
  * signal (its partial count), the fortified read and recv. */
-Test(preload_net, io_edges_as_natively, .timeout = 60)
+Test(preload_io, io_edges_as_natively, .timeout = 60)
 {
     net_compare("prog_io_edges", NULL, NULL, 6, 0);
 }
 
-Test(preload_net, io_edges_as_natively_one_p, .timeout = 60)
+Test(preload_io, io_edges_as_natively_one_p, .timeout = 60)
 {
     net_compare("prog_io_edges", NULL, "GOSHIM_PROCS=1", 6, 0);
 }
 
-Test(preload_net, poll_select_epoll_across_threads, .timeout = 60)
+Test(preload_io, poll_select_epoll_across_threads, .timeout = 60)
 {
     net_compare("prog_poll_select", NULL, NULL, 40, 0);
 }
 
-Test(preload_net, poll_select_epoll_across_threads_one_p, .timeout = 60)
+Test(preload_io, poll_select_epoll_across_threads_one_p, .timeout = 60)
 {
     net_compare("prog_poll_select", NULL, "GOSHIM_PROCS=1", 40, 0);
 }
@@ -276,12 +276,12 @@ Test(preload_net, poll_select_epoll_across_threads_one_p, .timeout = 60)
 /* ---- timers: every timed wait ends on time, alone and all at once ------------------ */
 
 /* 19 cases alone and in 19 threads; the mutex and join cases start one helper each time. */
-Test(preload_net, timeouts_one_p, .timeout = 120)
+Test(preload_io, timeouts_one_p, .timeout = 120)
 {
     net_compare("prog_timeouts", NULL, "GOSHIM_PROCS=1", 1 + 2 + 19 + 2, 0);
 }
 
-Test(preload_net, timeouts_two_p, .timeout = 120)
+Test(preload_io, timeouts_two_p, .timeout = 120)
 {
     net_compare("prog_timeouts", NULL, "GOSHIM_PROCS=2", 1 + 2 + 19 + 2, 0);
 }
@@ -290,17 +290,17 @@ Test(preload_net, timeouts_two_p, .timeout = 120)
 
 /* With one P, a reader blocked on a pipe must not stop the CPU-bound threads
  * whose completion releases it (else: a hang, caught by the timeout). */
-Test(preload_net, blocked_reader_does_not_hold_the_only_p, .timeout = 60)
+Test(preload_io, blocked_reader_does_not_hold_the_only_p, .timeout = 60)
 {
     net_compare("prog_blocking_file", "pipe", "GOSHIM_PROCS=1", 6, 0);
 }
 
-Test(preload_net, blocked_reader_default_procs, .timeout = 60)
+Test(preload_io, blocked_reader_default_procs, .timeout = 60)
 {
     net_compare("prog_blocking_file", "pipe", NULL, 6, 0);
 }
 
-Test(preload_net, file_write_fsync_beside_cpu_threads_one_p, .timeout = 120)
+Test(preload_io, file_write_fsync_beside_cpu_threads_one_p, .timeout = 120)
 {
     net_compare("prog_blocking_file", "fsync", "GOSHIM_PROCS=1", 6, 1);
 }
@@ -311,13 +311,13 @@ Test(preload_net, file_write_fsync_beside_cpu_threads_one_p, .timeout = 120)
  * started by posix_spawn or vfork + exec is no fork goshim sees: the pair stayed "own",
  * poll took the epoll edge the child's write raised, and the read that followed was
  * believed to find nothing and parked for an edge that never came. */
-Test(preload_net, pipe_written_by_a_spawned_child, .timeout = 60)
+Test(preload_io, pipe_written_by_a_spawned_child, .timeout = 60)
 {
     net_compare("prog_pipe_child_writer", "spawn", NULL, 11, 0);
     net_compare("prog_pipe_child_writer", "spawn", "GOSHIM_PROCS=1", 11, 0);
 }
 
-Test(preload_net, pipe_written_by_a_vforked_child, .timeout = 60)
+Test(preload_io, pipe_written_by_a_vforked_child, .timeout = 60)
 {
     net_compare("prog_pipe_child_writer", "vfork", NULL, 11, 0);
     net_compare("prog_pipe_child_writer", "vfork", "GOSHIM_PROCS=1", 11, 0);
@@ -359,12 +359,12 @@ static void python_pool_exits(const char *method)
     }
 }
 
-Test(preload_net, python_spawn_process_pool_exits, .timeout = 120)
+Test(preload_io, python_spawn_process_pool_exits, .timeout = 120)
 {
     python_pool_exits("spawn");
 }
 
-Test(preload_net, python_forkserver_process_pool_exits, .timeout = 120)
+Test(preload_io, python_forkserver_process_pool_exits, .timeout = 120)
 {
     python_pool_exits("forkserver");
 }

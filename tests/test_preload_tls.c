@@ -1,5 +1,9 @@
 /*
- * The FS methods under LD_PRELOAD (issue 15): the thread programs that
+ * Per-thread TLS under LD_PRELOAD. Each thread's TCB, at the top of its
+ * stack block, keeps its TLS; a reused TCB starts fresh; a library with
+ * initial-exec TLS dlopen'ed while threads exist reaches every one.
+ *
+ * The FS methods (issue 15): the thread programs that
  * depend on per-thread TLS rerun with GOSHIM_FS=ldt and =arch_prctl (the
  * default run of every other suite uses this host's method, wrfsbase
  * where the kernel allows it), the LDT cap overflowing into arch_prctl,
@@ -48,15 +52,6 @@ static const char *fs_of(const char *out, char *buf, size_t len)
     return buf;
 }
 
-/* stat_of returns the number after " name=" in out, or -1. */
-static long stat_of(const char *out, const char *name)
-{
-    char key[64];
-    snprintf(key, sizeof key, " %s=", name);
-    const char *p = strstr(out, key);
-    return p ? atol(p + strlen(key)) : -1;
-}
-
 /* in_method runs prog args under goshim with GOSHIM_FS=method plus env: it must print want. */
 static void in_method(const char *method, const char *prog, const char *args, const char *env,
                       const char *want, long min_gs)
@@ -82,7 +77,7 @@ static const char *native_out(const char *prog, const char *args, char *buf, siz
 }
 
 /* Every thread keeps its errno and __thread values while migrating, in each method. */
-Test(preload_fs, thread_tls_in_every_method, .timeout = 60)
+Test(preload_tls, thread_tls_in_every_method, .timeout = 60)
 {
     static char nat[1 << 14];
     native_out("prog_thread_tls", NULL, nat, sizeof nat);
@@ -93,7 +88,7 @@ Test(preload_fs, thread_tls_in_every_method, .timeout = 60)
 }
 
 /* thread_local destructors, C++ threads, C11 threads, pthread_exit, in each method. */
-Test(preload_fs, thread_programs_in_every_method, .timeout = 60)
+Test(preload_tls, thread_programs_in_every_method, .timeout = 60)
 {
     static const struct {
         const char *prog;
@@ -126,7 +121,7 @@ static int n_block_methods(const char **m)
     return n;
 }
 
-Test(preload_fs, tcb_in_stack_block_keeps_tls_in_every_method, .timeout = 120)
+Test(preload_tls, tcb_in_stack_block_keeps_tls_in_every_method, .timeout = 120)
 {
     static char nat[1 << 14];
     const char *m[3];
@@ -142,7 +137,7 @@ Test(preload_fs, tcb_in_stack_block_keeps_tls_in_every_method, .timeout = 120)
 }
 
 /* Where the TCB is: in the stack block as glibc puts it, but in the ldt method (below 4 GiB). */
-Test(preload_fs, tcb_lies_in_the_stack_block_but_in_ldt_mode, .timeout = 60)
+Test(preload_tls, tcb_lies_in_the_stack_block_but_in_ldt_mode, .timeout = 60)
 {
     static char nat[256];
     const char *m[3];
@@ -152,99 +147,6 @@ Test(preload_fs, tcb_lies_in_the_stack_block_but_in_ldt_mode, .timeout = 60)
     for (int i = 0; i < n; i++)
         in_method(m[i], "prog_tcb_block", "layout", NULL,
                   strcmp(m[i], "ldt") == 0 ? "layout: tcb in stack block: 0 of 8\n" : nat, 9);
-}
-
-/* Detached threads give their block back: 20,000 of them, 64 at a time, reuse a few. */
-Test(preload_fs, detached_threads_reuse_their_blocks, .timeout = 60)
-{
-    static char out[1 << 14];
-    char penv[256];
-    run_preloaded_ok("prog_tcb_block", "detached 20000", "GOSHIM_STATS=1", penv, sizeof penv, out,
-                     sizeof out);
-    cr_assert(strstr(out, "detached: 20000 done\n"), "%s", out);
-    long made = stat_of(out, "tcbs_created"), maps = stat_of(out, "stacks_mmapped");
-    cr_assert(made > 0 && made <= 1000, "%ld TCBs made for 20000 detached threads:\n%s", made, out);
-    cr_assert(maps > 0 && maps <= 16, "%ld stack mappings for 20000 detached threads:\n%s", maps,
-              out);
-}
-
-/* What exited threads touched deep in their stacks goes back once the process idles
- * (natively at each exit: glibc's advise_stack_range). */
-Test(preload_fs, deep_stacks_of_exited_threads_are_released, .timeout = 60)
-{
-    static char out[1 << 14];
-    char penv[256];
-    expect_native_prints("prog_tcb_block", "deep 256 512", "deep: released yes\n");
-    run_preloaded_ok("prog_tcb_block", "deep 256 512", NULL, penv, sizeof penv, out, sizeof out);
-    cr_assert(strstr(out, "deep: released yes\n"), "%s", out);
-}
-
-/* heap_per_thread runs prog_tcb_block heap 5000 (preloaded or not) and returns its figure. */
-static long heap_per_thread(int preload)
-{
-    static char out[1 << 14];
-    char penv[256];
-    struct pp_argv a;
-    if (preload) {
-        run_preloaded_ok("prog_tcb_block", "heap 5000", NULL, penv, sizeof penv, out, sizeof out);
-    } else {
-        int st = run_native("prog_tcb_block", pp_argv(&a, "prog_tcb_block", "heap 5000"), NULL, out,
-                            sizeof out);
-        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "natively: status %d\n%s", st, out);
-    }
-    const char *p = strstr(out, "heap: ");
-    cr_assert_not_null(p, "%s", out);
-    return atol(p + 6);
-}
-
-/*
- * pages_of runs prog_tcb_block heap 5000 at P=1 under goshim with env and
- * reads its pages line; the stats must predict predicted pages a thread
- * (block_pages). Without preemption: a thread cut by a signal runs the
- * handler on its own stack, deeper, as a native thread would.
- */
-static void pages_of(const char *env, long v[4], unsigned predicted)
-{
-    static char out[1 << 14];
-    char penv[512], fenv[300];
-    snprintf(fenv, sizeof fenv, "GOSHIM_PROCS=1 GOSHIM_PREEMPT=0 LD_BIND_NOW=1 %s", env);
-    run_preloaded_ok("prog_tcb_block", "heap 5000", fenv, penv, sizeof penv, out, sizeof out);
-    const char *p = strstr(out, "pages: ");
-    cr_assert(p && sscanf(p, "pages: %ld one, %ld two, %ld more, %ld other", &v[0], &v[1], &v[2],
-                          &v[3]) == 4,
-              "%s: %s", penv, out);
-    long said = stat_of(out, "block_pages"); /* what GOSHIM_STATS predicts from the layout */
-    cr_assert_eq(said, (long)predicted, "%s: block_pages=%ld, not %u:\n%s", penv, said, predicted,
-                 out);
-}
-
-/*
- * Pages a blocked thread holds in its block. By default two: struct pthread,
- * the static TLS and its spare bytes fill more than the top page. With no
- * spare static TLS (goshim run --lean-tls) one: the shim's record leaves the
- * block for the heap, and the thread's frames share the TCB's page.
- */
-Test(preload_fs, blocked_thread_holds_two_pages_and_one_with_lean_tls, .timeout = 60)
-{
-    long v[4];
-    /* A few threads may go deeper once (a signal handler on their stack): 1% at most. */
-    pages_of("", v, 2);
-    cr_assert(v[1] >= 4950 && v[0] + v[1] + v[2] == 5000,
-              "by default: %ld threads on one page, %ld on two, %ld more, %ld other", v[0], v[1],
-              v[2], v[3]);
-    pages_of("GLIBC_TUNABLES=glibc.rtld.optional_static_tls=0:glibc.rtld.nns=1", v, 1);
-    cr_assert(v[0] >= 4950 && v[0] + v[1] == 5000,
-              "lean TLS: %ld threads on one page, %ld on two, %ld more, %ld other", v[0], v[1],
-              v[2], v[3]);
-}
-
-/* A blocked thread's heap: glibc's DTV (natively all of it) with its slots for the
- * modules loaded so far only, and goshim's task descriptor (336 B). */
-Test(preload_fs, blocked_threads_heap_is_a_trimmed_dtv_and_a_task, .timeout = 60)
-{
-    long nat = heap_per_thread(0), pre = heap_per_thread(1);
-    cr_assert(nat > 0, "natively %ld bytes a thread", nat);
-    cr_assert(pre <= nat + 200, "%ld heap bytes a thread under goshim, %ld natively", pre, nat);
 }
 
 /* reuse_out runs prog_tcb_block reuse 2000 in method m (NULL: natively) and checks its output. */
@@ -274,7 +176,7 @@ static void reuse_out(const char *m, const char *env)
 
 /* A reused TCB (the last thread's, reset in place with its DTV kept) frees the
  * dynamic TLS blocks its previous thread allocated and starts at the initial values. */
-Test(preload_fs, reused_tcb_frees_dynamic_tls_and_starts_fresh, .timeout = 60)
+Test(preload_tls, reused_tcb_frees_dynamic_tls_and_starts_fresh, .timeout = 60)
 {
     const char *m[3];
     int n = n_block_methods(m);
@@ -316,7 +218,7 @@ static void ietls_want(const char *how, char *buf, size_t len)
  * loaded and unloaded over and over while threads come and go; in every
  * FS method.
  */
-Test(preload_fs, dlopen_initial_exec_tls_reaches_existing_threads, .timeout = 120)
+Test(preload_tls, dlopen_initial_exec_tls_reaches_existing_threads, .timeout = 120)
 {
     static const char *const hows[] = {"main", "thread", "nested", "reload"};
     static char nat[4096], want[4096];
@@ -343,7 +245,7 @@ Test(preload_fs, dlopen_initial_exec_tls_reaches_existing_threads, .timeout = 12
 }
 
 /* fork from threads (the LDT is inherited), exec (the kernel drops it), vfork, daemon. */
-Test(preload_fs, fork_and_exec_in_every_method, .timeout = 60)
+Test(preload_tls, fork_and_exec_in_every_method, .timeout = 60)
 {
     for (int i = 0, nm = fs_methods(); i < nm; i++) {
         in_method(methods[i], "prog_fork", "threads", "GOSHIM_PROCS=2",
@@ -358,7 +260,7 @@ Test(preload_fs, fork_and_exec_in_every_method, .timeout = 60)
 }
 
 /* Signals delivered on Ms, sigaltstack per thread; set*id on the Ms' own descriptors. */
-Test(preload_fs, signals_and_setxid_in_every_method, .timeout = 60)
+Test(preload_tls, signals_and_setxid_in_every_method, .timeout = 60)
 {
     static char nat[1 << 14];
     native_out("prog_setxid", NULL, nat, sizeof nat);
@@ -374,7 +276,7 @@ Test(preload_fs, signals_and_setxid_in_every_method, .timeout = 60)
 }
 
 /* A preempted thread resumes through the trampoline on its own TCB. */
-Test(preload_fs, preemption_in_every_method, .timeout = 60)
+Test(preload_tls, preemption_in_every_method, .timeout = 60)
 {
     for (int i = 0, nm = fs_methods(); i < nm; i++)
         in_method(methods[i], "prog_preempt_spin", NULL, "GOSHIM_PROCS=1 GOSHIM_PREEMPT=0.5",
@@ -382,7 +284,7 @@ Test(preload_fs, preemption_in_every_method, .timeout = 60)
 }
 
 /* errno mode writes no FS base at all: GOSHIM_FS is moot, the stats say so. */
-Test(preload_fs, errno_mode_has_no_method, .timeout = 60)
+Test(preload_tls, errno_mode_has_no_method, .timeout = 60)
 {
     static char out[1 << 14];
     char penv[256], fs[32];
@@ -392,7 +294,7 @@ Test(preload_fs, errno_mode_has_no_method, .timeout = 60)
 }
 
 /* More live threads than LDT entries: the rest switch with arch_prctl, and all is well. */
-Test(preload_fs, more_threads_than_ldt_entries, .timeout = 60)
+Test(preload_tls, more_threads_than_ldt_entries, .timeout = 60)
 {
     skip_without_ldt();
     static char nat[1 << 14], out[1 << 16];
@@ -410,7 +312,7 @@ Test(preload_fs, more_threads_than_ldt_entries, .timeout = 60)
 }
 
 /* A seccomp filter refuses modify_ldt: forced ldt says so once and runs with arch_prctl. */
-Test(preload_fs, modify_ldt_refused_by_seccomp, .timeout = 60)
+Test(preload_tls, modify_ldt_refused_by_seccomp, .timeout = 60)
 {
     skip_without_ldt();
     static char out[1 << 14], nat[1 << 14];
@@ -434,7 +336,7 @@ Test(preload_fs, modify_ldt_refused_by_seccomp, .timeout = 60)
 }
 
 /* gdb: a stopped thread's $fs_base is its TCB (pthread_self), %fs an LDT selector, TLS its own. */
-Test(preload_fs, gdb_sees_tls_in_ldt_mode, .timeout = 60)
+Test(preload_tls, gdb_sees_tls_in_ldt_mode, .timeout = 60)
 {
     skip_without_ldt();
     static char out[1 << 16];
@@ -492,7 +394,7 @@ Test(preload_fs, gdb_sees_tls_in_ldt_mode, .timeout = 60)
 }
 
 /* valgrind 3.19 has no modify_ldt (ENOSYS) and no segment loads (SIGILL): said once, arch_prctl. */
-Test(preload_fs, valgrind_falls_back_and_says_so, .timeout = 120)
+Test(preload_tls, valgrind_falls_back_and_says_so, .timeout = 120)
 {
     skip_without_ldt();
     static char out[1 << 14], nat[1 << 14];
@@ -520,7 +422,7 @@ Test(preload_fs, valgrind_falls_back_and_says_so, .timeout = 120)
 /* The TCB suite (tests/test_tls.c and tests/test_tls_fs.c) again under GOSHIM_FS=ldt and
  * =arch_prctl: its tests that do not name a method use the one tls_init picks from the
  * environment. */
-Test(preload_fs, tls_suite_in_every_method, .timeout = 120)
+Test(preload_tls, tls_suite_in_every_method, .timeout = 120)
 {
     skip_without_full_tls();
     static char out[1 << 16];

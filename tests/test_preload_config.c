@@ -27,7 +27,7 @@ static int shell(const char *script, const char *env)
     return run_exec("/bin/bash", argv, env, test_preload_value(), out, sizeof out);
 }
 
-Test(preload_noise, bad_variable_reported_once_per_process_tree, .timeout = 60)
+Test(preload_config, bad_variable_reported_once_per_process_tree, .timeout = 60)
 {
     char script[16384], hello[4096];
     test_prog_path("prog_hello", hello, sizeof hello);
@@ -47,7 +47,7 @@ Test(preload_noise, bad_variable_reported_once_per_process_tree, .timeout = 60)
     cr_assert_eq(count(out, "goshim: GOSHIM_STACK=2 is not valid"), 1, "%s", out);
 }
 
-Test(preload_noise, thread_limit_said_once_and_only_when_work_waits, .timeout = 60)
+Test(preload_config, thread_limit_said_once_and_only_when_work_waits, .timeout = 60)
 {
     /* prog_hello's four threads cannot all run at once with one OS thread: once. */
     int st =
