@@ -8,8 +8,8 @@
  * finds the slot from the address), not a system call. TCBs outside the
  * arena (the main thread's, the Ms' own glibc descriptors, TCBs made
  * once the arena is full) are installed with arch_prctl. Design and
- * rejected alternatives: top of ldt.c; the facts: docs/design.md, "FS
- * base: wrfsbase, LDT, arch_prctl".
+ * rejected alternatives: top of ldt.c; the facts: docs/design.md,
+ * "LDT facts".
  *
  * Everything here is hidden and x86-64 only.
  */

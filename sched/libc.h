@@ -6,7 +6,7 @@
  * definition the shim exports, not to glibc's: the runtime would record
  * its own handlers as the application's, take the shim's thread record for
  * a pthread_t, or re-enter a wrapper from the scheduler (docs/design.md,
- * "Layers": sched/ never calls an interposed name). Each function here is glibc's, looked up
+ * rule 20: sched/ never calls an interposed name). Each function here is glibc's, looked up
  * with dlsym(RTLD_NEXT) from this object, once: in libgoshim.so the
  * definition after it (glibc's, or another preloaded library's), in a unit
  * test that links sched/ alone, glibc's as well. libc_init, early in

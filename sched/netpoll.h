@@ -1,7 +1,7 @@
 /*
  * The netpoller: Gs that wait for a socket, pipe, FIFO, eventfd, timerfd,
  * signalfd or epoll fd park instead of blocking their M (docs/design.md,
- * "Three kinds of blocking").
+ * rule 5).
  *
  * Every fd the shim sees gets a descriptor (struct pdesc, one per fd
  * number, never freed) telling how to wait on it. A wait is a gfutex wait

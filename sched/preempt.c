@@ -1,5 +1,5 @@
 /*
- * Async preemption (docs/design.md, "Async preemption").
+ * Async preemption (docs/design.md, rule 7 and "Preemption facts").
  *
  * sysmon asks: a P whose schedtick has not moved for GOSHIM_PREEMPT gets
  * its M signalled (preempt_request) with rt_tgsigqueueinfo, SI_QUEUE and a

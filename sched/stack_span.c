@@ -5,7 +5,7 @@
  *
  * Guards. With MADV_GUARD_INSTALL (Linux >= 6.13, detected once in
  * stack_init) the guard is a page-table marker inside the same VMA: no split,
- * and adjacent stacks even merge into one VMA (docs/design.md, "Stacks").
+ * and adjacent stacks even merge into one VMA (docs/design.md, "Stack facts").
  * The marker survives MADV_DONTNEED and fork. Without it the guard is mprotect(PROT_NONE): 2 VMAs per stack, so
  * vm.max_map_count (65530) caps the process at ~32 000 guarded stacks.
  *

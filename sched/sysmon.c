@@ -1,6 +1,6 @@
 /*
  * sysmon: the runtime's own thread, without a P (docs/design.md,
- * "sysmon"; Go's sysmon in proc.go). Each round it
+ * rule 6; Go's sysmon in proc.go). Each round it
  *   - retakes the P of an M that sits in a system call (entersyscall
  *     leaves the P attached, in state Psyscall) since its previous round,
  *     when work waits for that P or the call has lasted 10 ms: the P goes
@@ -16,8 +16,8 @@
  * It sleeps 20 us after a round that did something, doubling after 50
  * idle rounds up to 10 ms.
  *
- * The slice is the kernel's by default (docs/design.md, "The slice is the
- * kernel's"): C programs were written for EEVDF, which lets a task run its
+ * The slice is the kernel's by default (docs/design.md, rule
+ * 6): C programs were written for EEVDF, which lets a task run its
  * base slice (1.4 ms on 2 CPUs) and then runs another *if one is
  * runnable*; Go's fixed 10 ms lets threads that spin before they block
  * (redis's io threads) keep a waiting main thread off its P for whole

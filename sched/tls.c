@@ -13,7 +13,7 @@
  * the struct pthread fields that glibc code reads through THREAD_SELF and
  * tears the TCB down itself.
  *
- * Facts relied on (glibc 2.36 x86-64; docs/design.md, "Per-thread TLS"):
+ * Facts relied on (glibc 2.36 x86-64; docs/design.md, "TCB facts"):
  *   - _dl_allocate_tls(NULL) zeroes struct pthread, installs a DTV and
  *     copies every static TLS init image; _dl_deallocate_tls(tcb, false) +
  *     _dl_allocate_tls(tcb) recycles a TCB (re-copies all images). A

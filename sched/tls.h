@@ -7,7 +7,7 @@
  * when it switches to that G, with the method chosen here (tls_fs_method).
  * Design, facts and rejected alternatives: top of tls.c (the TCBs) and
  * tls_probe.c (tls_init: the layout probes and the FS method), and
- * docs/design.md, "Per-thread TLS".
+ * docs/design.md, rules 9-12 and "TCB facts".
  *
  * The FS method is the first of the chain that works here (wrfsbase, ldt,
  * arch_prctl: tls_probe.c), unless GOSHIM_FS forces one; GOSHIM_LDT_ENTRIES

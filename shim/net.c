@@ -1,5 +1,5 @@
 /*
- * Network and pipe I/O (docs/design.md, "Three kinds of blocking"): a G
+ * Network and pipe I/O (docs/design.md, rule 5): a G
  * that would block on a socket, pipe, FIFO, eventfd, timerfd, signalfd or
  * epoll fd parks on the netpoller (sched/netpoll.h) and its M runs other
  * Gs.

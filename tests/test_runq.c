@@ -1,5 +1,5 @@
 /*
- * Run-queue rules (docs/design.md, "Run queues"), tested on P
+ * Run-queue rules (docs/design.md, rules 1-3), tested on P
  * structures directly: no M runs, so every outcome is deterministic.
  */
 #include <criterion/criterion.h>

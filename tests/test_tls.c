@@ -353,7 +353,7 @@ Test(tls, set_stack_is_seen_by_glibc, .timeout = 10)
     } else {
         /*
          * glibc 2.36 asks the kernel for the thread's affinity with pd->tid,
-         * the fake tid: ESRCH (docs/design.md, "Per-thread TLS"; the shim
+         * the fake tid: ESRCH (docs/design.md, "TCB facts"; the shim
          * interposes pthread_getattr_np). Check the four words glibc would
          * have read.
          */
