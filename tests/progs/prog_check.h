@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,28 @@ static inline struct timespec in_ms(clockid_t clk, long ms)
         ts.tv_nsec -= 1000000000;
     }
     return ts;
+}
+
+/* Sleep in 10 us steps (clock_nanosleep, TIMER_ABSTIME, as CPython's time.sleep) until a
+ * signal handler has counted *count up to want; 0 if it did not within 10 s. */
+static inline int await_count(volatile sig_atomic_t *count, int want)
+{
+    struct timespec deadline = in_ms(CLOCK_MONOTONIC, 10000), now;
+    while (*count < want) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > deadline.tv_sec ||
+            (now.tv_sec == deadline.tv_sec && now.tv_nsec > deadline.tv_nsec))
+            return 0;
+        now.tv_nsec += 10000;
+        if (now.tv_nsec >= 1000000000) {
+            now.tv_sec++;
+            now.tv_nsec -= 1000000000;
+        }
+        int r = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &now, NULL);
+        if (r != 0 && r != EINTR)
+            fail(__FILE__, __LINE__, "clock_nanosleep", r, 0);
+    }
+    return 1;
 }
 
 /* Milliseconds from a to b. */

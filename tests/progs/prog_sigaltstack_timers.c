@@ -77,27 +77,6 @@ static void *worker(void *arg)
     return (void *)(uintptr_t)(x & 1);
 }
 
-/* Sleep in 10 us steps until the SIGALRM of this round came (false: not within 10 s). */
-static int await_alarm(int want)
-{
-    struct timespec deadline = in_ms(CLOCK_MONOTONIC, 10000), now;
-    while (alarms < want) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec > deadline.tv_sec ||
-            (now.tv_sec == deadline.tv_sec && now.tv_nsec > deadline.tv_nsec))
-            return 0;
-        now.tv_nsec += 10000;
-        if (now.tv_nsec >= 1000000000) {
-            now.tv_sec++;
-            now.tv_nsec -= 1000000000;
-        }
-        int r = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &now, NULL);
-        if (r != 0 && r != EINTR)
-            fail(__FILE__, __LINE__, "clock_nanosleep", r, 0);
-    }
-    return 1;
-}
-
 int main(int argc, char **argv)
 {
     long rounds = scaled(argc > 1 ? atol(argv[1]) : 6000);
@@ -122,7 +101,7 @@ int main(int argc, char **argv)
     for (long r = 0; r < rounds; r++) {
         CHECK(kill(getpid(), r & 1 ? SIGUSR1 : SIGPROF) == 0);
         CHECK(waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD);
-        if (!await_alarm((int)r + 1)) {
+        if (!await_count(&alarms, (int)r + 1)) {
             fprintf(stderr, "round %ld: no SIGALRM within 10 s (%d counted)\n", r, (int)alarms);
             return 1;
         }

@@ -65,27 +65,6 @@ static void *waker(void *arg)
     return (void *)(uintptr_t)(x & 1);
 }
 
-/* Sleep in 10 us steps until the handler has counted want (false: not within 10 s). */
-static int await_alarms(int want)
-{
-    struct timespec deadline = in_ms(CLOCK_MONOTONIC, 10000), now;
-    while (alarms < want) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec > deadline.tv_sec ||
-            (now.tv_sec == deadline.tv_sec && now.tv_nsec > deadline.tv_nsec))
-            return 0;
-        now.tv_nsec += 10000;
-        if (now.tv_nsec >= 1000000000) {
-            now.tv_sec++;
-            now.tv_nsec -= 1000000000;
-        }
-        int r = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &now, NULL);
-        if (r != 0 && r != EINTR)
-            fail(__FILE__, __LINE__, "clock_nanosleep", r, 0);
-    }
-    return 1;
-}
-
 static int mode_rounds(long cycles)
 {
     struct sigaction sa, dfl;
@@ -105,7 +84,7 @@ static int mode_rounds(long cycles)
             struct itimerval it = {{0, 0}, {0, 1 + (long)((seed >> 16) % 11)}};
             CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
             CHECK(waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD);
-            if (!await_alarms(k)) {
+            if (!await_count(&alarms, k)) {
                 fprintf(stderr, "cycle %ld round %d: no SIGALRM within 10 s\n", c, k);
                 return 1;
             }
