@@ -77,8 +77,13 @@ __attribute__((constructor)) static void goshim_init(void)
     hooks.deadlock = c.deadlock; /* armed now that the program runs */
     sched_set_hooks(&hooks);
     quit_install();
-    shim_route_defaults(sched_sigmask()); /* what main blocks from the start (exec keeps it) */
+    /* Started before the dispatcher stands in for a default action: a signal pending since
+     * before the exec reaches the router as soon as it is routed, and a dispatcher that saw
+     * goshim not started would perform the default action there, on a thread that does not
+     * block it (a child that blocks SIGTERM across its exec to ignore it first, as CPython's
+     * resource tracker does, died). */
     goshim_started = true;
+    shim_route_defaults(sched_sigmask()); /* what main blocks from the start (exec keeps it) */
 }
 
 GOSHIM_EXPORT const char *goshim_version(void)

@@ -288,6 +288,11 @@ static void dispatch(int sig, siginfo_t *info, void *uc)
     int saved = errno;
     siginfo_t orig;
     info = (siginfo_t *)sig_unparked(info, &orig);
+    if (sig_on_router) { /* never the router's to act on: it hands it on */
+        sig_post(sig, info);
+        errno = saved;
+        return;
+    }
     if (goshim_vforked || !goshim_started) { /* a vfork child; or before start-up */
         call_app(sig, info, uc);
         errno = saved;
@@ -295,10 +300,8 @@ static void dispatch(int sig, siginfo_t *info, void *uc)
     }
     struct g *gp = NULL;
     bool on_g = false;
-    bool on_m = !sig_on_router && sched_signal_context(&gp, &on_g);
-    if (sig_on_router) {
-        sig_post(sig, info);
-    } else if (!on_m) {
+    bool on_m = sched_signal_context(&gp, &on_g);
+    if (!on_m) {
         if (info->si_code != SHIM_SI_BELL)
             call_app(sig, info, uc); /* a thread of the program that goshim does not run */
     } else if (info->si_code == SHIM_SI_BELL && info->si_pid == sig_self_pid) {

@@ -413,3 +413,14 @@ Test(preload_signal, pidfd_send_signal_to_self_is_handled_before_it_returns, .ti
     for (int i = 0; i < 3; i++)
         expect_preloaded_prints("prog_pidfd_self", NULL, NULL, want, 2);
 }
+
+/* SIGINT and SIGTERM blocked and pending across an exec, then set to SIG_IGN and unblocked by
+ * the new image (CPython's resource tracker): discarded. The router, started before goshim
+ * counted as started, took the pending signal as soon as start-up routed it and performed
+ * the default action there (a few children in 40 died, bound to one CPU). */
+Test(preload_signal, signals_pending_across_exec_then_ignored_are_discarded, .timeout = 120)
+{
+    const char *want = "children that ignored the pending signals: 40 of 40\n";
+    expect_native_prints("prog_exec_pending", NULL, want);
+    expect_prints_at_p1_and_p2("prog_exec_pending", NULL, want, 1);
+}
