@@ -415,9 +415,9 @@ Test(preload_signal, pidfd_send_signal_to_self_is_handled_before_it_returns, .ti
 }
 
 /* SIGINT and SIGTERM blocked and pending across an exec, then set to SIG_IGN and unblocked by
- * the new image (CPython's resource tracker): discarded. The router, started before goshim
- * counted as started, took the pending signal as soon as start-up routed it and performed
- * the default action there (a few children in 40 died, bound to one CPU). */
+ * the new image (CPython's resource tracker): discarded. The router took such a signal as
+ * soon as start-up routed it, before goshim counted as started, and the dispatcher performed
+ * the default action there. */
 Test(preload_signal, signals_pending_across_exec_then_ignored_are_discarded, .timeout = 120)
 {
     const char *want = "children that ignored the pending signals: 40 of 40\n";
