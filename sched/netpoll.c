@@ -681,6 +681,7 @@ void netpoll_fork_child(void)
     for (int d = 0; d < PD_DIR; d++) {
         struct pdesc *chunk = pd_dir[d];
         for (int i = 0; chunk && i < PD_CHUNK; i++) {
+            chunk[i].lock.key = 0; /* a thread the child does not have may have held it */
             chunk[i].epoll = 0;
             chunk[i].subs = NULL;
             chunk[i].waiters[0] = chunk[i].waiters[1] = 0;

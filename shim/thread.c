@@ -492,9 +492,12 @@ GOSHIM_EXPORT int pthread_getname_np(pthread_t t, char *buf, size_t len)
 static void thread_fork_child(void)
 {
     nthreads = 1;
+    sthread_lock.key = 0; /* threads the child does not have may have held these */
     struct sthread *self = goshim_on ? sthread_self() : NULL;
-    if (self) /* the pid, as the main thread's (full mode: the runtime set its TCB's) */
+    if (self) { /* the pid, as the main thread's (full mode: the runtime set its TCB's) */
+        self->lock.key = 0;
         self->tid = getpid();
+    }
 }
 
 int shim_thread_init(void)

@@ -164,3 +164,14 @@ Test(preload_fork, fork_children_of_main_shared_a_tid, .timeout = 120)
     expect_native_prints("prog_fork", "pshared", want);
     expect_prints_at_p1_and_p2("prog_fork", "pshared", want, 2);
 }
+
+/* fork while other threads make, poll and close descriptors; the child closes every
+ * descriptor with close_range, as GLib's g_spawn does (its spawn-multithreaded test hung
+ * under load). The child waited for a descriptor's lock that a thread of the parent held
+ * at the fork. */
+Test(preload_fork, child_closes_descriptors_whatever_the_parent_threads_held, .timeout = 240)
+{
+    const char *want = "children that closed their descriptors: 300 of 300\n";
+    expect_native_prints("prog_fork_fdlock", NULL, want);
+    expect_prints_at_p1_and_p2("prog_fork_fdlock", NULL, want, 4);
+}
