@@ -206,6 +206,7 @@ struct m *allocm(void);
 /* trace.c */
 void schedtrace(bool detailed);
 void stats_print(int fd);
+void stats_fork_child(void); /* a fork child's counters start at zero */
 void stats_at_exit(void);
 void stats_open(void);
 

@@ -387,6 +387,8 @@ static bool retake_syscall(struct p *pp, struct ptick *pt, const struct round *r
         pt->syscallwhen = r->now;
         return false;
     }
+    if (sched_lone())
+        return false; /* the only thread: nothing could run on the P meanwhile */
     /* No hurry if nothing waits for this P and other Ms look for work
      * or Ps are idle anyway; but not forever (10 ms). */
     if (runqempty(pp) &&
