@@ -107,6 +107,14 @@ struct spawn_attr {
  * any other thread: to the global queue. Returns NULL with *err set
  * (EAGAIN: no memory for a stack or TCB). */
 struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err);
+/*
+ * One thread so far: no G but the first has been created since start-up, or since the
+ * fork that made this process (the child has only the thread that forked), and chaos is
+ * off. Such a thread's blocking calls go straight to the kernel, as glibc's: no other
+ * thread could run meanwhile. Set for good by the first spawn (proc.c), cleared in a fork
+ * child (fork.c).
+ */
+bool sched_lone(void);
 /* Throw away a G spawned suspended that never ran (its creation failed later). */
 void sched_spawn_abandon(struct g *gp);
 /* Hand over the TCB of a joined thread (installed nowhere): cached on the

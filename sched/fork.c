@@ -120,6 +120,7 @@ static void reset_sched(struct m *mp)
     sched.nmspinning = 0;
     sched.runq.head = sched.runq.tail = NULL;
     sched.runqsize = 0;
+    sched.multi = 0; /* one thread again (sched_lone) */
 
     /* Its P: the one it runs on, the one it left in a system call or a
      * hand-off, or P0. */
@@ -175,5 +176,6 @@ void sched_fork_child(void)
     netpoll_fork_child();
     preempt_after_fork();
     sysmon_fork_child();
+    stats_fork_child();
     releasem(mp);
 }

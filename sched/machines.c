@@ -429,6 +429,8 @@ void stopm(void)
     if (mp->spinning)
         goshim_throw("stopm: spinning");
     bool watch = true; /* may sleep with a timeout for the timers */
+    if (sched_lone())
+        sysmon_lone_parked();
     for (;;) {
         int64_t until = -1;
         block_while_idle(mp);

@@ -417,6 +417,10 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
     gp->goid = __atomic_add_fetch(&sched.goidgen, 1, __ATOMIC_RELAXED);
     gp->flags &= ~(uint32_t)G_STARTED;
     gp->waitreason = waitReasonZero;
+    if (!__atomic_load_n(&sched.multi, __ATOMIC_RELAXED)) { /* written once: no line bouncing */
+        __atomic_store_n(&sched.multi, 1, __ATOMIC_SEQ_CST);
+        sysmon_wake(); /* out of its single-thread sleep */
+    }
     if (pp) /* a counter of this P's: a shared one moves between CPUs at every spawn */
         __atomic_store_n(&pp->nspawn, pp->nspawn + 1, __ATOMIC_RELAXED);
     else
@@ -428,6 +432,11 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
     castatus_or_throw(gp, Gdead, Grunnable, "newproc");
     runnable_to(pp, gp);
     return gp;
+}
+
+bool sched_lone(void)
+{
+    return !__atomic_load_n(&sched.multi, __ATOMIC_RELAXED) && !sched_chaos;
 }
 
 struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err)

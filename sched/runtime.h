@@ -279,6 +279,7 @@ struct schedt {
     uint64_t nspawned;     /* atomic: Gs created without a P, less those abandoned (the
                               stats add every P's nspawn) */
     uint64_t nmthreadfail; /* atomic: M creations that failed or hit the cap */
+    uint32_t multi;        /* atomic: a G was spawned since start-up or the fork (sched_lone) */
     int64_t starttime;     /* nanotime at sched_init */
     bool started;
 };

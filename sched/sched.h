@@ -42,6 +42,9 @@ void leaks_print(int fd);  /* GOSHIM_STATS at exit: threads still waiting, and t
 void deadlock_check(void); /* sysmon, every round */
 void quit_check(void);     /* sysmon: dump and exit after SIGQUIT */
 void sysmon_wake(void);
+/* The only thread parked (its P idle, stopm): out of sysmon's single-thread sleep, for the
+ * deadlock check. */
+void sysmon_lone_parked(void);
 /* A G begins to wait for a P (created, woken, back from a system call
  * without one) or a timer is set for when: if every P runs and sysmon
  * sleeps past that without looking, wake it (sysmon.c). One load when it
@@ -206,6 +209,7 @@ struct m *allocm(void);
 /* trace.c */
 void schedtrace(bool detailed);
 void stats_print(int fd);
+void stats_fork_child(void); /* a fork child's counters start at zero */
 void stats_at_exit(void);
 void stats_open(void);
 

@@ -84,6 +84,7 @@ enum {
     SYSMON_WATCH_NS = 50000000, /* after a kick, 50 ms of sleeps within a slice */
     FORCE_POLL_NS = 10000000,
     SYSCALL_RETAKE_NS = 10000000,
+    SYSMON_LONE_NS = 1000000000, /* the only thread holds its P: nothing to serve */
 };
 
 static struct {
@@ -97,6 +98,7 @@ static struct {
     int64_t nextlook;    /* the last round's: when a P next needs a look (INT64_MAX: none) */
     int64_t lastround;   /* when the previous round looked at the Ps */
     int64_t watch_until; /* after a kick: sleeps stay within a slice until then */
+    uint32_t lone;       /* atomic: in the single-thread sleep (sysmon_lone_parked) */
 } sm;
 
 /* A P needs sysmon's look at when (retake). */
@@ -387,6 +389,8 @@ static bool retake_syscall(struct p *pp, struct ptick *pt, const struct round *r
         pt->syscallwhen = r->now;
         return false;
     }
+    if (sched_lone())
+        return false; /* the only thread: nothing could run on the P meanwhile */
     /* No hurry if nothing waits for this P and other Ms look for work
      * or Ps are idle anyway; but not forever (10 ms). */
     if (runqempty(pp) &&
@@ -524,7 +528,16 @@ static void *sysmon(void *arg)
         if (delay > SYSMON_MAX_NS)
             delay = SYSMON_MAX_NS;
         delay = sysmon_delay(delay);
+        /* One thread, running or in a system call: nobody waits for its P, nothing to
+         * preempt or retake (sched_lone). The first spawn, a park of that thread
+         * (sysmon_lone_parked: the deadlock check) and every kick wake sysmon. */
+        if (sched_lone() && sm.trace_ns == 0) {
+            __atomic_store_n(&sm.lone, 1, __ATOMIC_SEQ_CST);
+            if (__atomic_load_n(&sched.npidle, __ATOMIC_SEQ_CST) < sched.gomaxprocs)
+                delay = SYSMON_LONE_NS;
+        }
         int64_t now = sysmon_sleep(delay);
+        __atomic_store_n(&sm.lone, 0, __ATOMIC_RELAXED);
         sm.nrounds++;
         bool busy = sysmon_poll(now);
         if (retake(now) > 0)
@@ -560,6 +573,12 @@ void sysmon_kick_slow(int64_t when)
     if (by >= __atomic_load_n(&sched.sysmon_wake_at, __ATOMIC_RELAXED))
         return;
     if (__atomic_exchange_n(&sched.sysmon_longsleep, 0, __ATOMIC_SEQ_CST))
+        sysmon_wake();
+}
+
+void sysmon_lone_parked(void)
+{
+    if (__atomic_load_n(&sm.lone, __ATOMIC_SEQ_CST))
         sysmon_wake();
 }
 

@@ -123,51 +123,72 @@ static void collect(struct sched_counters *c)
     runtime_unlock(&sched.lock);
 }
 
-void stats_print(int fd)
-{
+/* Everything the counters lines print, at one moment. */
+struct snapshot {
     struct sched_counters c;
     struct stack_stats ss;
     struct tls_stats ts;
-    collect(&c);
-    stack_get_stats(&ss);
-    tls_get_stats(&ts);
+    struct netpoll_stats ns;
+    struct preempt_stats ps;
+    uint64_t fds_moved, fds_lost, retakes;
+};
+
+static void snapshot_take(struct snapshot *s)
+{
+    collect(&s->c);
+    stack_get_stats(&s->ss);
+    tls_get_stats(&s->ts);
+    netpoll_stats(&s->ns);
+    preempt_stats(&s->ps);
+    ownfd_counts(&s->fds_moved, &s->fds_lost);
+    s->retakes = sysmon_retakes();
+}
+
+/* The counters at the fork that made this process: a child's lines count what the child
+ * did (zero in the process that started goshim). */
+static struct snapshot since;
+
+void stats_fork_child(void)
+{
+    snapshot_take(&since);
+}
+
+void stats_print(int fd)
+{
+    struct snapshot now;
+    snapshot_take(&now);
+/* A counter's growth in this process. */
+#define D(f) ((unsigned long)(now.f - since.f))
     rt_print(
         fd,
         "goshim stats: procs=%d threads=%d tls=%s fs=%s gs_created=%lu switches=%lu steals=%lu "
         "stolen_gs=%lu global_batches=%lu overflows=%lu parks=%lu readies=%lu yields=%lu "
         "m_parks=%lu m_wakeups=%lu peak_ms=%d\n",
-        sched.gomaxprocs, c.mcount, tls_full() ? "full" : "errno",
-        tls_fs_method_name(tls_fs_method), (unsigned long)c.spawned, (unsigned long)c.schedules,
-        (unsigned long)c.steals, (unsigned long)c.stolen, (unsigned long)c.globget,
-        (unsigned long)c.overflows, (unsigned long)c.parks, (unsigned long)c.readies,
-        (unsigned long)c.yields, (unsigned long)c.stopm, (unsigned long)c.woken, c.mcount);
+        sched.gomaxprocs, now.c.mcount, tls_full() ? "full" : "errno",
+        tls_fs_method_name(tls_fs_method), D(c.spawned), D(c.schedules), D(c.steals), D(c.stolen),
+        D(c.globget), D(c.overflows), D(c.parks), D(c.readies), D(c.yields), D(c.stopm), D(c.woken),
+        now.c.mcount);
     rt_print(fd,
              "goshim stats: stacks_mmapped=%lu stacks_unmapped=%lu stack_cache_hits=%lu "
              "arena_stacks=%lu tcbs_created=%lu tcbs_reset=%lu ldt_tcbs=%lu ldt_overflow=%lu "
              "block_pages=%u\n",
-             ss.mmaps, ss.munmaps, ss.cache_hits, ss.arena_stacks, ts.tcbs_created, ts.tcbs_reset,
-             ts.ldt_tcbs, ts.ldt_overflow, tcb_block_pages());
-    struct netpoll_stats ns;
-    netpoll_stats(&ns);
-    uint64_t fds_moved, fds_lost;
-    ownfd_counts(&fds_moved, &fds_lost);
+             D(ss.mmaps), D(ss.munmaps), D(ss.cache_hits), D(ss.arena_stacks), D(ts.tcbs_created),
+             D(ts.tcbs_reset), D(ts.ldt_tcbs), D(ts.ldt_overflow), tcb_block_pages());
     rt_print(fd,
              "goshim stats: netpoll_parks=%lu netpolls=%lu netpoll_events=%lu direct_readies=%lu "
              "syscalls=%lu handoffs=%lu own_fds_moved=%lu own_fds_lost=%lu\n",
-             (unsigned long)ns.parks, (unsigned long)ns.polls, (unsigned long)ns.events,
-             (unsigned long)ns.direct, (unsigned long)c.syscalls, (unsigned long)sysmon_retakes(),
-             (unsigned long)fds_moved, (unsigned long)fds_lost);
-    struct preempt_stats ps;
-    preempt_stats(&ps);
+             D(ns.parks), D(ns.polls), D(ns.events), D(ns.direct), D(c.syscalls), D(retakes),
+             D(fds_moved), D(fds_lost));
+    unsigned long walks = D(ps.walks);
     rt_print(fd,
              "goshim stats: preempt_requests=%lu preemptions=%lu preempt_refused=%lu "
              "preempt_handoffs=%lu slices_cut=%lu spinners_demoted=%lu slice_us=%ld%s walk=%s "
              "walks=%lu walk_ns_avg=%lu ticks=%lu tick_cuts=%lu timer_fails=%lu\n",
-             (unsigned long)ps.requests, (unsigned long)ps.done, (unsigned long)ps.refused,
-             (unsigned long)ps.handoffs, (unsigned long)ps.cut, (unsigned long)ps.demoted,
-             (long)(preempt_slice() / 1000), preempt_when_waiting() ? "(kernel)" : "", ps.walker,
-             (unsigned long)ps.walks, (unsigned long)(ps.walks ? ps.walk_ns / ps.walks : 0),
-             (unsigned long)ps.ticks, (unsigned long)ps.tickcuts, (unsigned long)ps.timerfail);
+             D(ps.requests), D(ps.done), D(ps.refused), D(ps.handoffs), D(ps.cut), D(ps.demoted),
+             (long)(preempt_slice() / 1000), preempt_when_waiting() ? "(kernel)" : "",
+             now.ps.walker, walks, walks ? D(ps.walk_ns) / walks : 0, D(ps.ticks), D(ps.tickcuts),
+             D(ps.timerfail));
+#undef D
 }
 
 /* A private copy of stderr, taken at start-up: programs that close fd 2

@@ -11,7 +11,9 @@
 #
 # Cases:
 #   (a) pipe_pingpong   two threads, two pipes, blocking read/write: ns per
-#                       round trip; ratio = native / goshim (> 1: goshim faster)
+#                       round trip; ratio = native / goshim (> 1: goshim faster);
+#                       and pipe_pingpong_procs: the same between two processes
+#                       of one thread each (goshim's single-thread path)
 #   (b) syscalls        the same ping-pong under `strace -f -c`, natively and
 #                       under goshim, with 1 round and with N: the difference
 #                       / (N - 1) gives the steady-state system calls per round
@@ -90,52 +92,66 @@ declare -A vals fail
 
 # ---- (a) pipe ping-pong --------------------------------------------------------
 pp_rounds=$(sc 10000)
+# pp_run KEY MODE [procs]: one run of the threads' (pp) or the processes' (pq) ping-pong.
 pp_run() {
-    local mode=$1 out rc v
-    [ -n "${fail[pp,$mode]:-}" ] && return
-    out=$(in_mode "$mode" timeout -k 5 60 "$progs/pbench_pipe_pingpong" "$pp_rounds" 2>&1)
+    local key=$1 mode=$2 out rc v
+    [ -n "${fail[$key,$mode]:-}" ] && return
+    out=$(in_mode "$mode" timeout -k 5 60 "$progs/pbench_pipe_pingpong" "$pp_rounds" "${@:3}" 2>&1)
     rc=$?
     v=$(field "${out##*$'\n'}" ns_per_roundtrip)
     if [ $rc -eq 0 ] && [ -n "$v" ]; then
-        vals[pp,$mode]+="$v "
+        vals[$key,$mode]+="$v "
         return
     fi
-    fail[pp,$mode]=$(why $rc 60 "${out##*$'\n'}")
-    [ "$mode" != native ] && goshim_failed pipe_pingpong "${fail[pp,$mode]}" "$out"
+    fail[$key,$mode]=$(why $rc 60 "${out##*$'\n'}")
+    [ "$mode" != native ] && goshim_failed "pipe_pingpong $*" "${fail[$key,$mode]}" "$out"
 }
 # goshim with the default Ps and with GOSHIM_PROCS=1 (the two threads then
 # hand off on one OS thread: no cross-CPU wake-ups at all).
 for ((r = 0; r < runs; r++)); do
     if ((r % 2 == 0)); then
-        pp_run native
-        pp_run goshim
-        pp_run goshim1
+        pp_run pp native
+        pp_run pp goshim
+        pp_run pp goshim1
+        pp_run pq native procs
+        pp_run pq goshim procs
     else
-        pp_run goshim1
-        pp_run goshim
-        pp_run native
+        pp_run pq goshim procs
+        pp_run pq native procs
+        pp_run pp goshim1
+        pp_run pp goshim
+        pp_run pp native
     fi
 done
 declare -A med
-for mode in native goshim goshim1; do
-    [ -z "${fail[pp,$mode]:-}" ] && med[pp,$mode]=$(median "${vals[pp,$mode]}")
+for key in pp pq; do
+    for mode in native goshim goshim1; do
+        [ -z "${fail[$key,$mode]:-}" ] && [ -n "${vals[$key,$mode]:-}" ] &&
+            med[$key,$mode]=$(median "${vals[$key,$mode]}")
+    done
 done
+# pp_fig MODE [KEY]: the median of KEY's runs (default pp) in MODE, or why there is none.
 pp_fig() {
-    if [ -n "${med[pp,$1]:-}" ]; then
-        awk -v v="${med[pp,$1]}" 'BEGIN { printf "%.0f ns/round trip", v }'
+    local key=${2:-pp}
+    if [ -n "${med[$key,$1]:-}" ]; then
+        awk -v v="${med[$key,$1]}" 'BEGIN { printf "%.0f ns/round trip", v }'
     else
-        echo "${fail[pp,$1]}"
+        echo "${fail[$key,$1]}"
     fi
 }
 pp_ratio_of() {
-    [ -n "${med[pp,native]:-}" ] && [ -n "${med[pp,$1]:-}" ] &&
-        awk -v a="${med[pp,native]}" -v b="${med[pp,$1]}" 'BEGIN { if (b > 0) printf "%.2f", a / b }'
+    local key=${2:-pp}
+    [ -n "${med[$key,native]:-}" ] && [ -n "${med[$key,$1]:-}" ] &&
+        awk -v a="${med[$key,native]}" -v b="${med[$key,$1]}" 'BEGIN { if (b > 0) printf "%.2f", a / b }'
 }
 pp_ratio=$(pp_ratio_of goshim)
 pp_ratio1=$(pp_ratio_of goshim1)
+pq_ratio=$(pp_ratio_of goshim pq)
 echo "bench_io_pipe_pingpong: $pp_rounds round trips, native $(pp_fig native)," \
     "goshim $(pp_fig goshim), ratio ${pp_ratio:-n/a}${pp_ratio:+x};" \
     "goshim GOSHIM_PROCS=1 $(pp_fig goshim1), ratio ${pp_ratio1:-n/a}${pp_ratio1:+x}"
+echo "bench_io_pipe_pingpong_procs: $pp_rounds round trips, native $(pp_fig native pq)," \
+    "goshim $(pp_fig goshim pq), ratio ${pq_ratio:-n/a}${pq_ratio:+x}"
 
 # ---- (b) system calls per round trip (strace -c) ----------------------------------
 # A 1-round run gives the cost of start-up and exit; (calls in an N-round run -
@@ -387,6 +403,10 @@ res=missed
 [ -n "$pp_ratio1" ] && awk -v r="$pp_ratio1" 'BEGIN { exit !(r >= 5) }' && res=met
 row "pipe_pingpong P=1" "$(pp_fig native)" "$(pp_fig goshim1)" "${pp_ratio1:-n/a}${pp_ratio1:+x}" \
     ">= 5x faster than native" "$res"
+res=missed
+[ -n "$pq_ratio" ] && awk -v r="$pq_ratio" 'BEGIN { exit !(r >= 0.95) }' && res=met
+row "pipe_pingpong_procs" "$(pp_fig native pq)" "$(pp_fig goshim pq)" "${pq_ratio:-n/a}${pq_ratio:+x}" \
+    "one thread: as native (>= 0.95x)" "$res"
 # (b)
 res=missed
 if [ -n "${sc_per[goshim]:-}" ]; then

@@ -249,7 +249,8 @@ static long io_park(struct io *io, struct pdcall *c)
 static long io_run(struct io *io)
 {
     struct pdcall c;
-    switch (netpoll_reset(&c, io->fd, io->mode, io->op == OP_ACCEPT)) {
+    bool lone = sched_lone(); /* (a listening socket is then left blocking) */
+    switch (netpoll_reset(&c, io->fd, io->mode, io->op == OP_ACCEPT && !lone)) {
     case PD_NOTOPEN:
         return io_try(io); /* the kernel says EBADF */
     case PD_HANDOFF:
@@ -258,6 +259,8 @@ static long io_run(struct io *io)
     shim_testcancel();
     chaos_point();
     shim_deliver_signals(); /* a signal sent before the call: handled, the call goes on */
+    if (lone && !netpoll_forced_nonblock(&c))
+        return IO_HANDOFF; /* the only thread: the kernel's blocking call (rule 5) */
     for (;;) {
         long r = io_step(io, &c);
         if (r == IO_WAIT)
@@ -353,7 +356,8 @@ GOSHIM_EXPORT int connect(int fd, __CONST_SOCKADDR_ARG addr, socklen_t len)
     if (!io_active())
         return REAL(connect)(fd, addr, len);
     struct pdcall c;
-    if (netpoll_reset(&c, fd, PD_WRITE, false) != PD_POLL || !netpoll_blocking_socket(&c))
+    if (netpoll_reset(&c, fd, PD_WRITE, false) != PD_POLL || !netpoll_blocking_socket(&c) ||
+        sched_lone())
         return HANDOFF(REAL(connect)(fd, addr, len));
     shim_testcancel();
     long fl = rt_syscall(SYS_fcntl, fd, F_GETFL, 0);

@@ -184,6 +184,8 @@ GOSHIM_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
     if (!io_active())
         return REAL(poll)(fds, n, timeout);
+    if (sched_lone())
+        return LONE_CALL(REAL(poll)(fds, n, timeout));
     return do_poll(fds, n, timeout == 0 ? 0 : ms_deadline(timeout));
 }
 
@@ -192,6 +194,8 @@ GOSHIM_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 {
     if (!io_active())
         return REAL(ppoll)(fds, n, ts, mask);
+    if (sched_lone() && !mask)
+        return LONE_CALL(REAL(ppoll)(fds, n, ts, mask));
     if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
         return HANDOFF_WITH(entersyscallblock, REAL(ppoll)(fds, n, ts, mask)); /* EINVAL */
     int64_t deadline = ts && ts->tv_sec == 0 && ts->tv_nsec == 0 ? 0 : ts_deadline(ts);
@@ -249,6 +253,8 @@ GOSHIM_EXPORT int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval 
 {
     if (!io_active())
         return REAL(select)(n, r, w, e, tv);
+    if (sched_lone())
+        return LONE_CALL(REAL(select)(n, r, w, e, tv));
     if (tv && (tv->tv_sec < 0 || tv->tv_usec < 0))
         return (int)io_result(-EINVAL);
     int64_t deadline = -1;
@@ -272,6 +278,8 @@ GOSHIM_EXPORT int pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct t
 {
     if (!io_active())
         return REAL(pselect)(n, r, w, e, ts, mask);
+    if (sched_lone() && !mask)
+        return LONE_CALL(REAL(pselect)(n, r, w, e, ts, mask));
     if (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000))
         return HANDOFF_WITH(entersyscallblock, REAL(pselect)(n, r, w, e, ts, mask)); /* EINVAL */
     int64_t deadline = ts && ts->tv_sec == 0 && ts->tv_nsec == 0 ? 0 : ts_deadline(ts);
@@ -325,6 +333,8 @@ GOSHIM_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int time
 {
     if (!io_active())
         return REAL(epoll_wait)(epfd, ev, max, timeout);
+    if (sched_lone())
+        return LONE_CALL(REAL(epoll_wait)(epfd, ev, max, timeout));
     return do_epoll_wait(epfd, ev, max, epoll_deadline(timeout));
 }
 
@@ -333,6 +343,8 @@ GOSHIM_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int tim
 {
     if (!io_active())
         return REAL(epoll_pwait)(epfd, ev, max, timeout, mask);
+    if (sched_lone() && !mask)
+        return LONE_CALL(REAL(epoll_wait)(epfd, ev, max, timeout));
     int64_t deadline = epoll_deadline(timeout);
     if (!mask)
         return do_epoll_wait(epfd, ev, max, deadline);

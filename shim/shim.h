@@ -115,4 +115,14 @@ enum shim_wait shim_wait_word(int kind, const void *obj, uint32_t *addr, uint32_
         r_;                                                                                        \
     })
 
+/* A blocking call of the only thread (sched_lone): the kernel's, as glibc makes it, one
+ * system call with nothing to park for; a cancellation point first, and the signals held
+ * for the thread handled, as before any wait. Needs shim/cancel.h. */
+#define LONE_CALL(call)                                                                            \
+    ({                                                                                             \
+        shim_testcancel();                                                                         \
+        shim_deliver_signals();                                                                    \
+        HANDOFF(call);                                                                             \
+    })
+
 #endif

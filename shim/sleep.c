@@ -61,6 +61,8 @@ GOSHIM_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
 {
     if (!goshim_active())
         return REAL(nanosleep)(req, rem);
+    if (sched_lone())
+        return LONE_CALL(REAL(nanosleep)(req, rem));
     if (!valid(req)) {
         errno = EINVAL;
         return -1;
@@ -80,6 +82,8 @@ GOSHIM_EXPORT int clock_nanosleep(clockid_t clock, int flags, const struct times
 {
     if (!goshim_active() || (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC))
         return REAL(clock_nanosleep)(clock, flags, req, rem);
+    if (sched_lone())
+        return LONE_CALL(REAL(clock_nanosleep)(clock, flags, req, rem));
     if (!valid(req))
         return EINVAL;
     int64_t deadline;

@@ -368,3 +368,43 @@ Test(preload_io, python_forkserver_process_pool_exits, .timeout = 120)
 {
     python_pool_exits("forkserver");
 }
+
+/* A process with one thread makes its blocking calls as the kernel's: no park, no netpoll,
+ * no other OS thread; at start-up, and again in a forked child of a threaded process. Once
+ * a second thread exists, they park as ever. prog_lone's four children have one thread
+ * each, and their counters come first, in order; the parent, whose second half has two
+ * threads, comes last. */
+Test(preload_io, one_thread_blocks_in_the_kernel_two_park, .timeout = 120)
+{
+    long n = test_scale(1000);
+    char want[256];
+    snprintf(want, sizeof want,
+             "one thread: %ld round trips, three idle waits timed out, sleep cut short\n"
+             "two threads: the reader woke, %ld round trips\n"
+             "forked child: %ld round trips, sleep cut short\n",
+             n, n, n);
+    expect_native_prints("prog_lone", NULL, want);
+    static const char *envs[] = {"GOSHIM_PROCS=1", "GOSHIM_PROCS=2"};
+    for (int e = 0; e < 2; e++) {
+        static char out[1 << 16];
+        char penv[256];
+        run_preloaded_ok("prog_lone", NULL, envs[e], penv, sizeof penv, out, sizeof out);
+        const char *block[6];
+        int nb = 0;
+        for (const char *p = out; nb < 6 && (p = strstr(p, "goshim stats: procs=")); p++)
+            block[nb++] = p;
+        cr_assert_eq(nb, 5, "prog_lone (%s): %d processes printed counters, not 5:\n%s", penv, nb,
+                     out);
+        for (int i = 0; i < 4; i++) {
+            cr_assert(stat_of(block[i], "netpoll_parks") == 0 && stat_of(block[i], "parks") == 0 &&
+                          stat_of(block[i], "threads") == 1,
+                      "prog_lone (%s): child %d, with one thread, parked or made an OS thread:\n%s",
+                      penv, i + 1, out);
+        }
+        cr_assert_gt(stat_of(block[4], "netpoll_parks"), 0,
+                     "prog_lone (%s): with two threads, no read waited on the netpoller:\n%s", penv,
+                     out);
+        strip_stats(out);
+        cr_assert_str_eq(out, want, "prog_lone under goshim (%s)", penv);
+    }
+}

@@ -2,7 +2,10 @@
  * pbench_pipe_pingpong: two threads bounce a small message over two pipes
  * with plain blocking read and write; ns per round trip.
  *
- *   usage: pbench_pipe_pingpong ROUNDS
+ *   usage: pbench_pipe_pingpong ROUNDS [procs]
+ *
+ * With "procs", ping and pong are two processes of one thread each (pong a
+ * forked child): no thread is ever created.
  *
  * Thread "ping" writes a 16-byte message into pipe A and reads the answer
  * from pipe B; thread "pong" reads pipe A and writes the message back,
@@ -15,11 +18,13 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MSG_SIZE 16
@@ -82,8 +87,8 @@ static void write_msg(int fd, const struct msg *m)
 
 static void *ping(void *arg)
 {
-    (void)arg;
-    pthread_barrier_wait(&start);
+    if (!arg)
+        pthread_barrier_wait(&start);
     double t0 = now_ns();
     for (long i = 0; i < rounds; i++) {
         struct msg m = {(uint64_t)i, ~(uint64_t)i};
@@ -101,8 +106,8 @@ static void *ping(void *arg)
 
 static void *pong(void *arg)
 {
-    (void)arg;
-    pthread_barrier_wait(&start);
+    if (!arg)
+        pthread_barrier_wait(&start);
     for (long i = 0; i < rounds; i++) {
         struct msg m;
         read_msg(pipe_a[0], &m);
@@ -121,12 +126,30 @@ static void *pong(void *arg)
 int main(int argc, char **argv)
 {
     rounds = argc > 1 ? atol(argv[1]) : 10000;
-    if (argc != 2 || rounds < 1) {
-        fprintf(stderr, "usage: %s ROUNDS\n", argv[0]);
+    bool procs = argc == 3 && strcmp(argv[2], "procs") == 0;
+    if ((argc != 2 && !procs) || rounds < 1) {
+        fprintf(stderr, "usage: %s ROUNDS [procs]\n", argv[0]);
         return 1;
     }
     if (pipe(pipe_a) != 0 || pipe(pipe_b) != 0)
         die("pipe");
+    if (procs) { /* (a non-NULL argument: no barrier, the processes start as they are) */
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork");
+        if (pid == 0) {
+            pong(&rounds);
+            exit(0);
+        }
+        ping(&rounds);
+        int st;
+        if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "pbench_pipe_pingpong: pong process failed\n");
+            return 2;
+        }
+        printf("rounds=%ld ns_per_roundtrip=%.1f\n", rounds, elapsed_ns / (double)rounds);
+        return 0;
+    }
     pthread_barrier_init(&start, NULL, 2);
     pthread_t t[2];
     int err;
