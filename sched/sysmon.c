@@ -529,9 +529,10 @@ static void *sysmon(void *arg)
             delay = SYSMON_MAX_NS;
         delay = sysmon_delay(delay);
         /* One thread, running or in a system call: nobody waits for its P, nothing to
-         * preempt or retake (sched_lone). The first spawn, a park of that thread
+         * preempt (the kernel's policy; a fixed slice preempts it all the same) or retake
+         * (sched_lone). The first spawn, a park of that thread
          * (sysmon_lone_parked: the deadlock check) and every kick wake sysmon. */
-        if (sched_lone() && sm.trace_ns == 0) {
+        if (sched_lone() && sm.trace_ns == 0 && preempt_when_waiting()) {
             __atomic_store_n(&sm.lone, 1, __ATOMIC_SEQ_CST);
             if (__atomic_load_n(&sched.npidle, __ATOMIC_SEQ_CST) < sched.gomaxprocs)
                 delay = SYSMON_LONE_NS;
