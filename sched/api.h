@@ -195,6 +195,9 @@ bool park_unlock(struct g *gp, void *lock);
  *                a joined thread), or NULL, with *gone_id set to the
  *                holder's id when a mutex is held by no G that exists
  *                (allglock held: sched_g_find_locked).
+ *   signal_may_wake  whether a handler of the program's may still wake a
+ *                parked G (a signal from outside can come): then every G
+ *                asleep is no deadlock.
  *   deadlock     DEADLOCK_*: what the detector does (GOSHIM_DEADLOCK); off
  *                until the preload arms it, once the program runs.
  */
@@ -203,6 +206,7 @@ struct sched_hooks {
     void (*resumed)(void);
     void (*describe)(struct g *gp, char *name, size_t nlen, char *obj, size_t olen);
     struct g *(*blocker)(struct g *gp, int *gone_id);
+    bool (*signal_may_wake)(void);
     int deadlock;
 };
 extern struct sched_hooks sched_hooks;

@@ -6,9 +6,12 @@
  * nothing queued, no timer armed, no G in an I/O wait (epoll may report
  * for it, even on the program's own pipe), every G that exists parked
  * (none runnable, running or in a system call), and no G scheduled
- * anywhere for 20 ms. Then nothing in the runtime can wake anyone: only a
- * signal handler could (so the report is printed once per deadlock and the
- * program keeps waiting), or GOSHIM_DEADLOCK=abort ends it like Go, with
+ * anywhere for 20 ms, and no handler of the program's installed for a
+ * signal that can come from outside (sched_hooks.signal_may_wake: such a
+ * program may be waiting for one, as Go does not report a program that
+ * listens for signals). Then nothing can wake anyone but a signal the
+ * program does not catch; the report is printed once per deadlock and the
+ * program keeps waiting, or GOSHIM_DEADLOCK=abort ends it like Go, with
  * exit status 2.
  *
  * Each thread: its number (the G id), its name (pthread_setname_np), what
@@ -376,7 +379,8 @@ void deadlock_check(void)
     if (dl.reported == t || dl.walked == t || now - dl.since < DEADLOCK_SETTLE_NS)
         return;
     dl.walked = t;
-    if (!all_asleep() || tick_sum() != t)
+    if ((sched_hooks.signal_may_wake && sched_hooks.signal_may_wake()) || !all_asleep() ||
+        tick_sum() != t)
         return;
     dl.reported = t;
     rt_print(2, "goshim: all threads are asleep - deadlock!\n");
@@ -385,8 +389,8 @@ void deadlock_check(void)
         rt_print(2, "\ngoshim: GOSHIM_DEADLOCK=abort: exiting with status 2\n");
         _exit(2);
     }
-    rt_print(2, "\ngoshim: the program keeps waiting (a signal handler may still wake a thread; "
-                "GOSHIM_DEADLOCK=abort ends it)\n");
+    rt_print(2, "\ngoshim: the program keeps waiting, as it would natively "
+                "(GOSHIM_DEADLOCK=abort ends it)\n");
 }
 
 /* ---- SIGQUIT --------------------------------------------------------------------------- */

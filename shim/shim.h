@@ -68,6 +68,9 @@ int shim_signal_init(void);
 /* shim/signal.c: a thread is about to block these signals: the ones at their default action
  * that no thread blocked before are routed from now on (before the mask is installed). */
 void shim_route_defaults(uint64_t blocked);
+/* shim/signal.c: whether a handler of the program's may still wake a parked thread (the
+ * deadlock detector's hook). */
+bool shim_signal_may_wake(void);
 void shim_async_cancel(void);
 
 /*

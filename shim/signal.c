@@ -183,6 +183,27 @@ static bool is_handler(const struct sigaction *a)
     return (uintptr_t)handler_of(a) > 1;
 }
 
+/*
+ * The deadlock detector's question (sched_hooks.signal_may_wake): whether a handler of the
+ * program's could still wake a parked thread, i.e. one is installed for a signal that can
+ * come from outside the thread (a kill, a tty, a timer, a child) - any but the faults a
+ * thread raises on itself. Such a program waits for the world as one in an I/O wait does
+ * (main sem_waits for the semaphore its SIGINT handler posts), and Go's runtime, too, does
+ * not call a program that listens for signals deadlocked. A racy read of each action, as
+ * one changing at that moment.
+ */
+bool shim_signal_may_wake(void)
+{
+    for (int sig = 1; sig < 65; sig++) {
+        if (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL ||
+            sig == SIGTRAP || sig == SIGSYS)
+            continue;
+        if (is_handler(&app_act[sig]))
+            return true;
+    }
+    return false;
+}
+
 /* The signals whose default action is to ignore them (SIGCONT continues the process where it
  * is sent, whatever its action). */
 static bool default_ignores(int sig)

@@ -513,6 +513,7 @@ void shim_thread_hooks(struct sched_hooks *h)
     h->resumed = deliver_after_preemption;
     h->describe = describe;
     h->blocker = blocker;
+    h->signal_may_wake = shim_signal_may_wake;
 }
 
 void shim_thread_adopted_main(void)

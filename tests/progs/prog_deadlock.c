@@ -14,6 +14,11 @@
  *                             three threads wait for good, "stuck" only still waits)
  *   prog_deadlock orphan      "owner" locks a mutex and returns holding it; "orphaned"
  *                             then waits on it for good; main prints "exiting" and returns
+ *   prog_deadlock handler     a thread named "waiter" waits on a semaphore that only a
+ *                             SIGUSR1 handler posts, and main joins it: prints "ready" and
+ *                             waits for the signal (no deadlock: it comes from outside).
+ *                             Then, SIGUSR1 back at its default, prints "woken" and
+ *                             deadlocks as lockorder does.
  *   prog_deadlock quit        main and 3 threads wait on a condition variable nobody
  *                             signals, with a timer-free wait; prints "ready" and waits
  *                             for SIGQUIT.
@@ -23,6 +28,8 @@
 #endif
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -139,19 +146,60 @@ static int orphan(void)
     return 0;
 }
 
-int main(int argc, char **argv)
+static sem_t posted_by_handler;
+
+static void post(int sig)
+{
+    (void)sig;
+    sem_post(&posted_by_handler); /* async-signal-safe */
+}
+
+static void *waiter(void *arg)
+{
+    (void)arg;
+    pthread_setname_np(pthread_self(), "waiter");
+    while (sem_wait(&posted_by_handler) != 0)
+        ;
+    return NULL;
+}
+
+static int lockorder(void)
 {
     pthread_t l, r;
+    printf("A=%p B=%p\n", (void *)&a, (void *)&b);
+    pthread_barrier_init(&both_hold, NULL, 2);
+    pthread_create(&l, NULL, left, NULL);
+    pthread_create(&r, NULL, right, NULL);
+    pthread_join(l, NULL);
+    pthread_join(r, NULL);
+    return 0;
+}
+
+static int handler(void)
+{
+    pthread_t w;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = post;
+    sa.sa_flags = SA_RESTART;
+    sem_init(&posted_by_handler, 0, 0);
+    sigaction(SIGUSR1, &sa, NULL);
+    pthread_create(&w, NULL, waiter, NULL);
+    printf("ready\n");
+    pthread_join(w, NULL);
+    signal(SIGUSR1, SIG_DFL);
+    printf("woken\n");
+    return lockorder();
+}
+
+int main(int argc, char **argv)
+{
+    pthread_t l;
     setvbuf(stdout, NULL, _IONBF, 0);
-    if (argc == 2 && !strcmp(argv[1], "lockorder")) {
-        printf("A=%p B=%p\n", (void *)&a, (void *)&b);
-        pthread_barrier_init(&both_hold, NULL, 2);
-        pthread_create(&l, NULL, left, NULL);
-        pthread_create(&r, NULL, right, NULL);
-        pthread_join(l, NULL);
-        pthread_join(r, NULL);
-        return 0;
-    }
+    if (argc == 2 && !strcmp(argv[1], "lockorder"))
+        return lockorder();
+    if (argc == 2 && !strcmp(argv[1], "handler"))
+        return handler();
     if (argc == 2 && !strcmp(argv[1], "leak")) {
         pthread_barrier_init(&both_hold, NULL, 2); /* before the thread can wait on it */
         pthread_create(&l, NULL, stuck, NULL);
@@ -181,6 +229,6 @@ int main(int argc, char **argv)
         pthread_join(t[0], NULL);
         return 0;
     }
-    fprintf(stderr, "usage: prog_deadlock lockorder|leak|leaks|orphan|quit\n");
+    fprintf(stderr, "usage: prog_deadlock lockorder|handler|leak|leaks|orphan|quit\n");
     return 2;
 }
