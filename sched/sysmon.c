@@ -218,7 +218,11 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
         pt->armed = now;
         pt->cpu0 = cpu;
     }
-    if (!full)
+    /* Under chaos, first sight only arms: a replay needs switches that the program's own
+     * progress decides, and the wall time a loaded machine takes from it is not that (an
+     * OS thread descheduled between two of prog_chaos_race's chaos points was preempted on
+     * sight, and the seed's failure did not replay). The next round judges by CPU time. */
+    if (!full || (fresh && sched_chaos))
         return;
     /* Seen past the slice at the first look (sysmon slept, or the wait
      * began late in a long run): ask at once unless its M sleeps in the
