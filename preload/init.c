@@ -33,29 +33,19 @@ static bool disabled_by_env(void)
     return true;
 }
 
-__attribute__((constructor)) static void goshim_init(void)
+static struct sched_config config;
+
+/* Everything after the configuration: the runtime, the main thread made the main G, the
+ * signal router; then goshim_started. On the main thread, in the constructor or at the
+ * program's first pthread_create. */
+static void start_runtime(void)
 {
-    goshim_real_init(); /* interposers pass through to these, even when off */
-    if (disabled_by_env())
-        return;
-    if (getpid() != (pid_t)syscall(SYS_gettid)) {
-        rt_print(2, "goshim: loaded on a thread other than the main thread (dlopen?): "
-                    "staying off, the program runs natively\n");
-        return;
-    }
     char why[512];
     if (goshim_unsupported(why, sizeof why)) {
         rt_print(2, "goshim: %s: staying off, the program runs natively\n", why);
         return;
     }
-    if (goshim_real_init() != 0) {
-        rt_print(2, "goshim: some libc functions are missing: staying off\n");
-        return;
-    }
-
-    struct sched_config c;
-    sched_config_from_env(&c);
-    int err = sched_init(&c);
+    int err = sched_init(&config);
     struct sched_hooks hooks = {.deadlock = DEADLOCK_OFF};
     if (err == 0)
         err = shim_thread_init();
@@ -74,7 +64,7 @@ __attribute__((constructor)) static void goshim_init(void)
     if (shim_signal_init() != 0)
         rt_print(2, "goshim: cannot start the signal router: signals sent to the process may "
                     "reach a thread late\n");
-    hooks.deadlock = c.deadlock; /* armed now that the program runs */
+    hooks.deadlock = config.deadlock; /* armed now that the program runs */
     sched_set_hooks(&hooks);
     quit_install();
     /* Started before the dispatcher stands in for a default action: a signal pending since
@@ -83,7 +73,66 @@ __attribute__((constructor)) static void goshim_init(void)
      * block it (a child that blocks SIGTERM across its exec to ignore it first, as CPython's
      * resource tracker does, died). */
     goshim_started = true;
-    shim_route_defaults(sched_sigmask()); /* what main blocks from the start (exec keeps it) */
+    shim_signal_adopt_handlers(); /* those the program (or a library's constructor) set */
+    shim_route_defaults(sched_sigmask()); /* what main blocks now (exec keeps it) */
+    shim_adopt_mask();
+}
+
+/* goshim_start_deferred: the program's first pthread_create. Only the main thread can
+ * become the main G; a thread goshim does not run (made by glibc for a SIGEV_THREAD timer)
+ * creates natively, and the start waits for main. */
+static bool start_deferred(void)
+{
+    if (getpid() != (pid_t)syscall(SYS_gettid))
+        return false;
+    __atomic_store_n(&goshim_start_deferred, NULL, __ATOMIC_RELEASE);
+    start_runtime();
+    return goshim_started;
+}
+
+/* GOSHIM_STATS of a process that never started the runtime: one line, at its exit. */
+static void stats_unstarted(void)
+{
+    if (!goshim_started)
+        rt_print(2, "goshim stats: the runtime did not start: the program created no thread "
+                    "(GOSHIM_START=now starts it at load)\n");
+}
+
+/*
+ * The constructor reads the configuration (its complaints come at once) and, by default,
+ * leaves the start to the program's first thread: a process that never makes one runs as
+ * natively (4 ms of start-up, three helper threads and a slice timer saved per process;
+ * the fork handlers alone are registered now, to run where fork.c needs them).
+ * GOSHIM_SCHEDTRACE (its lines are periodic), chaos (its banner names the seed) and
+ * GOSHIM_START=now start it here.
+ */
+__attribute__((constructor)) static void goshim_init(void)
+{
+    goshim_real_init(); /* interposers pass through to these, even when off */
+    if (disabled_by_env())
+        return;
+    if (getpid() != (pid_t)syscall(SYS_gettid)) {
+        rt_print(2, "goshim: loaded on a thread other than the main thread (dlopen?): "
+                    "staying off, the program runs natively\n");
+        return;
+    }
+    if (goshim_real_init() != 0) {
+        rt_print(2, "goshim: some libc functions are missing: staying off\n");
+        return;
+    }
+    sched_config_from_env(&config);
+    if (config.start_now || config.schedtrace_ms > 0 || config.chaos) {
+        start_runtime();
+        return;
+    }
+    if (sched_atfork_init() != 0 || shim_thread_atfork() != 0 || shim_signal_atfork() != 0) {
+        rt_print(2, "goshim: cannot register the fork handlers: starting now\n");
+        start_runtime();
+        return;
+    }
+    if (config.stats)
+        atexit(stats_unstarted);
+    __atomic_store_n(&goshim_start_deferred, start_deferred, __ATOMIC_RELEASE);
 }
 
 GOSHIM_EXPORT const char *goshim_version(void)

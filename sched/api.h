@@ -71,6 +71,8 @@ struct sched_config {
     uint64_t chaos_seed;     /* GOSHIM_CHAOS */
     int deadlock;            /* GOSHIM_DEADLOCK: DEADLOCK_*; applied by the preload only */
     bool chaos;              /* GOSHIM_CHAOS was given */
+    bool start_now;          /* GOSHIM_START=now: at load, not at the first pthread_create;
+                                applied by the preload only */
 };
 
 /* Defaults, then the GOSHIM_ variables. A malformed value prints a message
@@ -85,6 +87,10 @@ int sched_usable_cpus(void);
 /* Start the runtime: nprocs Ps, all idle; Ms start on demand. Call once,
  * from an ordinary thread. Returns 0 or an errno value. */
 int sched_init(const struct sched_config *c);
+/* Register the runtime's fork handlers (sched_init does, once): before the program
+ * registers its own, when the runtime starts later (glibc runs prepare handlers in reverse
+ * order of registration, child handlers in order: fork.c says why ours come first). */
+int sched_atfork_init(void);
 
 /*
  * Turn the calling thread into M0 running the main G: the thread keeps its

@@ -166,6 +166,8 @@ static void complain(const char *name, const char *val, const char *form)
                                  : 0)
 #define PARSE_SIGNAL(v, field, min, max) config_parse_signal((v), &(field))
 #define PARSE_SEED(v, field, min, max)   config_parse_seed((v), &(field))
+#define PARSE_START(v, field, min, max)                                                            \
+    (!strcmp((v), "thread") ? ((field) = false, 1) : !strcmp((v), "now") ? ((field) = true, 1) : 0)
 #define PARSE_DEADLOCK(v, field, min, max)                                                         \
     (!strcmp((v), "report")  ? ((field) = DEADLOCK_REPORT, 1)                                      \
      : !strcmp((v), "abort") ? ((field) = DEADLOCK_ABORT, 1)                                       \

@@ -29,6 +29,16 @@ void sched_set_hooks(const struct sched_hooks *h)
     sched_hooks = *h;
 }
 
+int sched_atfork_init(void)
+{
+    static bool done;
+    if (done)
+        return 0;
+    int err = pthread_atfork(sched_fork_prepare, sched_fork_parent, sched_fork_child);
+    done = err == 0;
+    return err;
+}
+
 int sched_init(const struct sched_config *c)
 {
     if (sched.started)
@@ -60,7 +70,7 @@ int sched_init(const struct sched_config *c)
         rt_print(2, "goshim: cannot create the netpoller's epoll instance (error %d)\n", nerr);
         return nerr;
     }
-    int ferr = pthread_atfork(sched_fork_prepare, sched_fork_parent, sched_fork_child);
+    int ferr = sched_atfork_init();
     if (ferr != 0) {
         rt_print(2, "goshim: cannot register the fork handlers (error %d)\n", ferr);
         return ferr;
@@ -123,6 +133,13 @@ int sched_adopt_main(void)
     if (rt_syscall(SYS_sigaltstack, NULL, &alt, 0) != 0 || (alt.ss_flags & SS_DISABLE))
         alt = (stack_t){.ss_flags = SS_DISABLE};
     alt.ss_flags &= ~SS_ONSTACK;
+    /* The program's stays the main G's, not M0's: off the OS thread while M0 gets its own
+     * (a start deferred to the first pthread_create finds faulthandler's, say), put back
+     * below for the G, which runs on. */
+    if (!(alt.ss_flags & SS_DISABLE)) {
+        stack_t off = {.ss_flags = SS_DISABLE};
+        rt_syscall(SYS_sigaltstack, &off, 0, 0);
+    }
     stack_thread_init();
     m_record_altstack(mp);
 
@@ -138,8 +155,14 @@ int sched_adopt_main(void)
         stack_user(stackaddr, stacksize, &gp->stack);
     gp->tcb = self;
     gp->flags = G_STARTED | G_MAIN;
+    /* Its CPU-time clock goes on from what the thread used before (the program ran natively
+     * until its first pthread_create, with a deferred start). */
+    struct timespec used;
+    if (rt_syscall(SYS_clock_gettime, CLOCK_THREAD_CPUTIME_ID, (long)&used, 0) == 0)
+        gp->cpu_ns = (int64_t)used.tv_sec * 1000000000 + used.tv_nsec;
     gp->sigmask = mp->sigmask = thread_sigmask();
     gp->altstack = alt;
+    m_apply_altstack(mp, gp);
     gp->san_fiber = san_fiber_current();
     gp->goid = __atomic_add_fetch(&sched.goidgen, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);

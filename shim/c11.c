@@ -52,7 +52,7 @@ static void *c11_trampoline(void *p)
 
 GOSHIM_EXPORT int thrd_create(thrd_t *thr, thrd_start_t func, void *arg)
 {
-    if (!goshim_active())
+    if (!goshim_active() && !shim_start_deferred())
         return REAL(thrd_create)(thr, func, arg);
     struct c11_start *s = malloc(sizeof *s);
     if (!s)

@@ -63,8 +63,25 @@ bool shim_tid_syscall(long nr, long a, long b, long c, long *ret);
 /* kill and sigqueue given a thread's tid signal its process, as the kernel's: the pid for
  * the tid of a live thread of the program, else pid (shim/tid.c). */
 pid_t shim_kill_pid(pid_t pid);
-/* shim/sigroute.c: start the router of process-directed signals (after adoption). */
+/* shim/sigroute.c: start the router of process-directed signals (after adoption); and
+ * register its fork handler alone (shim_signal_init does, once), for a start deferred past
+ * the constructor (sched_atfork_init says why early). */
 int shim_signal_init(void);
+int shim_signal_atfork(void);
+/* shim/signal.c: take over the handlers installed before the runtime started (a deferred
+ * start: the program ran natively until then), as if the program installed them now. */
+void shim_signal_adopt_handlers(void);
+/* shim/sigmask.c: the main thread's mask as it was before the runtime started, set again
+ * through goshim: the preemption signals it blocks become blocked in its view only (a main
+ * thread that blocked SIGURG, or inherited it blocked across exec, kept M0 from ever being
+ * preempted). */
+void shim_adopt_mask(void);
+/* A start of the runtime deferred to the program's first thread (preload/init.c sets it
+ * while it waits): it returns true once the runtime runs on the calling main thread, and
+ * stays set if called on another. shim_start_deferred, in the pthread_create wrapper, calls
+ * it when the runtime is not on. */
+extern bool (*goshim_start_deferred)(void);
+bool shim_start_deferred(void);
 /* shim/signal.c: a thread is about to block these signals: the ones at their default action
  * that no thread blocked before are routed from now on (before the mask is installed). */
 void shim_route_defaults(uint64_t blocked);

@@ -146,6 +146,13 @@ static int g_sigmask(int how, const sigset_t *set, sigset_t *old)
     return 0;
 }
 
+void shim_adopt_mask(void)
+{
+    sigset_t cur;
+    g_sigmask(SIG_SETMASK, NULL, &cur);
+    g_sigmask(SIG_SETMASK, &cur, NULL);
+}
+
 GOSHIM_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
     if (goshim_active())

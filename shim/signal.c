@@ -569,6 +569,27 @@ GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
     return 0;
 }
 
+void shim_signal_adopt_handlers(void)
+{
+    for (int sig = 1; sig < 65; sig++) {
+        struct sigaction cur;
+        if (dispatchable(sig) && preempt_owns(sig)) {
+            /* preempt_init kept it aside; through the dispatcher now, as a later sigaction
+             * would put it (and preemption moves off the program's signal). */
+            preempt_app_action(sig, NULL, &cur);
+            if (is_handler(&cur))
+                owned_action(sig, &cur, NULL);
+            continue;
+        }
+        if (!dispatchable(sig) || REAL(sigaction)(sig, NULL, &cur) != 0 || !is_handler(&cur) ||
+            goshims_own(&cur))
+            continue;
+        if (sigaction(sig, &cur, NULL) != 0)
+            rt_print(2, "goshim: cannot take over the handler of signal %d: it may run on a "
+                        "thread other than the one the kernel would choose\n", sig);
+    }
+}
+
 GOSHIM_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 {
     if (!goshim_on)

@@ -356,12 +356,22 @@ static void router_fork_child(void)
                     "the process may reach a thread late\n");
 }
 
+int shim_signal_atfork(void)
+{
+    static bool done;
+    if (done)
+        return 0;
+    int err = pthread_atfork(NULL, NULL, router_fork_child);
+    done = err == 0;
+    return err;
+}
+
 int shim_signal_init(void)
 {
     sig_self_pid = getpid();
     postq_init();
     int err = sched_helper_thread(router_main);
     if (err == 0)
-        err = pthread_atfork(NULL, NULL, router_fork_child);
+        err = shim_signal_atfork();
     return err;
 }

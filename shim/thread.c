@@ -40,6 +40,7 @@
  * exit, a pthread_t must stay valid until join).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -47,6 +48,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "shim/cancel.h"
@@ -206,7 +208,7 @@ GOSHIM_G_ENTRY static void thread_main(void *arg)
 GOSHIM_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*fn)(void *),
                                  void *arg)
 {
-    if (!goshim_active())
+    if (!goshim_active() && !shim_start_deferred())
         return REAL(pthread_create)(thread, attr, fn, arg);
     chaos_point();
     struct spawn_attr sa = {
@@ -500,11 +502,21 @@ static void thread_fork_child(void)
     }
 }
 
+int shim_thread_atfork(void)
+{
+    static bool done;
+    if (done)
+        return 0;
+    int err = pthread_atfork(NULL, NULL, thread_fork_child);
+    done = err == 0;
+    return err;
+}
+
 int shim_thread_init(void)
 {
     tls_thr_off = (size_t)((char *)&tls_thr - (char *)tls_self());
     sched_tcb_layout_init(sizeof(struct sthread));
-    return pthread_atfork(NULL, NULL, thread_fork_child);
+    return shim_thread_atfork();
 }
 
 void shim_thread_hooks(struct sched_hooks *h)
@@ -514,6 +526,33 @@ void shim_thread_hooks(struct sched_hooks *h)
     h->describe = describe;
     h->blocker = blocker;
     h->signal_may_wake = shim_signal_may_wake;
+}
+
+/* Signals pending for the main OS thread itself when it became the main G (raised while
+ * blocked before a deferred start, or kept across exec) are the main thread's, not M0's: a
+ * G that ran on M0 later would see them as its own (prog_thread_facts pending). They move
+ * to its own set, one instance each, as goshim keeps a thread's (the kernel's SigPnd is the
+ * thread's; ShdPnd, the process's, stays). */
+static void adopt_thread_pending(struct sthread *st)
+{
+    char buf[2048];
+    long fd = rt_syscall6(SYS_openat, AT_FDCWD, (long)"/proc/thread-self/status",
+                          O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    if (fd < 0)
+        return;
+    long n = rt_syscall(SYS_read, fd, (long)buf, sizeof buf - 1);
+    rt_syscall(SYS_close, fd, 0, 0);
+    const char *p = n > 0 ? (buf[n] = 0, strstr(buf, "\nSigPnd:\t")) : NULL;
+    if (!p)
+        return;
+    uint64_t pend = strtoull(p + 9, NULL, 16);
+    struct timespec zero = {0, 0};
+    for (int sig = 1; sig <= 64 && pend; sig++) {
+        uint64_t one = 1ULL << (sig - 1);
+        if ((pend & one) && !preempt_owns(sig) && rt_syscall6(SYS_rt_sigtimedwait, (long)&one, 0, (long)&zero, 8, 0,
+                                        0) == sig)
+            __atomic_or_fetch(&st->sigpending, one, __ATOMIC_SEQ_CST);
+    }
 }
 
 void shim_thread_adopted_main(void)
@@ -529,4 +568,5 @@ void shim_thread_adopted_main(void)
     tls_thr = st;
     st->gp = sched_self();
     sched_g_set_thread(st->gp, st);
+    adopt_thread_pending(st);
 }

@@ -35,6 +35,8 @@ struct g;
 /* Start-up (preload/init.c). Before sched_adopt_main: install the exit hook, find TLS
  * offsets. */
 int shim_thread_init(void);
+/* Its fork handler alone (shim_thread_init registers it, once): for a deferred start. */
+int shim_thread_atfork(void);
 /* The runtime hooks the thread layer provides (api.h: struct sched_hooks). */
 void shim_thread_hooks(struct sched_hooks *h);
 /* After sched_adopt_main: give the main G its thread record. */

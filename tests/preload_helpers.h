@@ -168,4 +168,17 @@ static inline void expect_prints_at_p1_and_p2(const char *prog, const char *args
     expect_preloaded_prints(prog, args, "GOSHIM_PROCS=2", want, min_gs);
 }
 
+/*
+ * The same for a program that makes no thread (or a mode of one): under goshim's default
+ * start (GOSHIM_START=thread) it runs natively, so this starts the runtime at load, to
+ * test goshim's path of a process of one thread (a fork child of a threaded program takes
+ * it).
+ */
+static inline void expect_one_thread_prints_at_p1_and_p2(const char *prog, const char *args,
+                                                         const char *want)
+{
+    expect_preloaded_prints(prog, args, "GOSHIM_START=now GOSHIM_PROCS=1", want, 1);
+    expect_preloaded_prints(prog, args, "GOSHIM_START=now GOSHIM_PROCS=2", want, 1);
+}
+
 #endif

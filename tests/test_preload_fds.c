@@ -40,12 +40,12 @@ static void fds_compare(const char *prog, const char *args, const char *env)
 
 Test(preload_fds, single_thread_sees_only_its_own, .timeout = 60)
 {
-    fds_compare("prog_fd_hidden", "plain", NULL);
+    fds_compare("prog_fd_hidden", "plain", "GOSHIM_START=now"); /* one thread: started at load */
 }
 
 Test(preload_fds, single_thread_sees_only_its_own_one_p, .timeout = 60)
 {
-    fds_compare("prog_fd_hidden", "plain", "GOSHIM_PROCS=1");
+    fds_compare("prog_fd_hidden", "plain", "GOSHIM_START=now GOSHIM_PROCS=1");
 }
 
 Test(preload_fds, after_blocking_io_sees_only_its_own, .timeout = 60)

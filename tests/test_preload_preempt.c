@@ -376,8 +376,8 @@ Test(preload_preempt, spinners_yield_to_the_worker_two_p, .timeout = 60)
 /* Alone (the main thread, the only one), a CPU-bound thread is never preempted. */
 Test(preload_preempt, lone_thread_never_preempted, .timeout = 60)
 {
-    const char *envs[] = {"GOSHIM_PROCS=1", "GOSHIM_PROCS=2",
-                          "GOSHIM_PROCS=2 GOSHIM_PREEMPT=kernel"};
+    const char *envs[] = {"GOSHIM_START=now GOSHIM_PROCS=1", "GOSHIM_START=now GOSHIM_PROCS=2",
+                          "GOSHIM_START=now GOSHIM_PROCS=2 GOSHIM_PREEMPT=kernel"};
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         struct pp_stats s = pp_preloaded("prog_spinners", "0", envs[i], SPINNERS_OK(0));
         cr_assert_eq(s.requests, 0, "%s: %ld preemption requests with nobody waiting", envs[i],
@@ -392,7 +392,8 @@ Test(preload_preempt, lone_thread_never_preempted, .timeout = 60)
 Test(preload_preempt, fixed_slice_preempts_a_lone_thread, .timeout = 60)
 {
     struct pp_stats s =
-        pp_preloaded("prog_spinners", "0", "GOSHIM_PROCS=1 GOSHIM_PREEMPT=1", SPINNERS_OK(0));
+        pp_preloaded("prog_spinners", "0", "GOSHIM_START=now GOSHIM_PROCS=1 GOSHIM_PREEMPT=1",
+                     SPINNERS_OK(0));
     cr_assert_geq(s.requests, 1, "no preemption request at a fixed 1 ms slice");
     cr_assert_eq(s.cut, 0, "a fixed slice counted %ld slices cut for waiters", s.cut);
     cr_assert_eq(s.ticks, 0, "a fixed slice is sysmon's: yet %ld slice-timer signals", s.ticks);

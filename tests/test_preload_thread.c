@@ -185,3 +185,31 @@ Test(preload_thread, gettid_was_the_os_threads_in_errno_mode, .timeout = 60)
     cr_assert_str_eq(body + 1, nat, "prog_tid prints differently in errno mode:\n%s\nnatively:\n%s",
                      pre, nat);
 }
+
+/* The runtime starts at the first pthread_create (GOSHIM_START=thread): before it the
+ * process has its one OS thread and no descriptor of goshim's, as natively (started at
+ * load: 4 threads); what main held through glibc then (a mutex, a recursive one twice, an
+ * rwlock of each kind) a thread of goshim's waits for and gets once main lets go. */
+Test(preload_thread, runtime_starts_at_the_first_thread_with_what_main_held, .timeout = 60)
+{
+    static char nat[1 << 12];
+    struct pp_argv a;
+    int st = run_native("prog_lazy_start", pp_argv(&a, "prog_lazy_start", "held"), NULL, nat,
+                        sizeof nat);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "natively: status %d\n%s", st, nat);
+    cr_assert(strstr(nat, "before the first thread: 1 thread, descriptors 0 1 2"), "%s", nat);
+    expect_prints_at_p1_and_p2("prog_lazy_start", "held", nat, 2);
+}
+
+/* Fork handlers the program registers before its first thread run where they would if the
+ * runtime had been there from the start: the prepare handler on the forking thread's TLS
+ * (it saw 0: it ran on its OS thread's own TCB, after goshim's), and the child's after the
+ * runtime's reset (it died creating a thread: "gopark: not on a G"), because goshim's
+ * handlers are registered at load whatever the start. */
+Test(preload_thread, fork_handlers_registered_before_the_first_thread_run_in_order, .timeout = 60)
+{
+    const char *want =
+        "prepare saw the forking thread's value: 7; child's handler made a thread: yes\n";
+    expect_native_prints("prog_lazy_start", "atfork", want);
+    expect_prints_at_p1_and_p2("prog_lazy_start", "atfork", want, 2);
+}
