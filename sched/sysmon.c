@@ -627,7 +627,7 @@ uint64_t sysmon_retakes(void)
 void sysmon_fork_child(void)
 {
     bool was = sm.running;
-    memset(pticks, 0, sizeof pticks);
+    memset(pticks, 0, sizeof pticks[0] * (size_t)sched.gomaxprocs); /* no more: copied pages */
     sm.note.key = 0;
     sched.sysmon_longsleep = 0;
     sm.running = false;

@@ -238,9 +238,12 @@ int64_t timers_run(int64_t now)
 void timers_fork_child(void)
 {
     for (int32_t i = 0; i < MAX_PROCS; i++) {
-        pheaps[i].lock.key = 0;
-        pheaps[i].len = 0;
-        pheaps[i].when0 = -1;
+        struct theap *h = &pheaps[i];
+        if (h->lock.key == 0 && h->len == 0 && h->when0 == -1)
+            continue; /* as it should be: a read, where a write would copy the page */
+        h->lock.key = 0;
+        h->len = 0;
+        h->when0 = -1;
     }
     offp.lock.key = 0;
     offp.len = 0;

@@ -150,7 +150,8 @@ static struct snapshot since;
 
 void stats_fork_child(void)
 {
-    snapshot_take(&since);
+    if (ownfd_get(OWNFD_STATS) >= 0)
+        snapshot_take(&since);
 }
 
 void stats_print(int fd)

@@ -65,6 +65,20 @@ static void postq_init(void)
         rt.slot[i].seq = i;
 }
 
+/* Fork child: what the parent posted and its router had not taken is gone with it (the
+ * kernel gives a child no pending signal); a slot a thread of the parent had claimed but
+ * not filled counts as taken. The rest of the queue stays as it is: rewriting every slot,
+ * as postq_init does, would copy the whole queue's pages from the parent. */
+static void postq_fork_child(void)
+{
+    uint64_t head = rt.head;
+    for (uint64_t pos = rt.tail; pos < head; pos++)
+        rt.slot[pos % POSTQ].seq = pos + POSTQ;
+    rt.tail = head;
+    rt.overflow = 0;
+    rt.handed = (uint32_t)head;
+}
+
 /* Signal-safe: queue sig for the router. Its position in the queue, or UINT64_MAX when it
  * went to the overflow set. */
 uint64_t sig_post(int sig, const siginfo_t *info)
@@ -346,9 +360,8 @@ static void router_fork_child(void)
     if (!goshim_started || !sched_self())
         return;
     sig_self_pid = getpid();
-    postq_init();
+    postq_fork_child();
     rt.word = 0;
-    rt.handed = 0;
     rt.handed_waiters = 0;
     sig_parked = 0;
     if (sched_helper_thread(router_main) != 0)
