@@ -332,6 +332,8 @@ bench:
 	$(Q)scripts/bench_preempt.sh
 	@echo
 	$(Q)scripts/bench_fs.sh
+	@echo
+	$(Q)scripts/bench_proc.sh
 
 demo:
 	$(Q)scripts/setup.sh

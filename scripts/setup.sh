@@ -5,7 +5,7 @@
 # To add a dependency, add its Debian package name to PACKAGES.
 set -euo pipefail
 
-PACKAGES="build-essential libcriterion-dev libunwind-dev pkg-config clang-format valgrind strace gnuplot-nox file gdb golang-go universal-ctags python3 libglib2.0-tests libpython3.11-testsuite"
+PACKAGES="build-essential libcriterion-dev libunwind-dev pkg-config clang-format valgrind strace gnuplot-nox file gdb golang-go universal-ctags python3 libglib2.0-tests libpython3.11-testsuite stress-ng"
 
 missing=()
 for pkg in $PACKAGES; do

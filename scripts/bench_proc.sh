@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Process benchmarks (issue 28): what a process pays for goshim outside its
+# threads' scheduling - fork, spawning programs, signals and timers - natively
+# and under LD_PRELOAD=build/libgoshim.so, alternately, in the same run;
+# figures are medians.
+#
+#   usage: scripts/bench_proc.sh
+#   GOSHIM_BENCH_RUNS   repetitions per case and mode (default 5; the stress-ng
+#                       cases take at most 3, they last 2 s each)
+#   GOSHIM_TEST_SCALE   scales the fork counts
+#
+# Cases:
+#   fork_*, spawn_exec   tests/progs/pbench_fork: fork+_exit+waitpid from a
+#                        process of one thread, and from one with 4 parked
+#                        threads; fork+exec of /bin/true (us per child)
+#   stress_<name>        stress-ng --<name> 1 for 2 s: bogo ops per second of
+#                        real time (one process of one thread per stressor, as
+#                        most of what a program spawns)
+# Output: one line per case,
+#   "bench_proc_<name>: native X, goshim Y, goshim/native speed Z"
+# (speed > 1: goshim is faster), then a Markdown table marking each case
+# against issue 28's target, no slower than natively (speed >= 0.95). The
+# exit status is non-zero only if a program crashed, hung or failed under
+# goshim.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+progs=$root/build/tests/progs
+lib=$root/build/libgoshim.so
+me=bench_proc
+. "$(dirname "$0")/bench_lib.sh"
+
+for f in "$lib" "$progs/pbench_fork"; do
+    if [ ! -e "$f" ]; then
+        echo "$me: $f is missing (run make all)" >&2
+        exit 1
+    fi
+done
+have_stress=1
+if ! command -v stress-ng >/dev/null; then
+    have_stress=0
+    echo "$me: stress-ng is not installed (scripts/setup.sh installs it): its cases are left out" >&2
+fi
+stress_runs=$((runs < 3 ? runs : 3))
+
+# name | command | unit (us: lower is better; ops: higher is better)
+nf=$(sc 300)
+cases=(
+    "fork_one_thread|pbench_fork $nf|us"
+    "fork_4_threads|pbench_fork $nf threads 4|us"
+    "spawn_exec|pbench_fork $(sc 200) exec|us"
+)
+if [ $have_stress -eq 1 ]; then
+    for s in timer sigpending session zombie sigabrt hrtimers pipeherd fork sigsegv sock; do
+        cases+=("stress_$s|stress-ng --$s 1 -t 2 --metrics-brief|ops")
+    done
+fi
+
+declare -A vals fail
+
+run_case() {
+    local spec=$1 mode=$2 name cmd unit out rc v
+    IFS='|' read -r name cmd unit <<<"$spec"
+    [ -n "${fail[$name,$mode]:-}" ] && return
+    read -r -a argv <<<"$cmd"
+    [ "${argv[0]}" = pbench_fork ] && argv[0]=$progs/pbench_fork
+    if [ "$mode" = goshim ]; then
+        out=$(cd "$tmp" && LD_PRELOAD=$lib timeout -k 5 120 "${argv[@]}" 2>&1)
+    else
+        out=$(cd "$tmp" && timeout -k 5 120 "${argv[@]}" 2>&1)
+    fi
+    rc=$?
+    if [ "$unit" = us ]; then
+        v=$(field "${out##*$'\n'}" us_per_child)
+    else # the stressor's first line: bogo ops/s of real time is the 9th field
+        v=$(awk -v s="${name#stress_}" '$2 == "metrc:" && $4 == s && NF == 10 { print $9; exit }' \
+            <<<"$out")
+    fi
+    if [ $rc -eq 0 ] && [ -n "$v" ]; then
+        vals[$name,$mode]+="$v "
+        return
+    fi
+    fail[$name,$mode]=$(why $rc 120 "${out##*$'\n'}")
+    [ "$mode" = goshim ] && goshim_failed "$name" "${fail[$name,$mode]}" "$out"
+}
+
+workdir
+for ((r = 0; r < runs; r++)); do
+    for spec in "${cases[@]}"; do
+        [[ $spec == stress_* ]] && [ $r -ge $stress_runs ] && continue
+        if ((r % 2 == 0)); then
+            run_case "$spec" native
+            run_case "$spec" goshim
+        else
+            run_case "$spec" goshim
+            run_case "$spec" native
+        fi
+    done
+done
+
+hwcap2=$(LD_SHOW_AUXV=1 /bin/true | awk '/AT_HWCAP2/ { print $2 }')
+fsbase="arch_prctl syscall (kernel did not enable FSGSBASE)"
+(( ${hwcap2:-0} & 2 )) && fsbase=wrfsbase
+echo "$me: $runs repetitions ($stress_runs for stress-ng), medians; $(nproc) CPUs;" \
+    "scale $scale; FS base written with $fsbase"
+
+declare -A med speed
+table=()
+for spec in "${cases[@]}"; do
+    IFS='|' read -r name cmd unit <<<"$spec"
+    for mode in native goshim; do
+        [ -z "${fail[$name,$mode]:-}" ] && med[$name,$mode]=$(median "${vals[$name,$mode]}")
+    done
+    n=${med[$name,native]:-} g=${med[$name,goshim]:-}
+    s=
+    if [ -n "$n" ] && [ -n "$g" ]; then
+        if [ "$unit" = us ]; then
+            s=$(awk -v n="$n" -v g="$g" 'BEGIN { if (g > 0) printf "%.2f", n / g }')
+        else
+            s=$(awk -v n="$n" -v g="$g" 'BEGIN { if (n > 0) printf "%.2f", g / n }')
+        fi
+    fi
+    u="us/child"
+    [ "$unit" = ops ] && u="ops/s"
+    nt=${n:+$n $u}
+    gt=${g:+$g $u}
+    echo "bench_proc_$name: native ${nt:-${fail[$name,native]}}," \
+        "goshim ${gt:-${fail[$name,goshim]}}, goshim/native speed ${s:-n/a}"
+    result=missed
+    [ -n "$s" ] && awk -v s="$s" 'BEGIN { exit !(s >= 0.95) }' && result=met
+    table+=("$(printf '| %-20s | %-20s | %-20s | %6s | %-6s |' "$name" "${nt:-failed}" \
+        "${gt:-failed}" "${s:-n/a}" "$result")")
+done
+echo
+printf '| %-20s | %-20s | %-20s | %6s | %-6s |\n' case "native (median)" "goshim (median)" \
+    speed ">=0.95"
+echo "|----------------------|----------------------|----------------------|-------:|--------|"
+printf '%s\n' "${table[@]}"
+exit $crashed
