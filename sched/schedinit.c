@@ -91,6 +91,36 @@ int sched_init(const struct sched_config *c)
     return 0;
 }
 
+/* M0's alternate signal stack, its own; the program's own one, set before goshim started,
+ * is returned for the main G: it stays the G's, not M0's, so it is taken off the OS thread
+ * while M0 gets its own (a start deferred to the first pthread_create finds faulthandler's,
+ * say) and put back for the G, which runs on. */
+static stack_t adopt_altstack(struct m *mp)
+{
+    stack_t alt;
+    if (rt_syscall(SYS_sigaltstack, NULL, &alt, 0) != 0 || (alt.ss_flags & SS_DISABLE))
+        alt = (stack_t){.ss_flags = SS_DISABLE};
+    alt.ss_flags &= ~SS_ONSTACK;
+    if (!(alt.ss_flags & SS_DISABLE)) {
+        stack_t off = {.ss_flags = SS_DISABLE};
+        rt_syscall(SYS_sigaltstack, &off, 0, 0);
+    }
+    stack_thread_init();
+    m_record_altstack(mp);
+    return alt;
+}
+
+/* The thread's CPU time so far, for the main G's clock: it goes on from what the thread
+ * used before (the program ran natively until its first pthread_create, with a deferred
+ * start). */
+static int64_t thread_cpu_so_far(void)
+{
+    struct timespec used;
+    if (rt_syscall(SYS_clock_gettime, CLOCK_THREAD_CPUTIME_ID, (long)&used, 0) != 0)
+        return 0;
+    return (int64_t)used.tv_sec * 1000000000 + used.tv_nsec;
+}
+
 int sched_adopt_main(void)
 {
     if (!sched.started || sched_self() != NULL)
@@ -129,19 +159,7 @@ int sched_adopt_main(void)
         m_mark_own_tls(mp, g0tcb); /* errno mode: g0 shares main's TLS, no marker */
     mp->g0_lo = g0stack.lo;
     mp->g0_fiber = san_fiber_create();
-    stack_t alt; /* the program's own alternate stack, set before goshim started */
-    if (rt_syscall(SYS_sigaltstack, NULL, &alt, 0) != 0 || (alt.ss_flags & SS_DISABLE))
-        alt = (stack_t){.ss_flags = SS_DISABLE};
-    alt.ss_flags &= ~SS_ONSTACK;
-    /* The program's stays the main G's, not M0's: off the OS thread while M0 gets its own
-     * (a start deferred to the first pthread_create finds faulthandler's, say), put back
-     * below for the G, which runs on. */
-    if (!(alt.ss_flags & SS_DISABLE)) {
-        stack_t off = {.ss_flags = SS_DISABLE};
-        rt_syscall(SYS_sigaltstack, &off, 0, 0);
-    }
-    stack_thread_init();
-    m_record_altstack(mp);
+    stack_t alt = adopt_altstack(mp);
 
     /* The main G: this very thread, its stack and TCB. */
     pthread_attr_t attr;
@@ -155,11 +173,7 @@ int sched_adopt_main(void)
         stack_user(stackaddr, stacksize, &gp->stack);
     gp->tcb = self;
     gp->flags = G_STARTED | G_MAIN;
-    /* Its CPU-time clock goes on from what the thread used before (the program ran natively
-     * until its first pthread_create, with a deferred start). */
-    struct timespec used;
-    if (rt_syscall(SYS_clock_gettime, CLOCK_THREAD_CPUTIME_ID, (long)&used, 0) == 0)
-        gp->cpu_ns = (int64_t)used.tv_sec * 1000000000 + used.tv_nsec;
+    gp->cpu_ns = thread_cpu_so_far();
     gp->sigmask = mp->sigmask = thread_sigmask();
     gp->altstack = alt;
     m_apply_altstack(mp, gp);
