@@ -192,11 +192,14 @@ void sched_pless_return(void)
 {
     struct m *mp = getm();
     sched_pless_reacquire();
-    if (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) != PLESS_NO || mp->p == NULL ||
+    /* Read once: outside the runtime, sysmon may hand the P off at any moment (a P is never
+     * freed, so looking at its queue after that is harmless; sched_gosched takes one back). */
+    struct p *pp = __atomic_load_n(&mp->p, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) != PLESS_NO || pp == NULL ||
         __atomic_load_n(&mp->locks, __ATOMIC_SEQ_CST) != 0)
         return;
     int64_t next = timers_next();
-    if (!runqempty(mp->p) || __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 ||
+    if (!runqempty(pp) || __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 ||
         (next >= 0 && next <= nanotime())) {
         sched_gosched();
         if (sched_hooks.resumed) /* signals sent to it while it waited for a P */
