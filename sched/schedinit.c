@@ -29,14 +29,20 @@ void sched_set_hooks(const struct sched_hooks *h)
     sched_hooks = *h;
 }
 
+int sched_atfork_once(bool *done, void (*prepare)(void), void (*parent)(void),
+                      void (*child)(void))
+{
+    if (*done)
+        return 0;
+    int err = pthread_atfork(prepare, parent, child);
+    *done = err == 0;
+    return err;
+}
+
 int sched_atfork_init(void)
 {
     static bool done;
-    if (done)
-        return 0;
-    int err = pthread_atfork(sched_fork_prepare, sched_fork_parent, sched_fork_child);
-    done = err == 0;
-    return err;
+    return sched_atfork_once(&done, sched_fork_prepare, sched_fork_parent, sched_fork_child);
 }
 
 int sched_init(const struct sched_config *c)

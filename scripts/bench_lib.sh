@@ -6,6 +6,7 @@
 #   goshim_failed WHAT TEXT [OUTPUT]
 #                              report a failure under goshim; sets crashed=1
 #   why RC TIMEOUT LASTLINE    a failure in words
+#   interleave                 run the driver's cases, alternating native and goshim
 #   median "V V V..."          the median of the values
 #   field LINE KEY             the number after "KEY=" in LINE
 #   reap_bg TENTHS             end the background process $bg_pid (below)
@@ -41,6 +42,26 @@ why() {
     else
         echo "exit status $1: $3"
     fi
+}
+
+# interleave: $runs repetitions; each takes every spec of the driver's array `cases` once,
+# natively and under goshim back to back (the driver's run_case SPEC MODE), the first of the
+# two swapped every other repetition. A driver may define skip_case SPEC R, true to leave
+# SPEC out of repetition R.
+interleave() {
+    local r spec
+    for ((r = 0; r < runs; r++)); do
+        for spec in "${cases[@]}"; do
+            declare -F skip_case >/dev/null && skip_case "$spec" "$r" && continue
+            if ((r % 2 == 0)); then
+                run_case "$spec" native
+                run_case "$spec" goshim
+            else
+                run_case "$spec" goshim
+                run_case "$spec" native
+            fi
+        done
+    done
 }
 
 median() {

@@ -84,19 +84,11 @@ run_case() {
     [ "$mode" = goshim ] && goshim_failed "$name" "${fail[$name,$mode]}" "$out"
 }
 
+skip_case() {
+    [[ $1 == stress_* ]] && [ "$2" -ge $stress_runs ]
+}
 workdir
-for ((r = 0; r < runs; r++)); do
-    for spec in "${cases[@]}"; do
-        [[ $spec == stress_* ]] && [ $r -ge $stress_runs ] && continue
-        if ((r % 2 == 0)); then
-            run_case "$spec" native
-            run_case "$spec" goshim
-        else
-            run_case "$spec" goshim
-            run_case "$spec" native
-        fi
-    done
-done
+interleave
 
 hwcap2=$(LD_SHOW_AUXV=1 /bin/true | awk '/AT_HWCAP2/ { print $2 }')
 fsbase="arch_prctl syscall (kernel did not enable FSGSBASE)"

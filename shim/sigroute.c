@@ -372,11 +372,7 @@ static void router_fork_child(void)
 int shim_signal_atfork(void)
 {
     static bool done;
-    if (done)
-        return 0;
-    int err = pthread_atfork(NULL, NULL, router_fork_child);
-    done = err == 0;
-    return err;
+    return sched_atfork_once(&done, NULL, NULL, router_fork_child);
 }
 
 int shim_signal_init(void)

@@ -505,11 +505,7 @@ static void thread_fork_child(void)
 int shim_thread_atfork(void)
 {
     static bool done;
-    if (done)
-        return 0;
-    int err = pthread_atfork(NULL, NULL, thread_fork_child);
-    done = err == 0;
-    return err;
+    return sched_atfork_once(&done, NULL, NULL, thread_fork_child);
 }
 
 int shim_thread_init(void)
