@@ -400,6 +400,11 @@ xt() {
 # *.$mode. Returns non-zero with detail set on failure. Goshim runs compare
 # with the native run's files. want_gs: the least gs_created expected.
 declare -A want_gs=([stressng_pthread]=1 [stressng_mutex]=1 [stressng_futex]=1)
+# start_now: cases whose goshim run starts the runtime at load (GOSHIM_START=now).
+# stress-ng's stressors end with _exit, which prints no stats: only the parent's line can
+# show goshim ran, and the parent makes no thread of its own (by default it would run
+# natively and say only that the runtime did not start).
+declare -A start_now=([stressng_pthread]=1 [stressng_mutex]=1 [stressng_futex]=1)
 declare -A note
 
 c_pigz() {
@@ -646,7 +651,8 @@ for name in "${selected[@]}"; do
     [ "$base" != "$name" ] && procs=1
     for mode in native goshim; do
         if [ $mode = goshim ]; then
-            pre=(env GOSHIM_STATS=1 ${procs:+GOSHIM_PROCS=$procs} "LD_PRELOAD=$lib")
+            pre=(env GOSHIM_STATS=1 ${procs:+GOSHIM_PROCS=$procs} "LD_PRELOAD=$lib"
+                ${start_now[$base]:+GOSHIM_START=now})
         elif [ -n "$procs" ]; then
             pre=(taskset -c "0-$((procs - 1))")
         else
