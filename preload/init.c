@@ -130,10 +130,8 @@ __attribute__((constructor)) static void goshim_init(void)
         start_runtime();
         return;
     }
-    if (config.stats) {
-        sched_stats_early();
+    if (config.stats)
         atexit(stats_unstarted);
-    }
     __atomic_store_n(&goshim_start_deferred, start_deferred, __ATOMIC_RELEASE);
 }
 

@@ -91,10 +91,6 @@ int sched_init(const struct sched_config *c);
  * registers its own, when the runtime starts later (glibc runs prepare handlers in reverse
  * order of registration, child handlers in order: fork.c says why ours come first). */
 int sched_atfork_init(void);
-/* GOSHIM_STATS with the start deferred: the copy of stderr the lines go to is taken now, at
- * load, as a start at load takes it (a program may have closed or redirected its stderr by
- * its first pthread_create, as stress-ng's stressors have; its fork children inherit it). */
-void sched_stats_early(void);
 /* pthread_atfork(prepare, parent, child) unless *done, which it sets once registered: a
  * handler registered at load and again by a later start stays registered once. */
 int sched_atfork_once(bool *done, void (*prepare)(void), void (*parent)(void),

@@ -201,8 +201,6 @@ static struct stat stats_st; /* the file stderr was: checked again at exit */
 
 void stats_open(void)
 {
-    if (ownfd_get(OWNFD_STATS) >= 0)
-        return; /* taken at load already (sched_stats_early) */
     struct m *mp = ownfd_lock();
     int fd = ownfd_dup_high(2);
     if (fd >= 0 && rt_syscall(SYS_fstat, fd, &stats_st, 0) != 0) {
@@ -211,11 +209,6 @@ void stats_open(void)
     }
     ownfd_set(OWNFD_STATS, fd);
     ownfd_unlock(mp);
-}
-
-void sched_stats_early(void)
-{
-    stats_open();
 }
 
 void stats_at_exit(void)

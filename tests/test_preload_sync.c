@@ -80,3 +80,19 @@ Test(preload_sync, objects_glibc_left_idle_one_p, .timeout = 120)
 {
     same_as_native_in_order("prog_sync_handover", "GOSHIM_PROCS=1", 100);
 }
+
+/* Issue 28 item 2: a contended mutex lets no waiter starve. Eight threads (and 64) take one
+ * mutex over and over; each goes on until every one has taken it 20,000 times (scaled), so
+ * the last waits its turns while the others keep it busy: a lock where a woken waiter can
+ * lose every race never ends (the timeout fails the test). */
+Test(preload_sync, contended_mutex_starves_no_waiter, .timeout = 120)
+{
+    const char *want8 =
+        "8 threads: each took the mutex 20000 times while the others kept taking it: yes\n";
+    const char *want64 =
+        "64 threads: each took the mutex 2000 times while the others kept taking it: yes\n";
+    expect_native_prints("prog_mutex_fair", "8 20000", want8);
+    expect_prints_at_p1_and_p2("prog_mutex_fair", "8 20000", want8, 9);
+    expect_native_prints("prog_mutex_fair", "64 2000", want64);
+    expect_prints_at_p1_and_p2("prog_mutex_fair", "64 2000", want64, 65);
+}
