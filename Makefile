@@ -333,7 +333,7 @@ bench:
 	@echo
 	$(Q)scripts/bench_fs.sh
 	@echo
-	$(Q)scripts/bench_proc.sh
+	$(Q)scripts/bench_signals.sh
 
 demo:
 	$(Q)scripts/setup.sh

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Process benchmarks (issue 28): what a process pays for goshim outside its
+# Signal, timer and process benchmarks (issue 28 item 4): what a process pays for goshim outside its
 # threads' scheduling - fork, spawning programs, signals and timers - natively
 # and under LD_PRELOAD=build/libgoshim.so, alternately, in the same run;
 # figures are medians.
 #
-#   usage: scripts/bench_proc.sh
+#   usage: scripts/bench_signals.sh
 #   GOSHIM_BENCH_RUNS   repetitions per case and mode (default 5; the stress-ng
 #                       cases take at most 3, they last 2 s each)
 #   GOSHIM_TEST_SCALE   scales the fork counts
@@ -17,7 +17,7 @@
 #                        real time (one process of one thread per stressor, as
 #                        most of what a program spawns)
 # Output: one line per case,
-#   "bench_proc_<name>: native X, goshim Y, goshim/native speed Z"
+#   "bench_signals_<name>: native X, goshim Y, goshim/native speed Z"
 # (speed > 1: goshim is faster), then a Markdown table marking each case
 # against issue 28's target, no slower than natively (speed >= 0.95). The
 # exit status is non-zero only if a program crashed, hung or failed under
@@ -27,7 +27,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 progs=$root/build/tests/progs
 lib=$root/build/libgoshim.so
-me=bench_proc
+me=bench_signals
 . "$(dirname "$0")/bench_lib.sh"
 
 for f in "$lib" "$progs/pbench_fork"; do
@@ -116,7 +116,7 @@ for spec in "${cases[@]}"; do
     [ "$unit" = ops ] && u="ops/s"
     nt=${n:+$n $u}
     gt=${g:+$g $u}
-    echo "bench_proc_$name: native ${nt:-${fail[$name,native]}}," \
+    echo "bench_signals_$name: native ${nt:-${fail[$name,native]}}," \
         "goshim ${gt:-${fail[$name,goshim]}}, goshim/native speed ${s:-n/a}"
     result=missed
     [ -n "$s" ] && awk -v s="$s" 'BEGIN { exit !(s >= 0.95) }' && result=met
