@@ -10,6 +10,11 @@
 #   GOSHIM_TEST_SCALE   scales the fork counts
 #
 # Cases:
+#   timer_threaded       tests/progs/pbench_signals timer: a POSIX timer's signal
+#                        every 50 us to a process with 4 parked threads: signals
+#                        handled per second (the kernel's 20,000 natively), and
+#                        the expirations counted with overruns
+#   sigpending_threaded  pbench_signals sigpending: ns per call, 4 parked threads
 #   fork_*, spawn_exec   tests/progs/pbench_fork: fork+_exit+waitpid from a
 #                        process of one thread, and from one with 4 parked
 #                        threads; fork+exec of /bin/true (us per child)
@@ -30,7 +35,7 @@ lib=$root/build/libgoshim.so
 me=bench_signals
 . "$(dirname "$0")/bench_lib.sh"
 
-for f in "$lib" "$progs/pbench_fork"; do
+for f in "$lib" "$progs/pbench_fork" "$progs/pbench_signals"; do
     if [ ! -e "$f" ]; then
         echo "$me: $f is missing (run make all)" >&2
         exit 1
@@ -43,9 +48,11 @@ if ! command -v stress-ng >/dev/null; then
 fi
 stress_runs=$((runs < 3 ? runs : 3))
 
-# name | command | unit (us: lower is better; ops: higher is better)
+# name | command | unit (us, ns: lower is better; ops, sig: higher is better)
 nf=$(sc 300)
 cases=(
+    "timer_threaded|pbench_signals timer $(sc 1000) 4|sig"
+    "sigpending_threaded|pbench_signals sigpending $(sc 200000) 4|ns"
     "fork_one_thread|pbench_fork $nf|us"
     "fork_4_threads|pbench_fork $nf threads 4|us"
     "spawn_exec|pbench_fork $(sc 200) exec|us"
@@ -56,14 +63,14 @@ if [ $have_stress -eq 1 ]; then
     done
 fi
 
-declare -A vals fail
+declare -A vals fail expir
 
 run_case() {
     local spec=$1 mode=$2 name cmd unit out rc v
     IFS='|' read -r name cmd unit <<<"$spec"
     [ -n "${fail[$name,$mode]:-}" ] && return
     read -r -a argv <<<"$cmd"
-    [ "${argv[0]}" = pbench_fork ] && argv[0]=$progs/pbench_fork
+    [[ ${argv[0]} == pbench_* ]] && argv[0]=$progs/${argv[0]}
     if [ "$mode" = goshim ]; then
         out=$(cd "$tmp" && LD_PRELOAD=$lib timeout -k 5 120 "${argv[@]}" 2>&1)
     else
@@ -72,6 +79,13 @@ run_case() {
     rc=$?
     if [ "$unit" = us ]; then
         v=$(field "${out##*$'\n'}" us_per_child)
+    elif [ "$unit" = ns ]; then
+        v=$(field "${out##*$'\n'}" ns_per_op)
+    elif [ "$unit" = sig ]; then
+        v=$(field "${out##*$'\n'}" signals_per_s)
+        local x
+        x=$(field "${out##*$'\n'}" expirations_per_s)
+        [ -n "$x" ] && expir[$name,$mode]+="$x "
     else # the stressor's first line: bogo ops/s of real time is the 9th field
         v=$(awk -v s="${name#stress_}" '$2 == "metrc:" && $4 == s && NF == 10 { print $9; exit }' \
             <<<"$out")
@@ -106,7 +120,7 @@ for spec in "${cases[@]}"; do
     n=${med[$name,native]:-} g=${med[$name,goshim]:-}
     s=
     if [ -n "$n" ] && [ -n "$g" ]; then
-        if [ "$unit" = us ]; then
+        if [ "$unit" = us ] || [ "$unit" = ns ]; then
             s=$(awk -v n="$n" -v g="$g" 'BEGIN { if (g > 0) printf "%.2f", n / g }')
         else
             s=$(awk -v n="$n" -v g="$g" 'BEGIN { if (n > 0) printf "%.2f", g / n }')
@@ -114,10 +128,13 @@ for spec in "${cases[@]}"; do
     fi
     u="us/child"
     [ "$unit" = ops ] && u="ops/s"
+    [ "$unit" = ns ] && u="ns/call"
+    [ "$unit" = sig ] && u="signals/s"
     nt=${n:+$n $u}
     gt=${g:+$g $u}
     echo "bench_signals_$name: native ${nt:-${fail[$name,native]}}," \
-        "goshim ${gt:-${fail[$name,goshim]}}, goshim/native speed ${s:-n/a}"
+        "goshim ${gt:-${fail[$name,goshim]}}, goshim/native speed ${s:-n/a}" \
+        ${expir[$name,native]:+"(expirations/s counted: native $(median "${expir[$name,native]}"), goshim $(median "${expir[$name,goshim]:-0}"))"}
     result=missed
     [ -n "$s" ] && awk -v s="$s" 'BEGIN { exit !(s >= 0.95) }' && result=met
     table+=("$(printf '| %-20s | %-20s | %-20s | %6s | %-6s |' "$name" "${nt:-failed}" \
