@@ -23,24 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static bool done;
+#include "parked.h"
 
 static void die(const char *what)
 {
     fprintf(stderr, "pbench_fork: %s: %s\n", what, strerror(errno));
     exit(2);
-}
-
-static void *parked(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&mu);
-    while (!done)
-        pthread_cond_wait(&cv, &mu);
-    pthread_mutex_unlock(&mu);
-    return NULL;
 }
 
 static double now_us(void)
@@ -67,14 +55,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: pbench_fork N [exec] [threads T]   (N > 0, T <= 1000)\n");
         return 1;
     }
-    pthread_t *t = calloc((size_t)nthreads + 1, sizeof *t);
-    if (!t)
-        die("calloc");
-    for (long i = 0; i < nthreads; i++) {
-        errno = pthread_create(&t[i], NULL, parked, NULL);
-        if (errno)
-            die("pthread_create");
-    }
+    if ((errno = parked_start(nthreads)) != 0)
+        die("pthread_create");
     char *const args[] = {"/bin/true", NULL};
     double t0 = now_us();
     for (long i = 0; i < n; i++) {
@@ -95,13 +77,7 @@ int main(int argc, char **argv)
         }
     }
     double us = (now_us() - t0) / (double)n;
-    pthread_mutex_lock(&mu);
-    done = true;
-    pthread_cond_broadcast(&cv);
-    pthread_mutex_unlock(&mu);
-    for (long i = 0; i < nthreads; i++)
-        pthread_join(t[i], NULL);
-    free(t);
+    parked_stop();
     printf("children=%ld us_per_child=%.1f\n", n, us);
     return 0;
 }

@@ -27,9 +27,8 @@
 #include <string.h>
 #include <time.h>
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static bool done;
+#include "parked.h"
+
 static volatile sig_atomic_t signals;
 static volatile long overruns;
 
@@ -37,16 +36,6 @@ static void die(const char *what)
 {
     fprintf(stderr, "pbench_signals: %s: %s\n", what, strerror(errno));
     exit(2);
-}
-
-static void *parked(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&mu);
-    while (!done)
-        pthread_cond_wait(&cv, &mu);
-    pthread_mutex_unlock(&mu);
-    return NULL;
 }
 
 static void counted(int sig, siginfo_t *si, void *uc)
@@ -114,21 +103,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: pbench_signals timer MS THREADS | sigpending N THREADS\n");
         return 1;
     }
-    pthread_t th[1000];
-    for (long i = 0; i < nt; i++) {
-        errno = pthread_create(&th[i], NULL, parked, NULL);
-        if (errno)
-            die("pthread_create");
-    }
+    if ((errno = parked_start(nt)) != 0)
+        die("pthread_create");
     if (timer)
         run_timer(n);
     else
         run_sigpending(n);
-    pthread_mutex_lock(&mu);
-    done = true;
-    pthread_cond_broadcast(&cv);
-    pthread_mutex_unlock(&mu);
-    for (long i = 0; i < nt; i++)
-        pthread_join(th[i], NULL);
+    parked_stop();
     return 0;
 }
