@@ -101,7 +101,7 @@ static void stats_unstarted(void)
 /*
  * The constructor reads the configuration (its complaints come at once) and, by default,
  * leaves the start to the program's first thread: a process that never makes one runs as
- * natively (4 ms of start-up, three helper threads and a slice timer saved per process;
+ * natively (the TLS probes, three helper threads and a slice timer saved per process;
  * the fork handlers alone are registered now, to run where fork.c needs them).
  * GOSHIM_SCHEDTRACE (its lines are periodic), chaos (its banner names the seed) and
  * GOSHIM_START=now start it here.

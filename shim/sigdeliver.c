@@ -250,8 +250,7 @@ GOSHIM_EXPORT int raise(int sig)
  * signal that comes while the same timer's last one still waits for this thread is counted
  * as the kernel counts an expiration while the timer's signal is queued: as an overrun of
  * the waiting one (its si_overrun), not as a signal of its own, which goshim's one pending
- * instance per signal would lose (pbench_signals timer: 10,000 expirations a second counted
- * of the kernel's 20,000).
+ * instance per signal would lose (pbench_signals timer measures it).
  */
 static void keep_info(struct sthread *st, int sig, const siginfo_t *info)
 {

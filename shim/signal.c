@@ -183,6 +183,13 @@ static bool is_handler(const struct sigaction *a)
     return (uintptr_t)handler_of(a) > 1;
 }
 
+/* The signals a fault raises on the thread that made it (a kill may send them too). */
+static bool fault_signal(int sig)
+{
+    return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP ||
+           sig == SIGSYS;
+}
+
 /*
  * The deadlock detector's question (sched_hooks.signal_may_wake): whether a handler of the
  * program's could still wake a parked thread, i.e. one is installed for a signal that can
@@ -195,10 +202,7 @@ static bool is_handler(const struct sigaction *a)
 bool shim_signal_may_wake(void)
 {
     for (int sig = 1; sig < 65; sig++) {
-        if (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL ||
-            sig == SIGTRAP || sig == SIGSYS)
-            continue;
-        if (is_handler(&app_act[sig]))
+        if (!fault_signal(sig) && is_handler(&app_act[sig]))
             return true;
     }
     return false;
@@ -299,9 +303,7 @@ static bool thread_directed(int sig, const siginfo_t *info)
 {
     if (info->si_code == SI_TKILL)
         return true;
-    bool fault = sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
-                 sig == SIGTRAP || sig == SIGSYS;
-    return fault && info->si_code > 0;
+    return fault_signal(sig) && info->si_code > 0;
 }
 
 static void dispatch(int sig, siginfo_t *info, void *uc)
@@ -376,8 +378,7 @@ static bool dispatchable(int sig)
  * thread that faulted) and the preemption signal (never blocked in fact). */
 static bool routable_default(int sig)
 {
-    return dispatchable(sig) && sig != SIGSEGV && sig != SIGBUS && sig != SIGILL && sig != SIGFPE &&
-           sig != SIGTRAP && sig != SIGSYS && !preempt_owns(sig);
+    return dispatchable(sig) && !fault_signal(sig) && !preempt_owns(sig);
 }
 
 /* sig, at its default action, goes through the dispatcher: a thread blocked it once. */
