@@ -401,6 +401,13 @@ static void on_quit(int sig)
 {
     (void)sig;
     quit_requested = 1;
+    /* A fork child whose sysmon is not started yet: it runs one thread, outside the runtime
+     * (not inside: that thread starts sysmon on its way back from the scheduler). */
+    if (sysmon_deferred()) {
+        if (!m_in_runtime())
+            quit_check();
+        sched_helpers_want();
+    }
     sysmon_wake();
 }
 

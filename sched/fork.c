@@ -166,6 +166,7 @@ void sched_fork_child(void)
         return;
     }
     reset_sched(mp);
+    sched_helpers_fork_child();
     m_fence_init();   /* alone now (the kernel keeps the registration across fork: cheap) */
     ldt_fork_child(); /* the LDT is inherited; its allocator's lock may be another thread's */
     machines_fork_child();

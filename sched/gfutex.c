@@ -725,6 +725,7 @@ int gfutex_wake_async(uint32_t *addr, int n)
     }
     if (i == DEFER_SLOTS)
         __atomic_store_n(&defer_full, 1, __ATOMIC_RELEASE);
+    sched_helpers_want(); /* a fork child's waker, if not started yet */
     __atomic_add_fetch(&defer_seq, 1, __ATOMIC_RELEASE);
     futexwakeup(&defer_seq, 1);
     return 0;
@@ -757,7 +758,17 @@ void gfutex_interrupt(struct g *gp)
     releasem(mp);
 }
 
-/* Fork child: the waiters were other threads' (gone); the waker thread too. */
+static int waker_restart(void)
+{
+    int err = gfutex_init();
+    if (err)
+        rt_print(2, "goshim: forked child: cannot start the waker thread: sem_post in signal "
+                    "handlers may deadlock\n");
+    return err;
+}
+
+/* Fork child: the waiters were other threads' (gone); the waker thread too: a new one, now
+ * or when the child needs it. */
 void gfutex_fork_child(void)
 {
     memset(&table0.b, 0, sizeof table0.b);
@@ -768,9 +779,8 @@ void gfutex_fork_child(void)
     memset(defer_slot, 0, sizeof defer_slot);
     defer_full = 0;
     defer_seq = 0;
-    if (gfutex_init() != 0)
-        rt_print(2, "goshim: forked child: cannot start the waker thread: sem_post in signal "
-                    "handlers may deadlock\n");
+    if (!sched_helper_defer(waker_restart))
+        waker_restart();
 }
 
 /* Test hooks (tests/test_gfutex.c): the live table's size, and addr's bucket in it. */

@@ -419,7 +419,8 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
     gp->waitreason = waitReasonZero;
     if (!__atomic_load_n(&sched.multi, __ATOMIC_RELAXED)) { /* written once: no line bouncing */
         __atomic_store_n(&sched.multi, 1, __ATOMIC_SEQ_CST);
-        sysmon_wake(); /* out of its single-thread sleep */
+        sched_helpers_start(); /* a fork child's, if it deferred them */
+        sysmon_wake();         /* out of its single-thread sleep */
     }
     if (pp) /* a counter of this P's: a shared one moves between CPUs at every spawn */
         __atomic_store_n(&pp->nspawn, pp->nspawn + 1, __ATOMIC_RELAXED);
@@ -543,6 +544,7 @@ void gopark(bool (*unlockf)(struct g *, void *), void *lock, int reason)
     mp->p->npark++;
     mp->rel = (struct release){REL_PARK, gp, unlockf, lock};
     switch_out(mp, gp);
+    sched_helpers_check(); /* a signal posted to a fork child's absent router meanwhile */
 }
 
 bool park_unlock(struct g *gp, void *lock)
@@ -604,6 +606,7 @@ void sched_goyield(void)
     mp->p->ngosched++;
     mp->rel = (struct release){REL_YIELD, gp, NULL, NULL};
     switch_out(mp, gp);
+    sched_helpers_check(); /* as gopark's */
 }
 
 /*

@@ -160,6 +160,11 @@ void sched_pless_reacquire(void);
 
 /* sysmon.c */
 int sysmon_start(int trace_ms, bool detailed);
+int64_t sysmon_traces(void); /* GOSHIM_SCHEDTRACE's period in ns, 0 if off */
+bool sysmon_deferred(void);  /* not running yet in a fork child (sched_helper_defer) */
+/* machines.c: the helpers of a one-thread fork child, started when it needs them. */
+bool sched_helpers_may_defer(void);
+void sched_helpers_fork_child(void);
 /* Fork child resets of each part of the runtime (fork.c calls them). */
 void sysmon_fork_child(void);
 void machines_fork_child(void);

@@ -99,6 +99,7 @@ static struct {
     int64_t lastround;   /* when the previous round looked at the Ps */
     int64_t watch_until; /* after a kick: sleeps stay within a slice until then */
     uint32_t lone;       /* atomic: in the single-thread sleep (sysmon_lone_parked) */
+    bool deferred;       /* atomic: to start when a fork child needs it (sched_helper_defer) */
 } sm;
 
 /* A P needs sysmon's look at when (retake). */
@@ -623,14 +624,32 @@ uint64_t sysmon_retakes(void)
     return __atomic_load_n(&sm.nretake, __ATOMIC_RELAXED);
 }
 
-/* Fork child: sysmon was a thread of the parent; start a new one with the same settings. */
+/* Fork child: sysmon was a thread of the parent; a new one with the same settings, at once
+ * or when the child needs it (sched_helper_defer). */
+static int sysmon_restart(void)
+{
+    __atomic_store_n(&sm.deferred, false, __ATOMIC_SEQ_CST);
+    return sysmon_start((int)(sm.trace_ns / 1000000), sm.detailed);
+}
+
 void sysmon_fork_child(void)
 {
-    bool was = sm.running;
+    bool was = sm.running || sm.deferred;
     memset(pticks, 0, sizeof pticks[0] * (size_t)sched.gomaxprocs); /* no more: copied pages */
     sm.note.key = 0;
     sched.sysmon_longsleep = 0;
     sm.running = false;
-    if (was)
-        sysmon_start((int)(sm.trace_ns / 1000000), sm.detailed);
+    sm.deferred = was && sched_helper_defer(sysmon_restart);
+    if (was && !sm.deferred)
+        sysmon_restart();
+}
+
+int64_t sysmon_traces(void)
+{
+    return sm.trace_ns;
+}
+
+bool sysmon_deferred(void)
+{
+    return __atomic_load_n(&sm.deferred, __ATOMIC_SEQ_CST);
 }

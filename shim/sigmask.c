@@ -70,6 +70,7 @@ static uint64_t preempt_signals(void)
  * goes to another thread; what it now lets through is handled at once. */
 static void install_mask(uint64_t real, uint64_t next)
 {
+    sig_router_settle();
     shim_route_defaults(next & ~real); /* before any M blocks them */
     sched_set_sigmask(next);
     if (next & ~real)
@@ -211,6 +212,7 @@ GOSHIM_EXPORT int sigsuspend(const sigset_t *set)
 {
     if (!goshim_active())
         return REAL(sigsuspend)(set);
+    sig_router_settle();
     uint32_t start = shim_handlers_ran();
     uint64_t want, old = sched_sigmask(), hidden = shim_hidden_mask();
     memcpy(&want, set, sizeof want);
@@ -266,6 +268,8 @@ GOSHIM_EXPORT int sigsuspend(const sigset_t *set)
  * signals left pending for this thread while it blocked them. */
 GOSHIM_EXPORT int sigpending(sigset_t *set)
 {
+    if (goshim_active())
+        sig_router_settle();
     int r = REAL(sigpending)(set);
     if (r == 0 && goshim_active()) {
         uint64_t mine = shim_pending_signals(), word;
@@ -331,6 +335,7 @@ GOSHIM_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struc
     siginfo_t mine;
     if (!info)
         info = &mine;
+    sig_router_settle();
     shim_sigwaiting(set_bits(set));
     /* Signals sent before the call and still with the router are pending already, as the
      * kernel would have them: let it hand them on first (the lowest is taken first). */

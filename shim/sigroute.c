@@ -93,6 +93,7 @@ uint64_t sig_post(int sig, const siginfo_t *info)
         } else if (seq < pos) { /* full */
             rt.overflow_info[sig] = *info;
             __atomic_or_fetch(&rt.overflow, 1ULL << (sig - 1), __ATOMIC_SEQ_CST);
+            sched_helpers_want();
             sig_router_kick();
             return UINT64_MAX;
         } else {
@@ -102,6 +103,7 @@ uint64_t sig_post(int sig, const siginfo_t *info)
     rt.slot[pos % POSTQ].sig = sig;
     rt.slot[pos % POSTQ].info = *info;
     __atomic_store_n(&rt.slot[pos % POSTQ].seq, pos + 1, __ATOMIC_RELEASE);
+    sched_helpers_want(); /* a fork child's router, if not started yet */
     sig_router_kick();
     return pos;
 }
@@ -259,7 +261,10 @@ void shim_signal_repost(int sig, const siginfo_t *info)
  * first), and a sender that is a thread of the program. */
 static bool route_own(pid_t pid, int sig)
 {
-    if (pid != sig_self_pid || sig <= 0 || sig >= 65 || !goshim_active())
+    /* A fork child of one thread without its router yet: the kernel's kill reaches the one
+     * thread there is, which its dispatcher serves (sched_helper_defer). */
+    if (pid != sig_self_pid || sig <= 0 || sig >= 65 || !goshim_active() ||
+        sched_helpers_deferred())
         return false;
     uint64_t bit = 1ULL << (sig - 1);
     return (__atomic_load_n(&sig_dispatched, __ATOMIC_SEQ_CST) & bit) &&
@@ -354,6 +359,15 @@ bool sig_router_busy(void)
            __atomic_load_n(&rt.routing, __ATOMIC_SEQ_CST);
 }
 
+static int router_restart(void)
+{
+    int err = sched_helper_thread(router_main);
+    if (err)
+        rt_print(2, "goshim: cannot start the signal router in the fork child: signals sent to "
+                    "the process may reach a thread late\n");
+    return err;
+}
+
 static void router_fork_child(void)
 {
     sig_act_fork_child();
@@ -364,9 +378,19 @@ static void router_fork_child(void)
     rt.word = 0;
     rt.handed_waiters = 0;
     sig_parked = 0;
-    if (sched_helper_thread(router_main) != 0)
-        rt_print(2, "goshim: cannot start the signal router in the fork child: signals sent to "
-                    "the process may reach a thread late\n");
+    if (!sched_helper_defer(router_restart))
+        router_restart();
+}
+
+/* A fork child's router started by a signal posted to it while it was absent: what was posted
+ * is handed on before the caller looks at its signal state, as the kernel's would be. */
+void sig_router_settle(void)
+{
+    if (!sched_helpers_check())
+        return;
+    uint64_t head = __atomic_load_n(&rt.head, __ATOMIC_SEQ_CST);
+    if (head > 0)
+        wait_handed(head - 1);
 }
 
 int shim_signal_atfork(void)

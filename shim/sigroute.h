@@ -44,6 +44,8 @@ void sig_park_in_kernel(int sig, const siginfo_t *info);
 const siginfo_t *sig_unparked(const siginfo_t *info, siginfo_t *copy);
 /* Signals posted to the router that it has not handed on yet. */
 bool sig_router_busy(void);
+/* A fork child's router, started if a signal was posted to it before it ran (sigroute.c). */
+void sig_router_settle(void);
 /* signal.c: a thread that takes sig (and does not sigwait for it) discards it: routed, its
  * action ignores it. */
 bool sig_discarded(int sig);

@@ -177,3 +177,48 @@ Test(preload_fork, child_closes_descriptors_whatever_the_parent_threads_held, .t
     expect_native_prints("prog_fork_fdlock", NULL, want);
     expect_prints_at_p1_and_p2("prog_fork_fdlock", NULL, want, 4);
 }
+
+/* The child of a threaded parent is one thread again: it made goshim's three helper threads
+ * at once (its /proc/self/status said 4), which cost a fork with threads alive three times
+ * native's. They start when the child first needs them: its kill() to itself, a signal it
+ * blocked, a sem_wait a handler ends and its first threads work from the first instruction. */
+#define LONE_OUT                                                                                   \
+    "child threads at start: 1\n"                                                                  \
+    "kill to itself ran the handler before it returned: yes\n"                                     \
+    "blocked signal pending: yes; handled when unblocked: yes\n"                                   \
+    "sem_wait ended by a handler's post: yes\n"                                                    \
+    "threads made in the child ran: yes\n"                                                         \
+    "child exit 0\n"
+
+Test(preload_fork, child_of_threads_is_one_thread_until_it_needs_more, .timeout = 60)
+{
+    expect_native_prints("prog_fork_lone", "signals", LONE_OUT);
+    expect_prints_at_p1_and_p2("prog_fork_lone", "signals", LONE_OUT, 5);
+}
+
+/* Run prog_fork_lone mode preloaded with env: it exits 0 and its output holds each of want. */
+static void expect_lone_holds(const char *mode, const char *env, const char *const want[])
+{
+    static char out[1 << 16];
+    struct pp_argv a;
+    int st = run_preloaded("prog_fork_lone", pp_argv(&a, "prog_fork_lone", mode), env, out,
+                           sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "prog_fork_lone %s (%s): status %d\n%s",
+              mode, env, st, out);
+    for (int i = 0; want[i]; i++)
+        cr_assert(strstr(out, want[i]), "prog_fork_lone %s (%s) did not print \"%s\":\n%s", mode,
+                  env, want[i], out);
+}
+
+/* Such a child that deadlocks at once, before any helper ran: still reported (its park
+ * starts sysmon); and a SIGQUIT to it while it computes still dumps its thread and ends it
+ * with status 2, with no sysmon to do it. */
+Test(preload_fork, child_of_threads_reports_deadlock_and_sigquit, .timeout = 60)
+{
+    const char *const parked[] = {"all threads are asleep - deadlock!", "child exit 2\n", NULL};
+    const char *const quit[] = {"SIGQUIT: quit\n", "thread 1 (main)", "child exit 2\n", NULL};
+    expect_lone_holds("parked", "GOSHIM_DEADLOCK=abort", parked);
+    expect_lone_holds("parked", "GOSHIM_DEADLOCK=abort GOSHIM_PROCS=1", parked);
+    expect_lone_holds("quit", NULL, quit);
+    expect_lone_holds("quit", "GOSHIM_PROCS=1", quit);
+}
