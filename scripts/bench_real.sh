@@ -122,7 +122,6 @@ fig() {
     fi
 }
 
-declare -A ratio
 above=()
 table=()
 for pass in "${passes[@]}"; do
@@ -133,7 +132,6 @@ for pass in "${passes[@]}"; do
         r=
         [ -n "$nm" ] && [ -n "$gm" ] &&
             r=$(awk -v a="$nm" -v b="$gm" 'BEGIN { if (a > 0) printf "%.2f", b / a }')
-        ratio[$row]=$r
         echo "bench_real_$row: native$([ -n "$pass" ] && echo ' (taskset -c 0)')" \
             "$(fig "$n" native "$pass"), goshim$([ -n "$pass" ] && echo ' (GOSHIM_PROCS=1)')" \
             "$(fig "$n" goshim "$pass"), goshim/native ${r:-n/a}${r:+x}"

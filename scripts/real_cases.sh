@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The real-program suite's cases, shared by scripts/test_real.sh (the suite:
 # every case once natively and once under goshim, checked) and
 # scripts/bench_real.sh (the same cases timed, repeated, interleaved). Source

@@ -22,16 +22,18 @@
 # created (so goshim really ran the threads). stress-ng forks its stressors
 # and its children leave with _exit (no stats): there the number of PIDs
 # the run used, counted in a new PID namespace (root only), shows the
-# threads did not become OS threads. Servers (memcached, redis-server, mariadbd) run
-# under goshim and are served by a native client (tests/real/kv_client.py,
-# plus redis-benchmark, sysbench oltp_read_write); they are stopped with SIGTERM or SHUTDOWN and must
-# exit 0. Exit status: 0 if every case passed, 1 if one failed, 2 for a bad
-# argument.
+# threads did not become OS threads (lbzip2, which leaves with _exit too,
+# shows its scheduler trace instead). Servers (memcached, redis-server,
+# mariadbd) run under goshim and are served by a native client
+# (tests/real/kv_client.py, redis-benchmark, sysbench oltp_read_write); they
+# are stopped with SIGTERM or SHUTDOWN and must exit 0. Exit status: 0 if
+# every case passed, 1 if one failed, 2 for a bad argument.
 #
 # The cases (commands, inputs, checks) are in scripts/real_cases.sh, which
 # scripts/bench_real.sh shares. Installs its Debian packages when missing
-# (as root; otherwise prints the apt-get command and exits 1). Programs come from /usr/bin only: a PATH
-# with pyenv or cargo shims in front would run something else.
+# (as root; otherwise prints the apt-get command and exits 1). Programs come
+# from /usr/bin only: a PATH with pyenv or cargo shims in front would run
+# something else.
 set -euo pipefail
 
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
