@@ -5,7 +5,8 @@
 #   make test-unit  build, check exports and layers, run the Criterion suites (normal build only)
 #   make demo       build, run build/bench/demo_sched with GOSHIM_SCHEDTRACE=$(TRACE), the
 #                   blocking-calls demo and the native-vs-goshim comparisons (charts in build/demo)
-#   make bench      run every build/bench/bench_*
+#   make bench      run every build/bench/bench_* and the bench_*.sh drivers (native vs goshim,
+#                   the real programs too), ending with the rows where goshim is slower
 #   make test-asan  the same tests built with ASan+UBSan (objects in build/san-address/)
 #   make test-tsan  the same tests built with TSan, without the preload suites
 #   make test-real  real Debian programs natively and under goshim (installs them), at the
@@ -321,19 +322,22 @@ test-asan:
 test-tsan:
 	$(Q)$(MAKE) --no-print-directory SAN=thread test-unit
 
+# Every driver runs even if one fails (the status says so at the end); each records its rows
+# in $(BENCH_SUMMARY) (bench_record in scripts/bench_lib.sh), which bench_summary.sh sums up.
+BENCH_SUMMARY := $(BUILD)/bench_summary.tsv
 bench:
 	$(Q)scripts/setup.sh
 	$(Q)$(MAKE) --no-print-directory all
-	$(Q)scripts/bench.sh $(filter $(BUILD)/bench/bench_%,$(BENCHES))
-	@echo
-	$(Q)scripts/bench_scale.sh
-	@echo
-	$(Q)scripts/bench_io.sh
-	$(Q)scripts/bench_preempt.sh
-	@echo
-	$(Q)scripts/bench_fs.sh
-	@echo
-	$(Q)scripts/bench_signals.sh
+	$(Q)rm -f $(BENCH_SUMMARY); export GOSHIM_BENCH_SUMMARY=$(abspath $(BENCH_SUMMARY)); st=0; \
+	scripts/bench.sh $(filter $(BUILD)/bench/bench_%,$(BENCHES)) || st=1; echo; \
+	scripts/bench_scale.sh || st=1; echo; \
+	scripts/bench_io.sh || st=1; \
+	scripts/bench_preempt.sh || st=1; echo; \
+	scripts/bench_fs.sh || st=1; echo; \
+	scripts/bench_signals.sh || st=1; echo; \
+	scripts/bench_real.sh || st=1; \
+	[ $$st -eq 0 ] || echo "bench: a driver failed (its output above says which)"; \
+	scripts/bench_summary.sh $(BENCH_SUMMARY); exit $$st
 
 demo:
 	$(Q)scripts/setup.sh

@@ -106,6 +106,8 @@ for spec in "${cases[@]}"; do
         if [ -z "${fail[$name,$mode]:-}" ]; then
             med[$name,$mode]=$(median "${vals[$name,$mode]}")
             line+="$sep$mode ${med[$name,$mode]} ns"
+            [ "$mode" = native ] ||
+                bench_record "${name}_$mode" "${med[$name,native]:-}" "${med[$name,$mode]}" "" ns lower
         else
             line+="$sep$mode ${fail[$name,$mode]}"
         fi

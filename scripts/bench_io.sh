@@ -152,6 +152,9 @@ echo "bench_io_pipe_pingpong: $pp_rounds round trips, native $(pp_fig native)," 
     "goshim GOSHIM_PROCS=1 $(pp_fig goshim1), ratio ${pp_ratio1:-n/a}${pp_ratio1:+x}"
 echo "bench_io_pipe_pingpong_procs: $pp_rounds round trips, native $(pp_fig native pq)," \
     "goshim $(pp_fig goshim pq), ratio ${pq_ratio:-n/a}${pq_ratio:+x}"
+bench_record pipe_pingpong "${med[pp,native]:-}" "${med[pp,goshim]:-}" "" ns/round_trip lower
+bench_record pipe_pingpong_p1 "${med[pp,native]:-}" "${med[pp,goshim1]:-}" "" ns/round_trip lower
+bench_record pipe_pingpong_procs "${med[pq,native]:-}" "${med[pq,goshim]:-}" "" ns/round_trip lower
 
 # ---- (b) system calls per round trip (strace -c) ----------------------------------
 # A 1-round run gives the cost of start-up and exit; (calls in an N-round run -
@@ -367,6 +370,9 @@ for spec in "${echo_cases[@]}"; do
     r=$(echo_ratio "$name")
     echo "bench_io_$name: $n connections x $rounds exchanges of $size bytes," \
         "native $(echo_fig "$name" native), goshim $(echo_fig "$name" goshim), ratio ${r:-n/a}${r:+x}"
+    # Natively past pid_max, or a machine that cannot host the run: information, no row.
+    [ -n "${info[$name,goshim]:-}" ] ||
+        bench_record "$name" "${mthr[$name,native]:-}" "${mthr[$name,goshim]:-}" "" msg/s higher
 done
 
 # ---- (d) the hand-off demo ----------------------------------------------------------

@@ -1,7 +1,7 @@
-# Shared by the benchmark drivers (bench_shim.sh, bench_io.sh,
-# bench_preempt.sh) and demo_io.sh: source it after setting `me` (the driver's name, for
-# messages). It sets `runs` (GOSHIM_BENCH_RUNS, 1..1000, default 5) and
-# `scale` (GOSHIM_TEST_SCALE, a positive number, default 1) and defines:
+# Shared by the benchmark drivers (bench_*.sh), test_real.sh and demo_io.sh:
+# source it after setting `me` (the driver's name, for messages). It sets
+# `runs` (GOSHIM_BENCH_RUNS, 1..1000, default 5) and `scale`
+# (GOSHIM_TEST_SCALE, a positive number, default 1) and defines:
 #   sc N                       N scaled, at least 1
 #   goshim_failed WHAT TEXT [OUTPUT]
 #                              report a failure under goshim; sets crashed=1
@@ -11,6 +11,8 @@
 #   field LINE KEY             the number after "KEY=" in LINE
 #   reap_bg TENTHS             end the background process $bg_pid (below)
 #   workdir                    a temporary directory $tmp, removed (with $bg_pid) at exit
+#   bench_record NAME NATIVE GOSHIM GO UNIT BETTER
+#                              a row for make bench's closing summary (below)
 
 runs=${GOSHIM_BENCH_RUNS:-5}
 if ! [[ $runs =~ ^[0-9]+$ ]] || [ "$runs" -lt 1 ] || [ "$runs" -gt 1000 ]; then
@@ -99,4 +101,15 @@ workdir() {
     bg_pid=
     trap '[ -n "$bg_pid" ] && kill "$bg_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
     trap 'exit 130' INT TERM
+}
+
+# bench_record NAME NATIVE GOSHIM GO UNIT BETTER: when GOSHIM_BENCH_SUMMARY names a file
+# (make bench sets it), appends one tab-separated row to it for scripts/bench_summary.sh:
+# the driver ($me), the case NAME, its medians natively, under goshim and in Go (empty or
+# "-": none, as when a run failed or there is no Go twin), their UNIT, and BETTER: "lower"
+# for a time, "higher" for a rate.
+bench_record() {
+    [ -n "${GOSHIM_BENCH_SUMMARY:-}" ] || return 0
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$me" "$1" "${2:--}" "${3:--}" "${4:--}" "$5" "$6" \
+        >>"$GOSHIM_BENCH_SUMMARY"
 }

@@ -161,6 +161,7 @@ fi
 echo "bench_preempt_overhead: 4 threads x $cpu_iters xorshift steps on GOSHIM_PROCS=2, wall time:" \
     "GOSHIM_PREEMPT=kernel $(cpu_fig 2/kernel), GOSHIM_PREEMPT=0 $(cpu_fig 2/0)," \
     "overhead ${overhead:-n/a}${overhead:+%}; native $(cpu_fig native)"
+bench_record cpu_4_threads "${med[cpu,native]:-}" "${med[cpu,2/kernel]:-}" "" ms lower
 
 # ---- (b) scheduling delay of a sleeper beside a spinner ---------------------------
 lat_samples=$(sc 200)
@@ -253,6 +254,8 @@ redis_def=$(redis_fig redis)
 redis_one=$(redis_fig redis_p1)
 echo "bench_preempt_redis: redis-server --io-threads 4, $redis_runs runs: default P $redis_def;" \
     "GOSHIM_PROCS=1 vs taskset -c 0: $redis_one"
+bench_record redis "${med[redis_n,redis]:-}" "${med[redis_g,redis]:-}" "" s lower
+bench_record redis_p1 "${med[redis_n,redis_p1]:-}" "${med[redis_g,redis_p1]:-}" "" s lower
 
 # ---- (d) the safety walk: libgcc vs libunwind ---------------------------------------
 walk_run() {

@@ -169,6 +169,13 @@ for spec in "${cases[@]}"; do
     IFS='|' read -r name cmd gargs kind threads tmo <<<"$spec"
     echo "bench_scale_$name: native $(fig "$name" native "$kind" "$threads")," \
         "goshim $(fig "$name" goshim "$kind" "$threads"), go $(fig "$name" go "$kind" "$threads")"
+    # A _lean row (goshim only) against its base's native and Go figures.
+    base=$name
+    [[ $name == *_lean ]] && base=${name%_lean}
+    unit=ns/op
+    [ "$kind" = blocked ] && unit=s
+    bench_record "$name" "${med[$base,native]:-}" "${med[$name,goshim]:-}" "${med[$base,go]:-}" \
+        $unit lower
 done
 
 # ratio A B: A / B, or empty.

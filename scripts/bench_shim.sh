@@ -159,6 +159,9 @@ for spec in "${cases[@]}"; do
     IFS='|' read -r name cmd ops kind tmo <<<"$spec"
     echo "bench_shim_$name: $ops ops, native $(fig "$name" native "$kind")," \
         "goshim $(fig "$name" goshim "$kind"), ratio $(ratio_text "$name")"
+    unit=ns/op
+    [ "$kind" = blocked ] && unit=s
+    bench_record "$name" "${med[$name,native]:-}" "${med[$name,goshim]:-}" "" $unit lower
 done
 
 # ---- summary table -------------------------------------------------------------

@@ -135,6 +135,9 @@ for spec in "${cases[@]}"; do
     echo "bench_signals_$name: native ${nt:-${fail[$name,native]}}," \
         "goshim ${gt:-${fail[$name,goshim]}}, goshim/native speed ${s:-n/a}" \
         ${expir[$name,native]:+"(expirations/s counted: native $(median "${expir[$name,native]}"), goshim $(median "${expir[$name,goshim]:-0}"))"}
+    better=higher
+    [ "$unit" = us ] || [ "$unit" = ns ] && better=lower
+    bench_record "$name" "$n" "$g" "" "$u" $better
     result=missed
     [ -n "$s" ] && awk -v s="$s" 'BEGIN { exit !(s >= 0.95) }' && result=met
     table+=("$(printf '| %-20s | %-20s | %-20s | %6s | %-6s |' "$name" "${nt:-failed}" \

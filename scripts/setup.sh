@@ -6,6 +6,10 @@
 set -euo pipefail
 
 PACKAGES="build-essential libcriterion-dev libunwind-dev pkg-config clang-format valgrind strace gnuplot-nox file gdb golang-go universal-ctags python3 libglib2.0-tests libpython3.11-testsuite stress-ng"
+# The real programs scripts/bench_real.sh times (make bench): real_package_list in
+# scripts/real_cases.sh, whose scripts install them too when run alone.
+PACKAGES+=" pigz xz-utils zstd pbzip2 lbzip2 coreutils sysbench ripgrep memcached redis-server
+          redis-tools mariadb-server mariadb-client g++ procps util-linux nodejs"
 
 missing=()
 for pkg in $PACKAGES; do
