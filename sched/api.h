@@ -93,8 +93,7 @@ int sched_init(const struct sched_config *c);
 int sched_atfork_init(void);
 /* pthread_atfork(prepare, parent, child) unless *done, which it sets once registered: a
  * handler registered at load and again by a later start stays registered once. */
-int sched_atfork_once(bool *done, void (*prepare)(void), void (*parent)(void),
-                      void (*child)(void));
+int sched_atfork_once(bool *done, void (*prepare)(void), void (*parent)(void), void (*child)(void));
 
 /*
  * Turn the calling thread into M0 running the main G: the thread keeps its

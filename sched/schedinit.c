@@ -29,8 +29,7 @@ void sched_set_hooks(const struct sched_hooks *h)
     sched_hooks = *h;
 }
 
-int sched_atfork_once(bool *done, void (*prepare)(void), void (*parent)(void),
-                      void (*child)(void))
+int sched_atfork_once(bool *done, void (*prepare)(void), void (*parent)(void), void (*child)(void))
 {
     if (*done)
         return 0;

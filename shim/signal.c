@@ -586,8 +586,10 @@ void shim_signal_adopt_handlers(void)
             goshims_own(&cur))
             continue;
         if (sigaction(sig, &cur, NULL) != 0)
-            rt_print(2, "goshim: cannot take over the handler of signal %d: it may run on a "
-                        "thread other than the one the kernel would choose\n", sig);
+            rt_print(2,
+                     "goshim: cannot take over the handler of signal %d: it may run on a "
+                     "thread other than the one the kernel would choose\n",
+                     sig);
     }
 }
 

@@ -545,8 +545,8 @@ static void adopt_thread_pending(struct sthread *st)
     struct timespec zero = {0, 0};
     for (int sig = 1; sig <= 64 && pend; sig++) {
         uint64_t one = 1ULL << (sig - 1);
-        if ((pend & one) && !preempt_owns(sig) && rt_syscall6(SYS_rt_sigtimedwait, (long)&one, 0, (long)&zero, 8, 0,
-                                        0) == sig)
+        if ((pend & one) && !preempt_owns(sig) &&
+            rt_syscall6(SYS_rt_sigtimedwait, (long)&one, 0, (long)&zero, 8, 0, 0) == sig)
             __atomic_or_fetch(&st->sigpending, one, __ATOMIC_SEQ_CST);
     }
 }

@@ -201,10 +201,10 @@ static void expect_lone_holds(const char *mode, const char *env, const char *con
 {
     static char out[1 << 16];
     struct pp_argv a;
-    int st = run_preloaded("prog_fork_lone", pp_argv(&a, "prog_fork_lone", mode), env, out,
-                           sizeof out);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "prog_fork_lone %s (%s): status %d\n%s",
-              mode, env, st, out);
+    int st =
+        run_preloaded("prog_fork_lone", pp_argv(&a, "prog_fork_lone", mode), env, out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "prog_fork_lone %s (%s): status %d\n%s", mode,
+              env, st, out);
     for (int i = 0; want[i]; i++)
         cr_assert(strstr(out, want[i]), "prog_fork_lone %s (%s) did not print \"%s\":\n%s", mode,
                   env, want[i], out);
