@@ -3,7 +3,9 @@
  * time, and list the seeds that fail with the command that replays each.
  *
  *   goshim stress [-n RUNS] [--seeds A-B] [-j JOBS] [-p PROCS] [--timeout S]
- *                 [--check CMD] [--out DIR] [--stop-after K] [--] PROG [ARGS...]
+ *                 [--check CMD] [--out DIR] [--stop-after K] [--shard K/N]
+ *                 [--json FILE] [--] PROG [ARGS...]
+ *   goshim stress --merge FILE...
  *
  * Chaos mode (sched/chaos.c) turns one seed into one schedule; with one P
  * (the default here, -p 1) a program whose behaviour does not depend on
@@ -36,6 +38,12 @@
  * Because the runs are out of the terminal's process group, ^C reaches
  * only stress: SIGINT, SIGTERM and SIGHUP make it kill the runs in flight
  * and print the table so far.
+ *
+ * Across machines, --shard K/N runs the K-th of N consecutive parts of
+ * the seeds (split_shard: cut from the range and K/N alone, so that every
+ * machine computes the same parts), --json FILE keeps every run's result,
+ * and --merge prints the one report of the files (tools/stress_json.c,
+ * tools/stress_merge.c).
  *
  * Exit status: 0 when every run passed, 1 when a seed failed, 2 for bad
  * usage (127/126 when the program cannot be found or run, as goshim run),

@@ -34,7 +34,8 @@
 struct part {
     const char *path;
     struct json *root;
-    const struct json *command, *runs;
+    const struct json *command;
+    struct json *runs; /* its records, freed once collected */
     const char *check, *state;
     unsigned procs, k, n;
     uint64_t first, last, shard_first, shard_last;
@@ -167,7 +168,7 @@ static void load_part(struct part *p, const char *path)
         bad_file(path, "\"shard\" or \"procs\" out of range");
     p->k = (unsigned)k;
     p->n = (unsigned)n;
-    p->runs = json_get(p->root, "runs");
+    p->runs = (struct json *)json_get(p->root, "runs");
     if (p->runs == NULL || p->runs->type != JSON_ARRAY)
         bad_file(path, "\"runs\" is missing or not a list");
     for (const struct json *r = p->runs->child; r; r = r->next)
@@ -296,32 +297,29 @@ static int read_run(const struct part *p, const struct json *run, struct failure
     return kind;
 }
 
-/* Every run of every part: the failures into m, the seeds into seen (*n of them). */
-static void collect_runs(struct stress *m, const struct part *parts, unsigned nparts,
-                         struct seen **seen, uint64_t *n)
+/* The runs of part p (index k): its failures appended to m, its seeds to *seen (*n of them),
+ * then its records freed (a merge holds one file's runs at a time). */
+static void collect_runs(struct stress *m, struct part *p, unsigned k, struct seen **seen,
+                         uint64_t *n)
 {
-    uint64_t total = 0, cap = 0;
+    static uint64_t fail_cap, seen_cap; /* one merge per process */
+    struct failure f;
 
-    for (unsigned k = 0; k < nparts; k++) {
-        for (const struct json *r = parts[k].runs->child; r; r = r->next)
-            total++;
-    }
-    *seen = calloc(total ? total : 1, sizeof **seen);
-    m->fail = calloc(total ? total : 1, sizeof *m->fail);
-    if (*seen == NULL || m->fail == NULL)
-        MERGE_FAIL("out of memory");
-    for (unsigned k = 0; k < nparts; k++) {
-        for (const struct json *r = parts[k].runs->child; r; r = r->next) {
-            struct failure *f = &m->fail[m->nfail];
-
-            (*seen)[cap++] = (struct seen){.seed = 0, .part = k};
-            if (read_run(&parts[k], r, f) != F_NONE)
-                m->nfail++;
-            (*seen)[cap - 1].seed = f->seed;
+    for (const struct json *r = p->runs->child; r; r = r->next) {
+        if (*n == seen_cap &&
+            !(*seen = realloc(*seen, (seen_cap = 2 * seen_cap + 64) * sizeof **seen)))
+            MERGE_FAIL("out of memory");
+        if (read_run(p, r, &f) != F_NONE) {
+            if (m->nfail == fail_cap &&
+                !(m->fail = realloc(m->fail, (fail_cap = 2 * fail_cap + 16) * sizeof *m->fail)))
+                MERGE_FAIL("out of memory");
+            m->fail[m->nfail++] = f;
         }
+        (*seen)[(*n)++] = (struct seen){.seed = f.seed, .part = k};
     }
-    *n = total;
-    m->done = total;
+    m->done += p->done;
+    json_free(p->runs->child);
+    p->runs->child = NULL;
 }
 
 /* ---- what is missing --------------------------------------------------------------------- */
@@ -419,8 +417,8 @@ int stress_merge(const struct command *cmd, int argc, char **argv, int first)
     static struct stress m;
     unsigned nparts = (unsigned)(argc - first);
     struct part *parts;
-    struct seen *seen;
-    uint64_t nseen;
+    struct seen *seen = NULL;
+    uint64_t nseen = 0;
 
     if (first >= argc)
         usage_error(cmd, "--merge wants the files to merge: goshim stress --merge FILE...");
@@ -430,8 +428,8 @@ int stress_merge(const struct command *cmd, int argc, char **argv, int first)
         load_part(&parts[k], argv[first + k]);
         for (unsigned j = 0; j < k; j++)
             same_stress(&parts[j], &parts[k]);
+        collect_runs(&m, &parts[k], k, &seen, &nseen);
     }
-    collect_runs(&m, parts, nparts, &seen, &nseen);
     no_overlap(parts, seen, nseen);
     m.note = missing_note(&m, parts, nparts);
     m.argv = command_argv(&parts[0]);
