@@ -91,6 +91,17 @@ Test(launcher, bad_arguments_exit_2_with_one_line_and_usage, .timeout = 60)
         {{"stress", "--stop-after", "x", "true"}, "'x'"},
         {{"stress", "--check"}, "option '--check' needs a value"},
         {{"stress", "--bogus", "true"}, "goshim stress: unknown option '--bogus'"},
+        {{"stress", "--shard", "0/2", "true"}, "--shard 0/2: K counts from 1 to N"},
+        {{"stress", "--shard", "3/2", "true"}, "--shard 3/2: there is no part 3 of 2"},
+        {{"stress", "--shard", "1/0", "true"}, "--shard wants K/N"},
+        {{"stress", "--shard", "2", "true"}, "--shard wants K/N"},
+        {{"stress", "--shard=1/2x", "true"}, "--shard wants K/N"},
+        {{"stress", "--shard", "-1/2", "true"}, "--shard wants K/N"},
+        {{"stress", "--shard", "1/101", "true"}, "101 parts of 100 seeds would leave some empty"},
+        {{"stress", "--json=", "true"}, "--json wants a value"},
+        {{"stress", "--json"}, "option '--json' needs a value"},
+        {{"stress", "--merge"}, "--merge wants the files to merge"},
+        {{"stress", "-n", "3", "--merge", "a.json"}, "--merge comes first and takes only files"},
     };
 
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {

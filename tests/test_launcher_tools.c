@@ -3,8 +3,9 @@
  * compare (the Markdown table, the files of --out, loud exit-status
  * differences), trace-plot (real and hand-written traces, garbage) and
  * stress (finding a race, replays, hangs with their dump, --check and
- * --stop-after, an interrupted stress). Arguments, --help, --version and
- * run are in tests/test_launcher.c.
+ * --stop-after, an interrupted stress; --shard, --json and --merge across
+ * machines). Arguments, --help, --version and run are in
+ * tests/test_launcher.c.
  *
  * The launcher runs in a child, with stdout and stderr told apart by a
  * /bin/sh wrapper that sends one of them to /dev/null. Sanitizer builds
@@ -421,6 +422,190 @@ Test(launcher, stress_check_and_stop_after, .timeout = 120)
     cr_assert_eq(count_words(out, " | exit 1 | "), 2, "%s", out);
 }
 
+/* ---- stress across machines: --shard, --json, --merge ------------------------------------- */
+
+/* At -p 1 a timed preemption is the one switch a seed does not decide (tests/test_preload_chaos.c):
+ * off, so that the runs compared here have the same failing seeds whatever the load. */
+#define STRESS_ENV "GOSHIM_PREEMPT=0"
+#define RACE       TEST_PROGS_DIR "/prog_chaos_race"
+
+/* The failure table of report without its time column ("| 5 | exit 1 | (stdout) ... |\n" per
+ * row) into buf; the seeds alone, blank-separated, into seeds. Returns the number of rows. */
+static int table_rows(const char *report, char *buf, size_t len, char *seeds, size_t slen)
+{
+    const char *row = strstr(report, "| ---: | --- | ---: | --- |\n");
+    size_t n = 0, sn = 0;
+    int rows = 0;
+
+    buf[0] = seeds[0] = '\0';
+    for (row = row ? strchr(row, '\n') + 1 : NULL; row && strncmp(row, "| ", 2) == 0; rows++) {
+        const char *result = strstr(row, " | ") + 3, *time = strstr(result, " | ") + 3;
+        const char *rest = strstr(time, " | "), *end = strchr(row, '\n');
+
+        n += (size_t)snprintf(buf + n, len - n, "%.*s%.*s\n", (int)(time - row), row,
+                              (int)(end - rest - 3), rest + 3);
+        sn += (size_t)snprintf(seeds + sn, slen - sn, "%s%lu", sn ? " " : "",
+                               strtoul(row + 2, NULL, 10));
+        row = end + 1;
+    }
+    return rows;
+}
+
+/* The replay lines of report (from "replay:" to the blank line or the end). */
+static const char *replay_block(const char *report, char *buf, size_t len)
+{
+    const char *r = strstr(report, "\nreplay:\n"), *end;
+
+    cr_assert(r != NULL, "no replay lines:\n%s", report);
+    end = strstr(r + 9, "\n\n");
+    snprintf(buf, len, "%.*s", (int)(end ? end - r : (long)strlen(r)), r);
+    return buf;
+}
+
+/* goshim stress --seeds 1-20 -p 1 ARGS... -- prog_chaos_race: its stdout into report. */
+#define STRESS_RACE(report, ...)                                                                   \
+    (st = launch_env(STDOUT_ONLY, STRESS_ENV, NULL, "stress", "--seeds", "1-20", "-p", "1",        \
+                     __VA_ARGS__, "--", RACE, (char *)NULL),                                       \
+     snprintf(report, sizeof report, "%s", out), st)
+
+/* Every seed of a part's table lies in [lo, hi]. */
+static void assert_seeds_within(const char *seeds, unsigned long lo, unsigned long hi)
+{
+    for (char *p = (char *)seeds, *e; *p; p = e) {
+        unsigned long seed = strtoul(p, &e, 10);
+
+        cr_assert(seed >= lo && seed <= hi, "seed %lu outside the part's %lu-%lu: %s", seed, lo, hi,
+                  seeds);
+    }
+}
+
+/* --seeds 1-20 in two shards (at different -j), merged: the failing seeds, the table (but its
+ * times) and the replay lines of one run over 1-20 at -p 1; each part ran its half only. */
+Test(launcher, stress_shards_merged_are_one_run, .timeout = 240)
+{
+    static char whole[1 << 16], part1[1 << 16], part2[1 << 16], merged[1 << 16];
+    static char rows[2][4096], replays[2][8192];
+    char dir[64], a[96], b[96], seeds[2][256], ps[256], pr[4096];
+    int st, n;
+
+    skip_if_sanitized();
+    make_tmpdir(dir, sizeof dir);
+    snprintf(a, sizeof a, "%s/part1.json", dir);
+    snprintf(b, sizeof b, "%s/part2.json", dir);
+    st = STRESS_RACE(whole, "-j", "2");
+    assert_exit(st, 1, "goshim stress --seeds 1-20 -p 1 prog_chaos_race");
+    n = table_rows(whole, rows[0], sizeof rows[0], seeds[0], sizeof seeds[0]);
+    cr_assert_gt(n, 0, "no seed of 1-20 failed:\n%s", whole);
+
+    st = STRESS_RACE(part1, "-j", "2", "--shard", "1/2", "--json", a);
+    cr_assert(strstr(part1, "goshim stress: 10 runs (seeds from 1, part 1/2 of seeds 1-20, -p 1, "),
+              "%s", part1);
+    table_rows(part1, pr, sizeof pr, ps, sizeof ps);
+    assert_seeds_within(ps, 1, 10);
+    st = STRESS_RACE(part2, "-j", "1", "--shard", "2/2", "--json", b);
+    cr_assert(
+        strstr(part2, "goshim stress: 10 runs (seeds from 11, part 2/2 of seeds 1-20, -p 1, "),
+        "%s", part2);
+    table_rows(part2, pr, sizeof pr, ps, sizeof ps);
+    assert_seeds_within(ps, 11, 20);
+    cr_assert_eq(count_words(read_file(a), "{\"seed\": "), 10, "%s", read_file(a));
+    cr_assert_eq(count_words(read_file(b), "{\"seed\": "), 10, "%s", read_file(b));
+
+    st = GOSHIM(STDOUT_ONLY, "stress", "--merge", b, a);
+    snprintf(merged, sizeof merged, "%s", out);
+    assert_exit(st, 1, "goshim stress --merge part2.json part1.json");
+    char head[128];
+    snprintf(head, sizeof head,
+             "goshim stress: 20 runs (seeds from 1, -p 1, 2 files merged): %d "
+             "failed\n\n| seed |",
+             n);
+    cr_assert(strncmp(merged, head, strlen(head)) == 0, "want '%s':\n%s", head, merged);
+    table_rows(merged, rows[1], sizeof rows[1], seeds[1], sizeof seeds[1]);
+    cr_assert_str_eq(seeds[1], seeds[0], "merged failing seeds %s, one run's %s", seeds[1],
+                     seeds[0]);
+    cr_assert_str_eq(rows[1], rows[0], "merged table:\n%s\none run's:\n%s", rows[1], rows[0]);
+    cr_assert_str_eq(replay_block(merged, replays[1], sizeof replays[1]),
+                     replay_block(whole, replays[0], sizeof replays[0]));
+    remove_tree(dir);
+}
+
+/* goshim stress --json dir/name A1 A2 A3 A4 -- prog: a file to merge. */
+static void stress_json(const char *dir, const char *name, const char *prog, const char *a1,
+                        const char *a2, const char *a3, const char *a4)
+{
+    char path[128];
+    int st;
+
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    st = GOSHIM(STDOUT_ONLY, "stress", "--json", path, a1, a2, a3, a4, "--", prog);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) <= 1, "stress --json %s: status %#x\n%s", name, st,
+              out);
+}
+
+/* goshim stress --merge dir/f1 [dir/f2]: the exit status; stderr (or stdout) in out. */
+static int merge(enum stream which, const char *dir, const char *f1, const char *f2)
+{
+    char p1[128], p2[128];
+
+    snprintf(p1, sizeof p1, "%s/%s", dir, f1);
+    snprintf(p2, sizeof p2, "%s/%s", dir, f2 ? f2 : "");
+    return GOSHIM(which, "stress", "--merge", p1, f2 ? p2 : NULL);
+}
+
+/* A merge is refused (exit 2, one line saying why) for parts that do not belong together. */
+Test(launcher, stress_merge_refuses_parts_that_do_not_belong, .timeout = 120)
+{
+    static const struct {
+        const char *f1, *f2, *want;
+    } bad[] = {
+        {"a.json", "a.json", "a.json are both part 1/2 of seeds 1-4: give each part once"},
+        {"a.json", "race.json",
+         "race.json ran '" RACE "': the parts of one stress run one command"},
+        {"a.json", "p2.json", "at -p 1 and "},
+        {"a.json", "r2.json", "parts of different splits"},
+        {"s3.json", "s5.json", "seed 5 is in both "},
+        {"cut.json", NULL, "cut.json: not valid JSON: line "},
+        {"gone.json", NULL,
+         "gone.json.partial is there: the goshim stress writing it did not "
+         "finish"},
+    };
+    const char *hello = TEST_PROGS_DIR "/prog_hello";
+    char dir[64], path[128];
+    int st;
+
+    skip_if_sanitized();
+    make_tmpdir(dir, sizeof dir);
+    stress_json(dir, "a.json", hello, "--seeds", "1-4", "--shard", "1/2");
+    stress_json(dir, "b.json", hello, "--seeds", "1-4", "--shard", "2/2");
+    stress_json(dir, "race.json", RACE, "--seeds", "1-4", "--shard=2/2", "-j1");
+    stress_json(dir, "p2.json", hello, "--seeds", "1-4", "--shard=2/2", "-p2");
+    stress_json(dir, "r2.json", hello, "--seeds", "1-6", "--shard", "2/2");
+    stress_json(dir, "s3.json", hello, "--seeds", "3-6", "-j1", "-p1");
+    stress_json(dir, "s5.json", hello, "--seeds", "5-8", "-j1", "-p1");
+    snprintf(path, sizeof path, "%s/cut.json", dir);
+    write_file(path, "{\n  \"goshim_stress\": 1,\n  \"command\": [\"x\"", 0644);
+    snprintf(path, sizeof path, "%s/gone.json.partial", dir);
+    write_file(path, "{\n", 0644);
+
+    st = merge(STDOUT_ONLY, dir, "b.json", "a.json");
+    assert_exit(st, 0, "goshim stress --merge b.json a.json");
+    cr_assert(strstr(out, "goshim stress: 4 runs (seeds from 1, -p 1, 2 files merged): no "
+                          "failure\n"),
+              "%s", out);
+    st = merge(STDOUT_ONLY, dir, "a.json", NULL); /* half: nothing failed, but not all ran */
+    assert_exit(st, 1, "goshim stress --merge a.json");
+    cr_assert(strstr(out, "\nmissing: part 2/2 of seeds 1-4 (not among the files)\n"), "%s", out);
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        st = merge(STDERR_ONLY, dir, bad[k].f1, bad[k].f2);
+        assert_exit(st, 2, bad[k].want);
+        cr_assert(count_lines(out) == 1 && strncmp(out, "goshim stress --merge: ", 23) == 0 &&
+                      strstr(out, bad[k].want),
+                  "merge %s %s: want one line with '%s':\n%s", bad[k].f1,
+                  bad[k].f2 ? bad[k].f2 : "", bad[k].want, out);
+    }
+    remove_tree(dir);
+}
+
 /* Processes whose executable is path. */
 static int count_running(const char *path)
 {
@@ -446,14 +631,16 @@ static int count_running(const char *path)
     return n;
 }
 
-/* SIGTERM ends stress at once: the runs in flight (hangs here) are killed with it. */
+/* SIGTERM ends stress at once: the runs in flight (hangs here) are killed with it, and the
+ * --json file is finished. */
 Test(launcher, stress_interrupted_kills_its_runs, .timeout = 120)
 {
-    char dir[64], prog[PATH_MAX], line[256];
+    char dir[64], prog[PATH_MAX], line[256], json[128];
     int err[2], st;
 
     skip_if_sanitized();
     make_tmpdir(dir, sizeof dir);
+    snprintf(json, sizeof json, "%s/stress.json", dir);
     snprintf(prog, sizeof prog, "%s/prog_deadlock", dir); /* a copy only this test runs */
     copy_file(TEST_PROGS_DIR "/prog_deadlock", prog, 0755);
     cr_assert(pipe(err) == 0);
@@ -465,8 +652,8 @@ Test(launcher, stress_interrupted_kills_its_runs, .timeout = 120)
         close(err[0]);
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
-        execl(LAUNCHER, LAUNCHER, "stress", "-n", "4", "-j", "2", "--timeout", "600", "--", prog,
-              "lockorder", (char *)NULL);
+        execl(LAUNCHER, LAUNCHER, "stress", "-n", "4", "-j", "2", "--timeout", "600", "--json",
+              json, "--", prog, "lockorder", (char *)NULL);
         _exit(127);
     }
     close(err[1]);
@@ -481,5 +668,17 @@ Test(launcher, stress_interrupted_kills_its_runs, .timeout = 120)
     fclose(f);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM, "status %#x", st);
     cr_assert_eq(count_running(prog), 0, "runs outlived goshim stress");
+    /* --json's file is whole, says it is unfinished, and a merge of it says so too. */
+    cr_assert(access(json, F_OK) == 0 && strcat(json, ".partial") && access(json, F_OK) != 0,
+              "want the finished file and no .partial left");
+    json[strlen(json) - 8] = '\0';
+    cr_assert(strstr(read_file(json), "\"state\": \"interrupted\",\n  \"interrupted_by\": "
+                                      "\"SIGTERM\""),
+              "%s", read_file(json));
+    st = GOSHIM(STDOUT_ONLY, "stress", "--merge", json);
+    assert_exit(st, 1, "goshim stress --merge of an interrupted part");
+    cr_assert(strstr(out, "no failure (interrupted)\nunfinished: ") &&
+                  strstr(out, " ran 0 of its 4 seeds (interrupted by SIGTERM)\n"),
+              "%s", out);
     remove_tree(dir);
 }

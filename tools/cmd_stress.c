@@ -3,7 +3,9 @@
  * time, and list the seeds that fail with the command that replays each.
  *
  *   goshim stress [-n RUNS] [--seeds A-B] [-j JOBS] [-p PROCS] [--timeout S]
- *                 [--check CMD] [--out DIR] [--stop-after K] [--] PROG [ARGS...]
+ *                 [--check CMD] [--out DIR] [--stop-after K] [--shard K/N]
+ *                 [--json FILE] [--] PROG [ARGS...]
+ *   goshim stress --merge FILE...
  *
  * Chaos mode (sched/chaos.c) turns one seed into one schedule; with one P
  * (the default here, -p 1) a program whose behaviour does not depend on
@@ -37,6 +39,12 @@
  * only stress: SIGINT, SIGTERM and SIGHUP make it kill the runs in flight
  * and print the table so far.
  *
+ * Across machines, --shard K/N runs the K-th of N consecutive parts of
+ * the seeds (split_shard: cut from the range and K/N alone, so that every
+ * machine computes the same parts), --json FILE keeps every run's result,
+ * and --merge prints the one report of the files (tools/stress_json.c,
+ * tools/stress_merge.c).
+ *
  * Exit status: 0 when every run passed, 1 when a seed failed, 2 for bad
  * usage (127/126 when the program cannot be found or run, as goshim run),
  * 128+sig when interrupted.
@@ -60,16 +68,17 @@
 #include "tools/launcher.h"
 #include "tools/library.h"
 #include "tools/measure.h"
+#include "tools/stress.h"
 
-#define MAX_JOBS       256
-#define MAX_TIMEOUT_S  86400
-#define QUIT_GRACE_MS  5000 /* after SIGQUIT, how long a hang may take to dump */
-#define PROGRESS_MS    1000 /* progress line period when stderr is not a terminal */
-#define FIRST_LINE_MAX 160
+#define MAX_TIMEOUT_S 86400
+#define QUIT_GRACE_MS 5000 /* after SIGQUIT, how long a hang may take to dump */
+#define PROGRESS_MS   1000 /* progress line period when stderr is not a terminal */
 
 const char usage_stress[] =
     "usage: goshim stress [-n RUNS] [--seeds A-B] [-j JOBS] [-p N] [--timeout S]\n"
-    "                     [--check CMD] [--out DIR] [--stop-after K] [--] CMD [ARGS...]\n";
+    "                     [--check CMD] [--out DIR] [--stop-after K] [--shard K/N]\n"
+    "                     [--json FILE] [--] CMD [ARGS...]\n"
+    "       goshim stress --merge FILE...\n";
 const char help_stress[] =
     "  run CMD under chaos mode once per seed, JOBS at a time, and list the failing\n"
     "  seeds (exit status or signal, duration, first line of stderr) with the command\n"
@@ -83,45 +92,12 @@ const char help_stress[] =
     "  --check CMD       a run that exited 0 fails unless sh -c CMD, with the run's\n"
     "                    stdout on its stdin, exits 0\n"
     "  --out DIR         keep each failing run's seed-N.out and seed-N.err in DIR\n"
-    "  --stop-after K    stop after K failures (runs in flight are killed, not counted)\n";
-
-/* How a run failed. */
-enum { F_NONE, F_EXIT, F_SIGNAL, F_HANG, F_CHECK };
-
-/* A run in flight: the program, then (with --check) the check. */
-struct job {
-    pid_t pid; /* 0: free slot */
-    int pidfd;
-    uint64_t seed;
-    bool checking; /* pid is the check */
-    bool quit;     /* SIGQUIT sent: a hang */
-    double start, deadline;
-    int wstatus; /* the program's */
-    double ms;   /* its duration */
-};
-
-struct failure {
-    uint64_t seed;
-    int kind;
-    int wstatus; /* the program's, or the check's for F_CHECK */
-    double ms;
-    char first[FIRST_LINE_MAX];
-};
-
-struct stress {
-    uint64_t first_seed, runs;
-    unsigned jobs, procs, stop_after;
-    double timeout_ms;
-    const char *check, *out;
-    char **argv;
-    char *preload, *dir, *self;
-    bool temp_dir, tty;
-    uint64_t next, done, nfail;
-    struct job job[MAX_JOBS];
-    struct failure *fail;
-    double t0, last_progress;
-    bool stopped;
-};
+    "  --stop-after K    stop after K failures (runs in flight are killed, not counted)\n"
+    "  --shard K/N       run only the K-th of N equal parts of the seeds (K from 1 to N),\n"
+    "                    one per machine or job: together they run every seed once\n"
+    "  --json FILE       write every run's result to FILE (FILE.partial until the end)\n"
+    "  --merge FILE...   the table and replay lines of the --json files of one stress\n"
+    "                    run in parts, as one run over them all would print them\n";
 
 static void parse_stress_options(const struct command *cmd, struct stress *s, int argc,
                                  char **argv);
@@ -133,11 +109,9 @@ static void finish(struct stress *s, struct job *j, int kind, int wstatus);
 static void on_deadline(struct job *j, double now);
 static void kill_in_flight(struct stress *s);
 static void progress(struct stress *s, bool last);
-static void print_report(struct stress *s);
-static void print_replay(FILE *f, const struct stress *s, uint64_t seed);
 static void run_file(char *buf, size_t len, const struct stress *s, uint64_t seed, const char *ext);
 static void first_line(const struct stress *s, uint64_t seed, char *buf, size_t len);
-static void describe_failure(char *buf, size_t len, const struct failure *f, double timeout_ms);
+static void describe_failure(char *buf, size_t len, const struct failure *f);
 static int open_pidfd(pid_t pid);
 static unsigned usable_cpus(void);
 static void catch_interrupts(void);
@@ -165,17 +139,99 @@ static bool parse_range(const char *v, uint64_t *a, uint64_t *b)
     return *a <= *b;
 }
 
+/* "K/N", whole numbers with 1 <= K <= N: *k and *n, or a usage error that says what is wrong. */
+static void parse_shard(const struct command *cmd, const char *v, unsigned *k, unsigned *n)
+{
+    const char *slash = strchr(v, '/');
+    char left[16];
+
+    if (slash != NULL && (size_t)(slash - v) < sizeof left) {
+        memcpy(left, v, (size_t)(slash - v));
+        left[slash - v] = '\0';
+    }
+    if (slash == NULL || (size_t)(slash - v) >= sizeof left || !parse_uint(left, 0, UINT32_MAX) ||
+        !parse_uint(slash + 1, 1, UINT32_MAX))
+        usage_error(cmd,
+                    "--shard wants K/N, whole numbers with 1 <= K <= N (part K of N), not '%s'", v);
+    *k = (unsigned)strtoul(left, NULL, 10);
+    *n = (unsigned)strtoul(slash + 1, NULL, 10);
+    if (*k == 0)
+        usage_error(cmd,
+                    "--shard %s: K counts from 1 to N (from an index that counts from 0, such as "
+                    "JOB_COMPLETION_INDEX, give $((INDEX + 1))/N)",
+                    v);
+    if (*k > *n)
+        usage_error(cmd, "--shard %s: there is no part %u of %u (K is at most N)", v, *k, *n);
+}
+
+/*
+ * --shard K/N: the seeds of s become the K-th of N consecutive parts of its
+ * range, part K being [R(K-1)/N, RK/N) of its R seeds (rounded down): the
+ * parts are disjoint, cover the range, differ in size by one at most, and
+ * depend on nothing but the range and K/N (not -j, not the machine).
+ */
+static void split_shard(const struct command *cmd, struct stress *s, const char *spec)
+{
+    unsigned __int128 r = s->runs;
+
+    s->range_first = s->first_seed;
+    s->range_runs = s->runs;
+    if (s->shard_n > s->runs)
+        usage_error(cmd,
+                    "--shard %s: %u parts of %llu seeds would leave some empty (N is at most "
+                    "the number of seeds)",
+                    spec, s->shard_n, (unsigned long long)s->runs);
+    uint64_t lo = (uint64_t)(r * (s->shard_k - 1) / s->shard_n);
+    uint64_t hi = (uint64_t)(r * s->shard_k / s->shard_n);
+    s->first_seed += lo;
+    s->runs = hi - lo;
+}
+
+/* The value of option k is valid, or a usage error. */
+static void check_value(const struct command *cmd, int k, const char *name, const char *val)
+{
+    enum { O_RUNS, O_SEEDS, O_JOBS, O_PROCS, O_TIMEOUT, O_CHECK, O_OUT, O_STOP, O_JSON };
+
+    if (k == O_RUNS && !parse_uint(val, 1, UINT32_MAX))
+        usage_error(cmd, "-n wants a whole number of runs from 1 to %u, not '%s'", UINT32_MAX, val);
+    if (k == O_JOBS && !parse_uint(val, 1, MAX_JOBS))
+        usage_error(cmd, "-j wants a whole number from 1 to %d, not '%s'", MAX_JOBS, val);
+    if (k == O_PROCS && !parse_uint(val, 1, MAX_PROCS))
+        usage_error(cmd, "-p wants a whole number from 1 to %d, not '%s'", MAX_PROCS, val);
+    if (k == O_TIMEOUT && !parse_uint(val, 1, MAX_TIMEOUT_S))
+        usage_error(cmd, "--timeout wants whole seconds from 1 to %d, not '%s'", MAX_TIMEOUT_S,
+                    val);
+    if (k == O_STOP && !parse_uint(val, 1, UINT32_MAX))
+        usage_error(cmd, "--stop-after wants a whole number of failures, not '%s'", val);
+    if ((k == O_CHECK || k == O_OUT || k == O_JSON) && *val == '\0')
+        usage_error(cmd, "--%s wants a value", name);
+}
+
 static void parse_stress_options(const struct command *cmd, struct stress *s, int argc, char **argv)
 {
     static const struct option_spec opts[] = {
         {"runs", 'n', true},  {"seeds", 0, true}, {"jobs", 'j', true}, {"procs", 'p', true},
         {"timeout", 0, true}, {"check", 0, true}, {"out", 0, true},    {"stop-after", 0, true},
-        {"help", 'h', false}, {NULL, 0, false},
+        {"json", 0, true},    {"shard", 0, true}, {"merge", 0, false}, {"help", 'h', false},
+        {NULL, 0, false},
     };
-    enum { O_RUNS, O_SEEDS, O_JOBS, O_PROCS, O_TIMEOUT, O_CHECK, O_OUT, O_STOP, O_HELP };
+    enum {
+        O_RUNS,
+        O_SEEDS,
+        O_JOBS,
+        O_PROCS,
+        O_TIMEOUT,
+        O_CHECK,
+        O_OUT,
+        O_STOP,
+        O_JSON,
+        O_SHARD,
+        O_MERGE,
+        O_HELP
+    };
     uint64_t a = 1, b = 0, runs = 0;
     bool seeds = false;
-    const char *val;
+    const char *val, *shard = NULL;
     int i = 1, k;
 
     while ((k = next_option(cmd, opts, argc, argv, &i, &val)) >= 0) {
@@ -183,22 +239,14 @@ static void parse_stress_options(const struct command *cmd, struct stress *s, in
             printf("%s%s", cmd->usage, cmd->help);
             exit(0);
         }
-        if (k == O_SEEDS && !(seeds = parse_range(val, &a, &b)))
+        if (k == O_MERGE)
+            usage_error(cmd, "--merge comes first and takes only files: goshim stress --merge "
+                             "FILE...");
+        if (k == O_SEEDS && (!(seeds = parse_range(val, &a, &b)) || b - a == UINT64_MAX))
             usage_error(cmd, "--seeds wants a range A-B of whole numbers, A <= B, not '%s'", val);
-        if (k == O_RUNS && !parse_uint(val, 1, UINT32_MAX))
-            usage_error(cmd, "-n wants a whole number of runs from 1 to %u, not '%s'", UINT32_MAX,
-                        val);
-        if (k == O_JOBS && !parse_uint(val, 1, MAX_JOBS))
-            usage_error(cmd, "-j wants a whole number from 1 to %d, not '%s'", MAX_JOBS, val);
-        if (k == O_PROCS && !parse_uint(val, 1, MAX_PROCS))
-            usage_error(cmd, "-p wants a whole number from 1 to %d, not '%s'", MAX_PROCS, val);
-        if (k == O_TIMEOUT && !parse_uint(val, 1, MAX_TIMEOUT_S))
-            usage_error(cmd, "--timeout wants whole seconds from 1 to %d, not '%s'", MAX_TIMEOUT_S,
-                        val);
-        if (k == O_STOP && !parse_uint(val, 1, UINT32_MAX))
-            usage_error(cmd, "--stop-after wants a whole number of failures, not '%s'", val);
-        if ((k == O_CHECK || k == O_OUT) && *val == '\0')
-            usage_error(cmd, "--%s wants a value", opts[k].name);
+        if (k == O_SHARD)
+            parse_shard(cmd, shard = val, &s->shard_k, &s->shard_n);
+        check_value(cmd, k, opts[k].name, val);
         runs = k == O_RUNS ? strtoull(val, NULL, 10) : runs;
         s->jobs = k == O_JOBS ? (unsigned)strtoul(val, NULL, 10) : s->jobs;
         s->procs = k == O_PROCS ? (unsigned)strtoul(val, NULL, 10) : s->procs;
@@ -206,6 +254,7 @@ static void parse_stress_options(const struct command *cmd, struct stress *s, in
         s->stop_after = k == O_STOP ? (unsigned)strtoul(val, NULL, 10) : s->stop_after;
         s->check = k == O_CHECK ? val : s->check;
         s->out = k == O_OUT ? val : s->out;
+        s->json = k == O_JSON ? val : s->json;
     }
     if (i >= argc)
         usage_error(cmd, "missing command to run");
@@ -215,6 +264,7 @@ static void parse_stress_options(const struct command *cmd, struct stress *s, in
     s->first_seed = a;
     s->runs = runs ? runs : seeds ? b - a + 1 : 100;
     s->argv = argv + i;
+    split_shard(cmd, s, shard ? shard : "1/1");
 }
 
 /* ---- runs -------------------------------------------------------------------------------- */
@@ -350,6 +400,7 @@ static void finish(struct stress *s, struct job *j, int kind, int wstatus)
             run_file(path, sizeof path, s, j->seed, ext[k]);
             unlink(path);
         }
+        stress_json_run(s, j, kind, wstatus, NULL);
         return;
     }
     struct failure *f = &s->fail[s->nfail++];
@@ -357,7 +408,9 @@ static void finish(struct stress *s, struct job *j, int kind, int wstatus)
     f->kind = kind;
     f->wstatus = wstatus;
     f->ms = j->ms;
+    f->timeout_ms = s->timeout_ms;
     first_line(s, j->seed, f->first, sizeof f->first);
+    stress_json_run(s, j, kind, wstatus, f);
     if (s->stop_after && s->nfail >= s->stop_after)
         s->stopped = true;
 }
@@ -511,9 +564,13 @@ int cmd_stress(const struct command *cmd, int argc, char **argv)
 {
     static struct stress s;
     char *lib;
+    bool json_ok = true;
 
+    if (argc > 1 && strcmp(argv[1], "--merge") == 0)
+        return stress_merge(cmd, argc, argv, 2);
     s.procs = 1;
     s.timeout_ms = 60e3;
+    s.shard_k = s.shard_n = 1;
     parse_stress_options(cmd, &s, argc, argv);
     if (s.jobs == 0)
         s.jobs = usable_cpus() < MAX_JOBS ? usable_cpus() : MAX_JOBS;
@@ -528,6 +585,8 @@ int cmd_stress(const struct command *cmd, int argc, char **argv)
     if (s.fail == NULL || s.self == NULL)
         fail(EXIT_USAGE, "goshim stress: out of memory");
     open_run_dir(&s);
+    if (s.json != NULL)
+        stress_json_open(&s);
     s.tty = isatty(STDERR_FILENO);
     s.t0 = now_ms();
     catch_interrupts();
@@ -538,14 +597,17 @@ int cmd_stress(const struct command *cmd, int argc, char **argv)
             s.stopped = true;
     }
     kill_in_flight(&s);
+    s.interrupted = interrupted;
     progress(&s, true);
-    print_report(&s);
+    if (s.json != NULL)
+        json_ok = stress_json_close(&s);
+    stress_report(&s);
     if (s.temp_dir)
         nftw(s.dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
     free(lib);
     if (interrupted)
         return 128 + interrupted;
-    return s.nfail ? 1 : 0;
+    return s.nfail || !json_ok ? 1 : 0;
 }
 
 /* ---- the report -------------------------------------------------------------------------- */
@@ -576,13 +638,13 @@ static void first_line(const struct stress *s, uint64_t seed, char *buf, size_t 
     }
 }
 
-static void describe_failure(char *buf, size_t len, const struct failure *f, double timeout_ms)
+static void describe_failure(char *buf, size_t len, const struct failure *f)
 {
     char sig[32];
 
     switch (f->kind) {
     case F_HANG:
-        snprintf(buf, len, "hang (no exit in %.0f s)", timeout_ms / 1e3);
+        snprintf(buf, len, "hang (no exit in %.0f s)", f->timeout_ms / 1e3);
         break;
     case F_CHECK:
         if (WIFEXITED(f->wstatus))
@@ -618,7 +680,7 @@ static void sh_quote(FILE *f, const char *w)
 }
 
 /* goshim run -p P --chaos SEED -- CMD ARGS... */
-static void print_replay(FILE *f, const struct stress *s, uint64_t seed)
+void stress_replay(FILE *f, const struct stress *s, uint64_t seed)
 {
     sh_quote(f, s->self);
     fprintf(f, " run -p %u --chaos %llu --", s->procs, (unsigned long long)seed);
@@ -640,31 +702,48 @@ static int cmp_failure(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void print_report(struct stress *s)
+/* "(seeds from 1, -p 1, 2 at a time)", or the shard's part, or the number of files merged. */
+static void print_header(const struct stress *s)
 {
+    printf("goshim stress: %llu runs (seeds from %llu, ", (unsigned long long)s->done,
+           (unsigned long long)s->first_seed);
+    if (s->shard_n > 1)
+        printf("part %u/%u of seeds %llu-%llu, ", s->shard_k, s->shard_n,
+               (unsigned long long)s->range_first,
+               (unsigned long long)(s->range_first + s->range_runs - 1));
+    if (s->merged)
+        printf("-p %u, %u file%s merged): ", s->procs, s->merged, s->merged > 1 ? "s" : "");
+    else
+        printf("-p %u, %u at a time): ", s->procs, s->jobs);
+}
+
+void stress_report(struct stress *s)
+{
+    const char *why = s->stopped       ? " (stopped at --stop-after)"
+                      : s->interrupted ? " (interrupted)"
+                                       : "";
     char what[64];
 
     qsort(s->fail, s->nfail, sizeof *s->fail, cmp_failure);
-    printf("goshim stress: %llu runs (seeds from %llu, -p %u, %u at a time): ",
-           (unsigned long long)s->done, (unsigned long long)s->first_seed, s->procs, s->jobs);
-    if (s->nfail == 0) {
-        printf("no failure%s\n", interrupted ? " (interrupted)" : "");
+    print_header(s);
+    if (s->nfail == 0)
+        printf("no failure%s\n", why);
+    else
+        printf("%llu failed%s\n", (unsigned long long)s->nfail, why);
+    if (s->note != NULL)
+        printf("%s\n", s->note);
+    if (s->nfail == 0)
         return;
-    }
-    printf("%llu failed%s\n\n", (unsigned long long)s->nfail,
-           s->stopped    ? " (stopped at --stop-after)"
-           : interrupted ? " (interrupted)"
-                         : "");
-    printf("| seed | result | time (ms) | first line of stderr |\n| ---: | --- | ---: | --- |\n");
+    printf("\n| seed | result | time (ms) | first line of stderr |\n| ---: | --- | ---: | --- |\n");
     for (uint64_t k = 0; k < s->nfail; k++) {
         const struct failure *f = &s->fail[k];
 
-        describe_failure(what, sizeof what, f, s->timeout_ms);
+        describe_failure(what, sizeof what, f);
         printf("| %llu | %s | %.0f | %s |\n", (unsigned long long)f->seed, what, f->ms, f->first);
     }
     printf("\nreplay:\n");
     for (uint64_t k = 0; k < s->nfail; k++)
-        print_replay(stdout, s, s->fail[k].seed);
+        stress_replay(stdout, s, s->fail[k].seed);
     if (!s->temp_dir)
         printf("\noutput of each failing run: %s/seed-N.out, seed-N.err%s\n", s->dir,
                s->check ? ", seed-N.check" : "");
