@@ -67,7 +67,7 @@ struct sched_config {
     int preempt_signal;      /* GOSHIM_PREEMPT_SIGNAL */
     bool preempt_signal_set; /* GOSHIM_PREEMPT_SIGNAL was given */
     bool preempt_handoff;    /* GOSHIM_PREEMPT_HANDOFF: hand off the P of a stuck G */
-    int preempt_walk;        /* GOSHIM_PREEMPT_WALK: PREEMPT_WALK_LIBGCC or _LIBUNWIND */
+    int preempt_walk;        /* GOSHIM_PREEMPT_WALK: PREEMPT_WALK_LIBGCC, _LIBUNWIND, _BOTH */
     uint64_t chaos_seed;     /* GOSHIM_CHAOS */
     int deadlock;            /* GOSHIM_DEADLOCK: DEADLOCK_*; applied by the preload only */
     bool chaos;              /* GOSHIM_CHAOS was given */
@@ -93,8 +93,7 @@ int sched_init(const struct sched_config *c);
 int sched_atfork_init(void);
 /* pthread_atfork(prepare, parent, child) unless *done, which it sets once registered: a
  * handler registered at load and again by a later start stays registered once. */
-int sched_atfork_once(bool *done, void (*prepare)(void), void (*parent)(void),
-                      void (*child)(void));
+int sched_atfork_once(bool *done, void (*prepare)(void), void (*parent)(void), void (*child)(void));
 
 /*
  * Turn the calling thread into M0 running the main G: the thread keeps its
