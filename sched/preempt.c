@@ -744,9 +744,11 @@ void preempt_stats(struct preempt_stats *s)
         uint64_t n = __atomic_load_n(&ws->n, __ATOMIC_RELAXED), seen = 0;
         s->by[k].n = n;
         s->by[k].ns = __atomic_load_n(&ws->ns, __ATOMIC_RELAXED);
-        s->by[k].p99_ns = 0;
+        s->by[k].p50_ns = s->by[k].p99_ns = 0;
         for (unsigned i = 0; i < HIST_BUCKETS && n; i++) {
             seen += __atomic_load_n(&ws->hist[i], __ATOMIC_RELAXED);
+            if (!s->by[k].p50_ns && seen * 2 >= n)
+                s->by[k].p50_ns = hist_value(i);
             if (seen * 100 >= n * 99) {
                 s->by[k].p99_ns = hist_value(i);
                 break;

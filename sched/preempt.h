@@ -57,9 +57,10 @@ struct preempt_stats {
     uint64_t walks, walk_ns;  /* safety walks and their total time */
     const char *walker;       /* "libgcc", "libunwind" or "both" */
     struct {
-        uint64_t n, ns, p99_ns; /* walks, their total time, the 99th percentile */
-    } by[2];                    /* libgcc's walks, libunwind's (since start, or the fork) */
-    uint64_t differ;            /* walker both: walks whose verdicts differed */
+        uint64_t n, ns, p50_ns,
+            p99_ns;  /* walks, their total time, the median, the 99th percentile */
+    } by[2];         /* libgcc's walks, libunwind's (since start, or the fork) */
+    uint64_t differ; /* walker both: walks whose verdicts differed */
 };
 void preempt_stats(struct preempt_stats *s);
 

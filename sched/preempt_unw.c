@@ -32,6 +32,19 @@
  *     call and calls nothing of goshim's. Code loaded or unloaded since
  *     (unwalk_refresh, with the application-text table) empties it.
  *
+ * One lock is left: libunwind allocates from its pool for a CFI program
+ * that uses DW_CFA_remember_state (gcc emits it for a function with more
+ * than one epilogue: common), and frees it after the step, each under its
+ * mutex between two sigprocmask calls - through goshim's sigprocmask,
+ * three system calls each. The library is goshim's own instance, so its
+ * PLT slot for sigprocmask (lazily bound, outside RELRO) is pointed at
+ * walk_sigprocmask, which does nothing during a walk (a signal handler
+ * of this thread cannot enter this library meanwhile: the preemption
+ * handler sees the M inside goshim and leaves) and otherwise calls what
+ * the slot would have bound to. Then only the uncontended mutex remains.
+ * If the slot cannot be found or lies in RELRO, the walk works as before,
+ * slower.
+ *
  * What the walk does not do: guess. When a PC has no unwind information
  * (hand-written assembly, a JIT's code), libunwind falls back to the
  * frame-pointer chain; here the accessors refuse every read from then on
@@ -43,7 +56,10 @@
  * trampoline, like libgcc's.
  */
 #include <dlfcn.h>
+#include <elf.h>
 #include <libunwind.h>
+#include <link.h>
+#include <signal.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -101,20 +117,35 @@ static struct slot *slot_of(uint64_t ip)
 }
 _Static_assert(CACHE_SLOTS == 1 << 10, "slot_of's shift");
 
-static bool cache_get(uint64_t ip, struct entry *e)
+/* Copy n words from the slot's words at from (relaxed: a writer may be at work). */
+static void slot_copy(void *to, const uint64_t *from, size_t n)
+{
+    uint64_t *t = to;
+    for (size_t i = 0; i < n; i++)
+        t[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+}
+
+enum {
+    E_GEN = offsetof(struct entry, gen) / 8,
+    E_IP = offsetof(struct entry, ip) / 8,
+    E_PI = offsetof(struct entry, pi) / 8,
+    E_DCI = offsetof(struct entry, dci) / 8,
+};
+_Static_assert(sizeof(unw_proc_info_t) % 8 == 0, "procedure info is copied by words");
+
+/* ip's procedure info into pi and its CIE summary into dci, if the cache has them. */
+static bool cache_get(uint64_t ip, unw_proc_info_t *pi, uint64_t *dci)
 {
     struct slot *s = slot_of(ip);
     uint64_t q = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
-    if (q & 1)
+    if ((q & 1) || __atomic_load_n(&s->w[E_IP], __ATOMIC_RELAXED) != ip ||
+        __atomic_load_n(&s->w[E_GEN], __ATOMIC_RELAXED) !=
+            __atomic_load_n(&uw.gen, __ATOMIC_RELAXED))
         return false;
-    uint64_t w[ENTRY_WORDS];
-    for (size_t i = 0; i < ENTRY_WORDS; i++)
-        w[i] = __atomic_load_n(&s->w[i], __ATOMIC_RELAXED);
+    slot_copy(pi, &s->w[E_PI], sizeof *pi / 8);
+    slot_copy(dci, &s->w[E_DCI], DCI_WORDS);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) != q)
-        return false;
-    memcpy(e, w, sizeof *e);
-    return e->ip == ip && e->gen == __atomic_load_n(&uw.gen, __ATOMIC_RELAXED);
+    return __atomic_load_n(&s->seq, __ATOMIC_RELAXED) == q;
 }
 
 /* Keep pi, with the CIE summary dci, as ip's; skipped if another M is
@@ -194,11 +225,8 @@ static bool table_of(uintptr_t ip, unw_dyn_info_t *di)
 /* ip's procedure info from the cache, its CIE summary copied into the walk. */
 static bool cached(struct uwalk *w, uint64_t ip, unw_proc_info_t *pi)
 {
-    struct entry e;
-    if (!cache_get(ip, &e))
+    if (!cache_get(ip, pi, w->dci))
         return false;
-    *pi = e.pi;
-    memcpy(w->dci, e.dci, sizeof w->dci);
     pi->unwind_info = w->dci;
     pi->format = UNW_INFO_FORMAT_REMOTE_TABLE; /* not given back to libunwind's pool */
     return true;
@@ -297,21 +325,98 @@ static int get_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t
     return -UNW_ENOINFO;
 }
 
+/* ---- libunwind's signal mask ------------------------------------------------------ */
+
+/* Inside unwalk on this thread (G or M: the walk never switches). */
+static __thread bool walking __attribute__((tls_model("initial-exec")));
+static int (*next_sigprocmask)(int, const sigset_t *, sigset_t *);
+
+static int walk_sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+    if (!walking)
+        return next_sigprocmask(how, set, old);
+    if (old) /* restored by the second call, which does nothing either */
+        sigemptyset(old);
+    return 0;
+}
+
+struct slotfind {
+    uintptr_t base, slot;
+    bool relro; /* slot lies in the object's RELRO segment */
+};
+
+static int relro_of(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct slotfind *f = arg;
+    if (info->dlpi_addr != f->base)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = f->base + ph->p_vaddr;
+        if (ph->p_type == PT_GNU_RELRO && f->slot >= lo && f->slot < lo + ph->p_memsz)
+            f->relro = true;
+    }
+    return 1;
+}
+
+/* The address of lm's PLT slot for name, or 0. */
+static uintptr_t plt_slot(const struct link_map *lm, const char *name)
+{
+    const ElfW(Rela) *rel = NULL;
+    size_t relsz = 0;
+    const ElfW(Sym) *sym = NULL;
+    const char *str = NULL;
+    for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++) {
+        /* glibc has relocated the pointers of a writable dynamic section; else add the base */
+        uintptr_t p = d->d_un.d_ptr < lm->l_addr ? d->d_un.d_ptr + lm->l_addr : d->d_un.d_ptr;
+        if (d->d_tag == DT_JMPREL)
+            rel = (const ElfW(Rela) *)p;
+        else if (d->d_tag == DT_PLTRELSZ)
+            relsz = d->d_un.d_val;
+        else if (d->d_tag == DT_SYMTAB)
+            sym = (const ElfW(Sym) *)p;
+        else if (d->d_tag == DT_STRTAB)
+            str = (const char *)p;
+    }
+    for (size_t i = 0; rel && sym && str && i < relsz / sizeof *rel; i++)
+        if (ELF64_R_TYPE(rel[i].r_info) == R_X86_64_JUMP_SLOT &&
+            strcmp(str + sym[ELF64_R_SYM(rel[i].r_info)].st_name, name) == 0)
+            return lm->l_addr + rel[i].r_offset;
+    return 0;
+}
+
+/* Point h's sigprocmask at walk_sigprocmask (see the top of the file). */
+static void quiet_sigprocmask(void *h)
+{
+    struct link_map *lm = NULL;
+    next_sigprocmask =
+        (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_DEFAULT, "sigprocmask");
+    if (!next_sigprocmask || dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm)
+        return;
+    struct slotfind f = {.base = lm->l_addr, .slot = plt_slot(lm, "sigprocmask")};
+    if (!f.slot)
+        return;
+    dl_iterate_phdr(relro_of, &f);
+    if (!f.relro)
+        __atomic_store_n((uintptr_t *)f.slot, (uintptr_t)walk_sigprocmask, __ATOMIC_RELEASE);
+}
+
 /* ---- the walk ------------------------------------------------------------------------- */
 
 void unwalk(const uint64_t *saved, bool (*frame)(void *arg, uintptr_t pc, bool exact), void *arg)
 {
     struct uwalk w = {.saved = saved};
     unw_cursor_t c;
-    if (uw.init_remote(&c, uw.as, &w) < 0)
-        return;
-    for (bool exact = true;; exact = false) {
-        unw_word_t pc = 0;
-        if (uw.get_reg(&c, UNW_REG_IP, &pc) < 0 || !frame(arg, (uintptr_t)pc, exact))
-            return;
-        if (uw.step(&c) <= 0 || w.noinfo)
-            return;
-    }
+    walking = true;
+    if (uw.init_remote(&c, uw.as, &w) >= 0)
+        for (bool exact = true;; exact = false) {
+            unw_word_t pc = 0;
+            if (uw.get_reg(&c, UNW_REG_IP, &pc) < 0 || !frame(arg, (uintptr_t)pc, exact) ||
+                uw.step(&c) <= 0 || w.noinfo)
+                break;
+        }
+    walking = false;
 }
 
 bool unwalk_load(void)
@@ -342,5 +447,8 @@ bool unwalk_load(void)
     if (!create || !policy || !uw.init_remote || !uw.step || !uw.get_reg || !uw.search)
         return false;
     uw.as = create(&acc, 0);
-    return uw.as && policy(uw.as, UNW_CACHE_NONE) == 0;
+    if (!uw.as || policy(uw.as, UNW_CACHE_NONE) != 0)
+        return false;
+    quiet_sigprocmask(h);
+    return true;
 }
