@@ -25,15 +25,20 @@
  * sysmon asks again next tick.
  *
  * Which unwinder walks (GOSHIM_PREEMPT_WALK): libgcc's _Unwind_Backtrace
- * by default, libunwind on request. libgcc's walk takes no lock, makes no
- * system call and finds FDEs with glibc's lock-free _dl_find_object.
- * libunwind, even configured for the job (UNW_LOCAL_ONLY,
- * UNW_CACHE_PER_THREAD, initialised in the trampoline, outside signal
- * context), masks signals around its dl_iterate_phdr lookups in Debian's
- * build (two sigprocmask calls per frame on a cache miss), its per-thread
- * cache is per G, cold in every new thread, and its TLS is dynamic (a
- * __tls_get_addr per G): its walk is several times slower, so libgcc stays
- * the default (scripts/bench_preempt.sh, case d, compares the two).
+ * by default, libunwind's (preempt_unw.c) on request, or both, to compare
+ * them (each preemption walked by each, in turn first, safe only if both
+ * agree; GOSHIM_STATS prints each one's walks, mean, median and 99th
+ * percentile, and how many verdicts differed). libgcc's takes no lock,
+ * makes no system call and finds FDEs with glibc's lock-free
+ * _dl_find_object; it walks from here, through the trampoline's CFI, into
+ * the interrupted frames. libunwind's, in an address space of goshim's
+ * own, is lock-free too once its cache is warm and starts at the
+ * interrupted frame, two frames fewer; but each of its steps costs more
+ * than libgcc's (its CFI interpreter, and a mutex for a CFI program with
+ * remember_state), so it is cheaper on shallow stacks and dearer on deep
+ * ones. libgcc stays the default: libunwind's mean walk was not within
+ * 1.2 times libgcc's on every stack scripts/bench_preempt.sh (case d)
+ * measures (docs/measured.md has the figures).
  *
  * Where a preempted G goes. One that entered goshim since its last
  * preemption (sched_ncalls moved: a mutex, a read, any wrapper) yields to
