@@ -67,7 +67,7 @@ struct sched_config {
     int preempt_signal;      /* GOSHIM_PREEMPT_SIGNAL */
     bool preempt_signal_set; /* GOSHIM_PREEMPT_SIGNAL was given */
     bool preempt_handoff;    /* GOSHIM_PREEMPT_HANDOFF: hand off the P of a stuck G */
-    int preempt_walk;        /* GOSHIM_PREEMPT_WALK: PREEMPT_WALK_LIBGCC or _LIBUNWIND */
+    int preempt_walk;        /* GOSHIM_PREEMPT_WALK: PREEMPT_WALK_LIBGCC, _LIBUNWIND, _BOTH */
     uint64_t chaos_seed;     /* GOSHIM_CHAOS */
     int deadlock;            /* GOSHIM_DEADLOCK: DEADLOCK_*; applied by the preload only */
     bool chaos;              /* GOSHIM_CHAOS was given */

@@ -163,6 +163,7 @@ static void complain(const char *name, const char *val, const char *form)
 #define PARSE_WALK(v, field, min, max)                                                             \
     (!strcmp((v), "libgcc")      ? ((field) = PREEMPT_WALK_LIBGCC, 1)                              \
      : !strcmp((v), "libunwind") ? ((field) = PREEMPT_WALK_LIBUNWIND, 1)                           \
+     : !strcmp((v), "both")      ? ((field) = PREEMPT_WALK_BOTH, 1)                                \
                                  : 0)
 #define PARSE_SIGNAL(v, field, min, max) config_parse_signal((v), &(field))
 #define PARSE_SEED(v, field, min, max)   config_parse_seed((v), &(field))

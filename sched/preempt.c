@@ -25,15 +25,20 @@
  * sysmon asks again next tick.
  *
  * Which unwinder walks (GOSHIM_PREEMPT_WALK): libgcc's _Unwind_Backtrace
- * by default, libunwind on request. libgcc's walk takes no lock, makes no
- * system call and finds FDEs with glibc's lock-free _dl_find_object.
- * libunwind, even configured for the job (UNW_LOCAL_ONLY,
- * UNW_CACHE_PER_THREAD, initialised in the trampoline, outside signal
- * context), masks signals around its dl_iterate_phdr lookups in Debian's
- * build (two sigprocmask calls per frame on a cache miss), its per-thread
- * cache is per G, cold in every new thread, and its TLS is dynamic (a
- * __tls_get_addr per G): its walk is several times slower, so libgcc stays
- * the default (scripts/bench_preempt.sh, case d, compares the two).
+ * by default, libunwind's (preempt_unw.c) on request, or both, to compare
+ * them (each preemption walked by each, in turn first, safe only if both
+ * agree; GOSHIM_STATS prints each one's walks, mean, median and 99th
+ * percentile, and how many verdicts differed). libgcc's takes no lock,
+ * makes no system call and finds FDEs with glibc's lock-free
+ * _dl_find_object; it walks from here, through the trampoline's CFI, into
+ * the interrupted frames. libunwind's, in an address space of goshim's
+ * own, is lock-free too once its cache is warm and starts at the
+ * interrupted frame, two frames fewer; but each of its steps costs more
+ * than libgcc's (its CFI interpreter, and a mutex for a CFI program with
+ * remember_state), so it is cheaper on shallow stacks and dearer on deep
+ * ones. libgcc stays the default: libunwind's mean walk was not within
+ * 1.2 times libgcc's on every stack scripts/bench_preempt.sh (case d)
+ * measures (docs/measured.md has the figures).
  *
  * Where a preempted G goes. One that entered goshim since its last
  * preemption (sched_ncalls moved: a mutex, a read, any wrapper) yields to
@@ -86,11 +91,9 @@
  * for it, libc frames below which only the last frame is application code
  * count as its bottom.
  */
-#define UNW_LOCAL_ONLY
 #include <cpuid.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <libunwind.h>
 #include <link.h>
 #include <signal.h>
 #include <stddef.h>
@@ -106,6 +109,7 @@
 #include "apptext.h"
 #include "libc.h"
 #include "preempt.h"
+#include "preempt_unw.h"
 #include "sched.h"
 #include "throw.h"
 
@@ -124,7 +128,7 @@ extern const char __stop_goshim_bottom[] __attribute__((visibility("hidden")));
 void goshim_preempt_entry(void);
 void goshim_preempt_tramp(void);
 extern const char goshim_preempt_tramp_end[];
-void goshim_preempt_point(void);
+void goshim_preempt_point(const uint64_t *saved);
 /* Read by the trampoline: the XSAVE area size, a multiple of 64. */
 __attribute__((visibility("hidden"))) uint64_t goshim_xsave_size = 4096;
 
@@ -150,23 +154,27 @@ static struct {
     bool app_set[65];
     uint64_t nrequests, ndone, nrefused, nstale, nhandoff, ncut, ndemoted;
     uint64_t nticks, ntickcuts, ntimerfail; /* slice-timer signals, the preemptions they asked */
-    int walker;                             /* PREEMPT_WALK_LIBGCC or _LIBUNWIND */
+    int walker;                             /* PREEMPT_WALK_LIBGCC, _LIBUNWIND or _BOTH */
     uint64_t nwalks, walk_ns;               /* walks and their total time */
+    uint64_t ndiffer;                       /* walker both: verdicts that differed */
 } pr;
 
-/* libunwind, for GOSHIM_PREEMPT_WALK=libunwind (dlopen'ed RTLD_LOCAL, so
- * its _Unwind_* never replace libgcc's in the process). */
-static struct {
-    int (*getcontext)(unw_context_t *);
-    int (*init_local)(unw_cursor_t *, unw_context_t *);
-    int (*step)(unw_cursor_t *);
-    int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
-} lu;
+/* Each unwinder's walks (libgcc's, libunwind's): count, total and
+ * histogram of their times. */
+enum { HIST_BUCKETS = 8 * 62 };
+struct walkstat {
+    uint64_t n, ns;
+    uint64_t hist[HIST_BUCKETS];
+};
+static struct walkstat walkstats[2];
 
 void preempt_refresh(void)
 {
-    if (pr.on)
-        apptext_refresh();
+    if (!pr.on)
+        return;
+    apptext_refresh();
+    if (pr.walker != PREEMPT_WALK_LIBGCC)
+        unwalk_refresh();
 }
 
 /* ---- the handler -------------------------------------------------------------------- */
@@ -369,71 +377,86 @@ static _Unwind_Reason_Code step(struct _Unwind_Context *ctx, void *arg)
     return walk_frame(arg, pc, before) ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
 
-/* libgcc's walk (the default): glibc's lock-free _dl_find_object per frame. */
-static void walk_libgcc(struct walk *w)
+static bool unw_frame(void *arg, uintptr_t pc, bool exact)
 {
-    _Unwind_Backtrace(step, w);
+    return walk_frame(arg, pc, exact);
 }
 
-/* libunwind's: per-thread caches, no signal-context init (the walk runs in
- * the trampoline), steps through the trampoline's CFI like libgcc's. The
- * frame above the trampoline (a signal frame) has the exact interrupted PC. */
-static void walk_libunwind(struct walk *w)
+/* The bucket of a walk of ns nanoseconds: eight per power of two. */
+static unsigned hist_bucket(uint64_t ns)
 {
-    unw_context_t uc;
-    unw_cursor_t c;
-    if (lu.getcontext(&uc) < 0 || lu.init_local(&c, &uc) < 0)
-        return;
-    for (bool exact = false;;) {
-        unw_word_t pc = 0;
-        bool was_past = w->past;
-        if (lu.get_reg(&c, UNW_REG_IP, &pc) < 0 || !walk_frame(w, (uintptr_t)pc, exact))
-            return;
-        exact = !was_past && w->past; /* just stepped onto the trampoline: next is exact */
-        if (lu.step(&c) <= 0)
-            return;
+    if (ns < 8)
+        return (unsigned)ns;
+    int msb = 63 - __builtin_clzll(ns);
+    return (unsigned)((msb - 2) * 8 + ((ns >> (msb - 3)) & 7));
+}
+
+/* The middle of bucket i, in ns. */
+static uint64_t hist_value(unsigned i)
+{
+    if (i < 8)
+        return i;
+    unsigned msb = i / 8 + 2;
+    return ((8ULL + i % 8) << (msb - 3)) + (1ULL << (msb - 3)) / 2;
+}
+
+/*
+ * Walk gp's stack, interrupted with the registers saved, with walker's
+ * unwinder, timed: the verdict (1 safe, else not). libgcc's walks from
+ * here, through the trampoline's CFI, into the interrupted frames;
+ * libunwind's (preempt_unw.c) starts at the interrupted frame.
+ */
+static int walk(int walker, const uint64_t *saved, struct g *gp)
+{
+    struct walk w = {.app = apptext_app(), .main = gp && (gp->flags & G_MAIN)};
+    int64_t t0 = nanotime();
+    if (walker == PREEMPT_WALK_LIBUNWIND) {
+        w.past = true;
+        unwalk(saved, unw_frame, &w);
+    } else {
+        _Unwind_Backtrace(step, &w);
     }
+    uint64_t ns = (uint64_t)(nanotime() - t0);
+    struct walkstat *ws = &walkstats[walker == PREEMPT_WALK_LIBUNWIND];
+    __atomic_add_fetch(&ws->n, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&ws->ns, ns, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&ws->hist[hist_bucket(ns)], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&pr.walk_ns, ns, __ATOMIC_RELAXED);
+    if (w.verdict == 0 && w.main && w.in_libc && w.app_after <= 1)
+        w.verdict = 1; /* main ... libc start code ... _start */
+    return w.verdict;
 }
 
-static bool libunwind_load(void)
+/* GOSHIM_PREEMPT_WALK=both: each unwinder walks, first one then the other
+ * in turn; safe only if both say so (a difference is counted). */
+static int walk_both(const uint64_t *saved, struct g *gp)
 {
-    void *h = libc_dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return false;
-    lu.getcontext = (int (*)(unw_context_t *))dlsym(h, "_Ux86_64_getcontext");
-    lu.init_local = (int (*)(unw_cursor_t *, unw_context_t *))dlsym(h, "_ULx86_64_init_local");
-    lu.step = (int (*)(unw_cursor_t *))dlsym(h, "_ULx86_64_step");
-    lu.get_reg = (int (*)(unw_cursor_t *, unw_regnum_t, unw_word_t *))dlsym(h, "_ULx86_64_get_reg");
-    int (*policy)(unw_addr_space_t, unw_caching_policy_t) =
-        (int (*)(unw_addr_space_t, unw_caching_policy_t))dlsym(h, "_ULx86_64_set_caching_policy");
-    unw_addr_space_t *local = (unw_addr_space_t *)dlsym(h, "_ULx86_64_local_addr_space");
-    if (!lu.getcontext || !lu.init_local || !lu.step || !lu.get_reg)
-        return false;
-    if (policy && local)
-        policy(*local, UNW_CACHE_PER_THREAD);
-    return true;
+    bool unw_first = __atomic_fetch_add(&pr.nwalks, 1, __ATOMIC_RELAXED) & 1;
+    int a = walk(unw_first ? PREEMPT_WALK_LIBUNWIND : PREEMPT_WALK_LIBGCC, saved, gp);
+    int b = walk(unw_first ? PREEMPT_WALK_LIBGCC : PREEMPT_WALK_LIBUNWIND, saved, gp);
+    if ((a == 1) != (b == 1))
+        __atomic_add_fetch(&pr.ndiffer, 1, __ATOMIC_RELAXED);
+    return a == 1 && b == 1 ? 1 : -1;
 }
 
-/* Called by the trampoline on the G's stack, outside signal context. */
-void goshim_preempt_point(void)
+/* Called by the trampoline on the G's stack, outside signal context, with
+ * its save area (preempt_unw.h). */
+void goshim_preempt_point(const uint64_t *saved)
 {
     struct m *mp = getm();
     mp->preempt_pending = 0;
     struct g *gp = mp->curg;
-    struct walk w = {.app = apptext_app(), .main = gp && (gp->flags & G_MAIN)};
     __atomic_add_fetch(&mp->locks, 1,
                        __ATOMIC_SEQ_CST); /* anything the walk calls goes straight to glibc */
-    int64_t t0 = nanotime();
-    if (pr.walker == PREEMPT_WALK_LIBUNWIND)
-        walk_libunwind(&w);
-    else
-        walk_libgcc(&w);
-    __atomic_add_fetch(&pr.walk_ns, (uint64_t)(nanotime() - t0), __ATOMIC_RELAXED);
-    __atomic_add_fetch(&pr.nwalks, 1, __ATOMIC_RELAXED);
+    int verdict;
+    if (pr.walker == PREEMPT_WALK_BOTH) {
+        verdict = walk_both(saved, gp);
+    } else {
+        verdict = walk(pr.walker, saved, gp);
+        __atomic_add_fetch(&pr.nwalks, 1, __ATOMIC_RELAXED);
+    }
     __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
-    if (w.verdict == 0 && w.main && w.in_libc && w.app_after <= 1)
-        w.verdict = 1; /* main ... libc start code ... _start */
-    if (w.verdict != 1 || !gp || mp->p == NULL) {
+    if (verdict != 1 || !gp || mp->p == NULL) {
         refuse(mp);
         return;
     }
@@ -679,8 +702,8 @@ int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff, int walke
     pr.cookie = (int)(((uint64_t)nanotime() * 0x9E3779B97F4A7C15ULL) >> 33) | 1;
     pr.tcookie = (int)(((uint64_t)pr.cookie * 0xC2B2AE3D27D4EB4FULL) >> 33) | 2;
     pr.on = true;
-    if (walker == PREEMPT_WALK_LIBUNWIND && !libunwind_load())
-        rt_print(2, "goshim: GOSHIM_PREEMPT_WALK=libunwind: libunwind.so.8 cannot be loaded "
+    if (walker != PREEMPT_WALK_LIBGCC && !unwalk_load())
+        rt_print(2, "goshim: GOSHIM_PREEMPT_WALK: libunwind-x86_64.so.8 cannot be loaded "
                     "(Debian package libunwind8); using libgcc's unwinder\n");
     else
         pr.walker = walker;
@@ -697,6 +720,8 @@ void preempt_after_fork(void)
 {
     pr.pid = getpid();
     __atomic_store_n(&sched.npreemptq, 0, __ATOMIC_RELAXED); /* the parent's queued Gs are gone */
+    memset(walkstats, 0, sizeof walkstats);                  /* the child's walks are its own */
+    pr.ndiffer = 0;
     struct m *mp = getm(); /* timers are not inherited: the one M needs a new one */
     if (mp)
         preempt_m_init(mp);
@@ -716,5 +741,24 @@ void preempt_stats(struct preempt_stats *s)
     s->timerfail = __atomic_load_n(&pr.ntimerfail, __ATOMIC_RELAXED);
     s->walks = __atomic_load_n(&pr.nwalks, __ATOMIC_RELAXED);
     s->walk_ns = __atomic_load_n(&pr.walk_ns, __ATOMIC_RELAXED);
-    s->walker = pr.walker == PREEMPT_WALK_LIBUNWIND ? "libunwind" : "libgcc";
+    s->walker = pr.walker == PREEMPT_WALK_LIBUNWIND ? "libunwind"
+                : pr.walker == PREEMPT_WALK_BOTH    ? "both"
+                                                    : "libgcc";
+    for (int k = 0; k < 2; k++) {
+        const struct walkstat *ws = &walkstats[k];
+        uint64_t n = __atomic_load_n(&ws->n, __ATOMIC_RELAXED), seen = 0;
+        s->by[k].n = n;
+        s->by[k].ns = __atomic_load_n(&ws->ns, __ATOMIC_RELAXED);
+        s->by[k].p50_ns = s->by[k].p99_ns = 0;
+        for (unsigned i = 0; i < HIST_BUCKETS && n; i++) {
+            seen += __atomic_load_n(&ws->hist[i], __ATOMIC_RELAXED);
+            if (!s->by[k].p50_ns && seen * 2 >= n)
+                s->by[k].p50_ns = hist_value(i);
+            if (seen * 100 >= n * 99) {
+                s->by[k].p99_ns = hist_value(i);
+                break;
+            }
+        }
+    }
+    s->differ = __atomic_load_n(&pr.ndiffer, __ATOMIC_RELAXED);
 }

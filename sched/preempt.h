@@ -20,8 +20,9 @@ struct p;
  * (chosen: set by GOSHIM_PREEMPT_SIGNAL, kept even if the application
  * takes it; handoff: GOSHIM_PREEMPT_HANDOFF). */
 enum { PREEMPT_KERNEL = -1 };
-/* walker: which unwinder checks the stack (GOSHIM_PREEMPT_WALK). */
-enum { PREEMPT_WALK_LIBGCC, PREEMPT_WALK_LIBUNWIND };
+/* walker: which unwinder checks the stack (GOSHIM_PREEMPT_WALK); both:
+ * each, in turn first, to compare them (safe only if both say so). */
+enum { PREEMPT_WALK_LIBGCC, PREEMPT_WALK_LIBUNWIND, PREEMPT_WALK_BOTH };
 int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff, int walker);
 /* GOSHIM_PREEMPT_HANDOFF: sysmon may hand a stuck G's P to another M. */
 bool preempt_handoff_on(void);
@@ -54,7 +55,12 @@ struct preempt_stats {
     uint64_t ticks, tickcuts; /* slice-timer signals, and the preemptions they began */
     uint64_t timerfail;       /* Ms without a slice timer */
     uint64_t walks, walk_ns;  /* safety walks and their total time */
-    const char *walker;       /* "libgcc" or "libunwind" */
+    const char *walker;       /* "libgcc", "libunwind" or "both" */
+    struct {
+        uint64_t n, ns, p50_ns,
+            p99_ns;  /* walks, their total time, the median, the 99th percentile */
+    } by[2];         /* libgcc's walks, libunwind's (since start, or the fork) */
+    uint64_t differ; /* walker both: walks whose verdicts differed */
 };
 void preempt_stats(struct preempt_stats *s);
 

@@ -92,6 +92,7 @@
 	mov	$-1, %edx
 	xsave64	(%rsp)
 	fninit				/* an empty x87 stack, as C calls expect (the state is saved) */
+	mov	%rbp, %rdi		/* the save area: the interrupted registers */
 	call	goshim_preempt_point
 	mov	$-1, %eax
 	mov	$-1, %edx

@@ -189,6 +189,15 @@ void stats_print(int fd)
              (long)(preempt_slice() / 1000), preempt_when_waiting() ? "(kernel)" : "",
              now.ps.walker, walks, walks ? D(ps.walk_ns) / walks : 0, D(ps.ticks), D(ps.tickcuts),
              D(ps.timerfail));
+    for (int k = 0; k < 2; k++) /* each unwinder's walks */
+        if (now.ps.by[k].n)
+            rt_print(fd,
+                     "goshim stats: walks_%s=%lu walk_%s_ns_avg=%lu walk_%s_ns_p50=%lu "
+                     "walk_%s_ns_p99=%lu walk_verdicts_differ=%lu\n",
+                     k ? "libunwind" : "libgcc", now.ps.by[k].n, k ? "libunwind" : "libgcc",
+                     now.ps.by[k].ns / now.ps.by[k].n, k ? "libunwind" : "libgcc",
+                     now.ps.by[k].p50_ns, k ? "libunwind" : "libgcc", now.ps.by[k].p99_ns,
+                     now.ps.differ);
 #undef D
 }
 

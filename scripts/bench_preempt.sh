@@ -4,19 +4,20 @@
 # LD_PRELOAD=build/libgoshim.so with different GOSHIM_PREEMPT values and
 # natively, alternately, in the same run; figures are medians.
 #
-#   usage: scripts/bench_preempt.sh
+#   usage: scripts/bench_preempt.sh [CASES]   (CASES: letters of the cases to run, default abcd)
 #   GOSHIM_BENCH_RUNS   repetitions per case and mode (default 5)
 #   GOSHIM_TEST_SCALE   scales the sizes (iterations per thread, samples)
 #
 # Cases:
 #   (a) overhead   pbench_preempt_cpu: four CPU-bound threads doing fixed work
-#                  on GOSHIM_PROCS=2; wall time with the default slice policy
+#                  on GOSHIM_PROCS=2; wall time with the default slice policy, once
+#                  with each safety walk (GOSHIM_PREEMPT_WALK=libgcc, =libunwind),
 #                  (GOSHIM_PREEMPT=kernel: threads that wait only because they
 #                  were preempted computing take turns at the kernel's tick,
 #                  by each OS thread's CPU-time slice timer, as EEVDF rotates
 #                  them; here two always wait) and with GOSHIM_PREEMPT=0 (two run to completion,
 #                  then the other two); overhead = median(kernel) / median(0) - 1,
-#                  target <= 2%. It can come out negative: without turns, a P
+#                  for each walk, target <= 2% with either. It can come out negative: without turns, a P
 #                  that starts late finishes late, and nothing rebalances the
 #                  last two threads. Natively for information. The preemptions
 #                  per run come from GOSHIM_STATS=1; every run's result must
@@ -35,12 +36,15 @@
 #                  one CPU (taskset -c 0); wall times, medians of
 #                  min(GOSHIM_BENCH_RUNS, 3) runs; targets: <= 1.0x native at
 #                  the default P, <= 2x pinned native at P=1.
-#   (d) walk       the safety walk's cost: prog_spinners (three spinners and a
-#                  worker, GOSHIM_PROCS=1, GOSHIM_PREEMPT=0.5: ~1,000 walks a
-#                  run) with GOSHIM_PREEMPT_WALK=libgcc and =libunwind; the
-#                  mean walk per run from GOSHIM_STATS (walk_ns_avg), median
-#                  over the runs; libunwind is kept as the default only within
-#                  2x of libgcc.
+#   (d) walk       the safety walk's cost, both unwinders in the same processes
+#                  (GOSHIM_PREEMPT_WALK=both: each preemption is walked by libgcc's
+#                  and by libunwind's, in turn first): prog_spinners (three
+#                  spinners and a worker, GOSHIM_PROCS=1, GOSHIM_PREEMPT=0.5:
+#                  ~1,000 walks a run, a shallow stack) and prog_preempt_walk
+#                  deep:100 (a computing thread 100 frames deep, beside another);
+#                  each walk's mean, median and p99 from GOSHIM_STATS, the median
+#                  of each over the runs, side by side; target: libunwind's mean
+#                  <= 1.2x libgcc's (which decides the default walk).
 # then a Markdown table of the targets marked met/missed. The targets are
 # informational: the exit status is non-zero only if a program crashed,
 # hung or computed a wrong result under goshim (or its spinner never ran).
@@ -63,38 +67,51 @@ if ! command -v timeout >/dev/null; then
 fi
 
 me=bench_preempt
+only=${1:-abcd}
 . "$(dirname "$0")/bench_lib.sh"
 
 trap 'exit 130' INT TERM
 
 
 # run_mode MODE TIMEOUT PROG ARGS...: run PROG natively (MODE native) or under
-# goshim with GOSHIM_STATS=1 and MODE's settings ("procs/preempt", e.g. 2/10).
-# Only the program is preloaded, not timeout(1).
+# goshim with GOSHIM_STATS=1 and MODE's settings ("procs/preempt[/walk]", e.g.
+# 2/10 or 2/kernel/libunwind). Only the program is preloaded, not timeout(1).
 run_mode() {
-    local mode=$1 tmo=$2
+    local mode=$1 tmo=$2 procs preempt walk
     shift 2
     if [ "$mode" = native ]; then
         timeout -k 5 "$tmo" "$@"
     else
-        timeout -k 5 "$tmo" env GOSHIM_STATS=1 GOSHIM_PROCS="${mode%/*}" \
-            GOSHIM_PREEMPT="${mode#*/}" LD_PRELOAD="$lib" "$@"
+        IFS=/ read -r procs preempt walk <<<"$mode"
+        timeout -k 5 "$tmo" env GOSHIM_STATS=1 GOSHIM_PROCS="$procs" \
+            GOSHIM_PREEMPT="$preempt" ${walk:+GOSHIM_PREEMPT_WALK=$walk} LD_PRELOAD="$lib" "$@"
     fi
 }
 
 # label MODE: the mode in words.
 label() {
+    local procs preempt walk
     if [ "$1" = native ]; then
         echo native
     else
-        echo "GOSHIM_PROCS=${1%/*} GOSHIM_PREEMPT=${1#*/}"
+        IFS=/ read -r procs preempt walk <<<"$1"
+        echo "GOSHIM_PROCS=$procs GOSHIM_PREEMPT=$preempt${walk:+ GOSHIM_PREEMPT_WALK=$walk}"
     fi
 }
 
-echo "bench_preempt: $runs repetitions, medians; $(nproc) CPUs; scale $scale"
+# The host's way of switching the FS base: the figures depend on it.
+hwcap2=$(LD_SHOW_AUXV=1 /bin/true 2>/dev/null | awk '/AT_HWCAP2/ { print $2 }')
+if (( ${hwcap2:-0} & 2 )); then
+    host="FSGSBASE host"
+else
+    host="arch_prctl host"
+fi
 
-declare -A vals fail
+echo "bench_preempt: $runs repetitions, medians; $(nproc) CPUs, $host; scale $scale"
 
+declare -A vals fail med overhead walk_ratio
+
+if [[ $only == *a* ]]; then
 # ---- (a) overhead of preemption on CPU-bound threads ------------------------------
 cpu_iters=$(sc 400000000)
 cpu_tmo=120
@@ -127,19 +144,15 @@ cpu_run() {
 # Native first once, for the reference result (not counted).
 cpu_run native
 vals[cpu,native]=
+cpu_modes=(2/kernel/libgcc 2/0 2/kernel/libunwind native)
 for ((r = 0; r < runs; r++)); do
     if ((r % 2 == 0)); then
-        cpu_run 2/kernel
-        cpu_run 2/0
-        cpu_run native
+        for mode in "${cpu_modes[@]}"; do cpu_run "$mode"; done
     else
-        cpu_run native
-        cpu_run 2/0
-        cpu_run 2/kernel
+        for ((i = ${#cpu_modes[@]} - 1; i >= 0; i--)); do cpu_run "${cpu_modes[$i]}"; done
     fi
 done
-declare -A med
-for mode in native 2/kernel 2/0; do
+for mode in "${cpu_modes[@]}"; do
     [ -z "${fail[cpu,$mode]:-}" ] && [ -n "${vals[cpu,$mode]:-}" ] &&
         med[cpu,$mode]=$(median "${vals[cpu,$mode]}")
     [ -n "${vals[cpu_pre,$mode]:-}" ] && med[cpu_pre,$mode]=$(median "${vals[cpu_pre,$mode]}")
@@ -153,16 +166,21 @@ cpu_fig() {
         echo "${fail[cpu,$1]:-not run}"
     fi
 }
-overhead=
-if [ -n "${med[cpu,2/kernel]:-}" ] && [ -n "${med[cpu,2/0]:-}" ]; then
-    overhead=$(awk -v a="${med[cpu,2/kernel]}" -v b="${med[cpu,2/0]}" \
-        'BEGIN { if (b > 0) printf "%+.2f", (a / b - 1) * 100 }')
-fi
+for w in libgcc libunwind; do
+    [ -n "${med[cpu,2/kernel/$w]:-}" ] && [ -n "${med[cpu,2/0]:-}" ] &&
+        overhead[$w]=$(awk -v a="${med[cpu,2/kernel/$w]}" -v b="${med[cpu,2/0]}" \
+            'BEGIN { if (b > 0) printf "%+.2f", (a / b - 1) * 100 }')
+done
 echo "bench_preempt_overhead: 4 threads x $cpu_iters xorshift steps on GOSHIM_PROCS=2, wall time:" \
-    "GOSHIM_PREEMPT=kernel $(cpu_fig 2/kernel), GOSHIM_PREEMPT=0 $(cpu_fig 2/0)," \
-    "overhead ${overhead:-n/a}${overhead:+%}; native $(cpu_fig native)"
-bench_record cpu_4_threads "${med[cpu,native]:-}" "${med[cpu,2/kernel]:-}" "" ms lower
+    "GOSHIM_PREEMPT=kernel with libgcc's walk $(cpu_fig 2/kernel/libgcc)," \
+    "with libunwind's $(cpu_fig 2/kernel/libunwind), GOSHIM_PREEMPT=0 $(cpu_fig 2/0);" \
+    "overhead libgcc ${overhead[libgcc]:-n/a}${overhead[libgcc]:+%}," \
+    "libunwind ${overhead[libunwind]:-n/a}${overhead[libunwind]:+%}; native $(cpu_fig native)"
+bench_record cpu_4_threads "${med[cpu,native]:-}" "${med[cpu,2/kernel/libgcc]:-}" "" ms lower
 
+fi
+
+if [[ $only == *b* ]]; then
 # ---- (b) scheduling delay of a sleeper beside a spinner ---------------------------
 lat_samples=$(sc 200)
 lat_tmo=120
@@ -219,6 +237,9 @@ for mode in 1/kernel 1/10; do
         "lateness under goshim ($(label "$mode")): $(lat_fig "$mode"); native: $(lat_fig native)"
 done
 
+fi
+
+if [[ $only == *c* ]]; then
 # ---- (c) redis io threads, default P and one P ---------------------------------------
 redis_runs=$((runs < 3 ? runs : 3))
 redis_run() {
@@ -257,55 +278,78 @@ echo "bench_preempt_redis: redis-server --io-threads 4, $redis_runs runs: defaul
 bench_record redis "${med[redis_n,redis]:-}" "${med[redis_g,redis]:-}" "" s lower
 bench_record redis_p1 "${med[redis_n,redis_p1]:-}" "${med[redis_g,redis_p1]:-}" "" s lower
 
-# ---- (d) the safety walk: libgcc vs libunwind ---------------------------------------
+fi
+
+if [[ $only == *d* ]]; then
+# ---- (d) the safety walk: libgcc vs libunwind, in the same processes ----------------
+walk_cases=(spinners deep)
 walk_run() {
-    local w=$1 out v
-    [ -n "${fail[walk,$w]:-}" ] && return
-    out=$(timeout -k 5 120 env GOSHIM_STATS=1 GOSHIM_PROCS=1 GOSHIM_PREEMPT=0.5 \
-        GOSHIM_PREEMPT_WALK="$w" LD_PRELOAD="$lib" "$progs/prog_spinners" 3 2>&1)
-    v=$(grep -o "walk=$w walks=[0-9]* walk_ns_avg=[0-9]*" <<<"$out" | tail -1)
-    if [ -z "$v" ]; then
-        fail[walk,$w]="no walk=$w line: ${out##*$'\n'}"
-        goshim_failed "prog_spinners (GOSHIM_PREEMPT_WALK=$w)" "${fail[walk,$w]}" "$out"
-        return
+    local c=$1 out w k line
+    [ -n "${fail[walk,$c]:-}" ] && return
+    if [ "$c" = spinners ]; then
+        out=$(timeout -k 5 120 env GOSHIM_STATS=1 GOSHIM_PROCS=1 GOSHIM_PREEMPT=0.5 \
+            GOSHIM_PREEMPT_WALK=both LD_PRELOAD="$lib" "$progs/prog_spinners" 3 2>&1)
+    else
+        out=$(timeout -k 5 120 env GOSHIM_STATS=1 GOSHIM_PROCS=1 GOSHIM_PREEMPT_HANDOFF=0 \
+            GOSHIM_PREEMPT_WALK=both LD_PRELOAD="$lib" "$progs/prog_preempt_walk" deep:100 2>&1)
     fi
-    vals[walk,$w]+="$(field "$v" walk_ns_avg) "
-    vals[walks,$w]+="$(field "$v" walks) "
+    for w in libgcc libunwind; do
+        line=$(grep "walks_$w=" <<<"$out" | tail -1)
+        if [ -z "$line" ]; then
+            fail[walk,$c]="no walks_$w= line: ${out##*$'\n'}"
+            goshim_failed "walk case $c (GOSHIM_PREEMPT_WALK=both)" "${fail[walk,$c]}" "$out"
+            return
+        fi
+        for k in avg p50 p99; do
+            vals[walk_$k,$c,$w]+="$(field "$line" "walk_${w}_ns_$k") "
+        done
+        vals[walks,$c,$w]+="$(field "$line" "walks_$w") "
+    done
 }
 for ((r = 0; r < runs; r++)); do
-    if ((r % 2 == 0)); then walk_run libgcc; walk_run libunwind; else walk_run libunwind; walk_run libgcc; fi
+    for c in "${walk_cases[@]}"; do walk_run "$c"; done
 done
-for w in libgcc libunwind; do
-    [ -n "${vals[walk,$w]:-}" ] && med[walk,$w]=$(median "${vals[walk,$w]}")
+for c in "${walk_cases[@]}"; do
+    [ -n "${fail[walk,$c]:-}" ] && continue
+    for w in libgcc libunwind; do
+        for k in avg p50 p99; do
+            med[walk_$k,$c,$w]=$(median "${vals[walk_$k,$c,$w]}")
+        done
+    done
+    walk_ratio[$c]=$(awk -v a="${med[walk_avg,$c,libunwind]}" -v b="${med[walk_avg,$c,libgcc]}" \
+        'BEGIN { if (b > 0) printf "%.2f", a / b }')
 done
-walk_fig() {
-    if [ -n "${med[walk,$1]:-}" ]; then
-        awk -v v="${med[walk,$1]}" -v n="$(median "${vals[walks,$1]}")" \
-            'BEGIN { printf "%.1f us per walk (%d walks a run)", v / 1000, n }'
+walk_fig() { # CASE WALKER: "mean A, median M, p99 P us (N walks a run)"
+    if [ -n "${med[walk_avg,$1,$2]:-}" ]; then
+        awk -v a="${med[walk_avg,$1,$2]}" -v m="${med[walk_p50,$1,$2]}" \
+            -v p="${med[walk_p99,$1,$2]}" -v n="$(median "${vals[walks,$1,$2]}")" \
+            'BEGIN { printf "mean %.2f, median %.2f, p99 %.2f us (%d walks a run)", a / 1000,
+                     m / 1000, p / 1000, n }'
     else
         echo "${fail[walk,$1]:-not run}"
     fi
 }
-walk_gcc=$(walk_fig libgcc)
-walk_unw=$(walk_fig libunwind)
-walk_ratio=
-[ -n "${med[walk,libgcc]:-}" ] && [ -n "${med[walk,libunwind]:-}" ] &&
-    walk_ratio=$(awk -v a="${med[walk,libunwind]}" -v b="${med[walk,libgcc]}" \
-        'BEGIN { if (b > 0) printf "%.2f", a / b }')
-echo "bench_preempt_walk: the safety walk, P=1, 0.5 ms slices: libgcc $walk_gcc;" \
-    "libunwind $walk_unw; libunwind/libgcc ${walk_ratio:-n/a}"
+for c in "${walk_cases[@]}"; do
+    echo "bench_preempt_walk_$c: the safety walk ($host, P=1; both walks in each run):" \
+        "libgcc $(walk_fig "$c" libgcc); libunwind $(walk_fig "$c" libunwind);" \
+        "libunwind/libgcc mean ${walk_ratio[$c]:-n/a}"
+done
+
+fi
 
 # ---- summary table -----------------------------------------------------------------
 row() { printf '| %-26s | %-50s | %-60s | %-24s | %-6s |\n' "$@"; }
 echo
 row case "native (median)" "goshim (median)" target result
 echo "|----------------------------|----------------------------------------------------|--------------------------------------------------------------|--------------------------|--------|"
-res=missed
-[ -n "$overhead" ] && awk -v o="$overhead" 'BEGIN { exit !(o <= 2) }' && res=met
-row "overhead, 4 threads, P=2" "$(cpu_fig native)" \
-    "kernel $(cpu_fig 2/kernel short), =0 $(cpu_fig 2/0 short): ${overhead:-n/a}${overhead:+%}" \
-    "<= 2% (kernel vs 0)" "$res"
-for mode in 1/kernel 1/10; do
+[[ $only == *a* ]] && for w in libgcc libunwind; do
+    res=missed
+    [ -n "${overhead[$w]:-}" ] && awk -v o="${overhead[$w]}" 'BEGIN { exit !(o <= 2) }' && res=met
+    row "overhead, P=2, $w walk" "$(cpu_fig native)" \
+        "kernel $(cpu_fig 2/kernel/$w short), =0 $(cpu_fig 2/0 short): ${overhead[$w]:-n/a}${overhead[$w]:+%}" \
+        "<= 2% (kernel vs 0)" "$res"
+done
+[[ $only == *b* ]] && for mode in 1/kernel 1/10; do
     if [ "$mode" = 1/kernel ]; then
         bound=$(awk -v u="${lat_slice_us:-700}" 'BEGIN { printf "%.1f", 2 * u / 1000 }')
     else
@@ -317,7 +361,7 @@ for mode in 1/kernel 1/10; do
     row "wake-up delay, ${mode#*/}" "$(lat_fig native)" "$(lat_fig "$mode") (P=1)" \
         "p99 <= $bound ms" "$res"
 done
-for c in redis redis_p1; do
+[[ $only == *c* ]] && for c in redis redis_p1; do
     res=missed
     lim=1.0
     [ $c = redis_p1 ] && lim=2.0
@@ -328,11 +372,15 @@ for c in redis redis_p1; do
     row "redis io-threads, $lbl" "${med[redis_n,$c]:-n/a} s" \
         "${med[redis_g,$c]:-n/a} s" "<= ${lim}x native" "$res"
 done
-res=missed
-[ -n "$walk_ratio" ] && awk -v r="$walk_ratio" 'BEGIN { exit !(r <= 2) }' && res=met
-row "safety walk" "-" "libgcc ${walk_gcc%% (*}, libunwind ${walk_unw%% (*}" \
-    "libunwind <= 2x libgcc" "$res"
-echo "(targets of the slicing issue, informational; overhead = goshim wall time with the" \
+[[ $only == *d* ]] && for c in "${walk_cases[@]}"; do
+    res=missed
+    [ -n "${walk_ratio[$c]:-}" ] && awk -v r="${walk_ratio[$c]}" 'BEGIN { exit !(r <= 1.2) }' &&
+        res=met
+    row "safety walk, $c" "-" \
+        "libgcc $(walk_fig "$c" libgcc | sed 's/, median.*//'), libunwind $(walk_fig "$c" libunwind | sed 's/, median.*//')" \
+        "libunwind <= 1.2x libgcc" "$res"
+done
+echo "($host; targets of the slicing issue and issue 31, informational; overhead = goshim wall time with the" \
     "kernel policy / with GOSHIM_PREEMPT=0 - 1; delay = how late a 1 ms nanosleep returns;" \
     "base slice ${lat_slice_us:-?} us at one P)"
 exit $crashed

@@ -12,6 +12,13 @@
  * shows whether preemption happened (or, with GOSHIM_PREEMPT=0, did not).
  * A program that hangs because nothing preempts or hands off is caught by
  * the test's timeout.
+ *
+ * Every run walks with both unwinders (GOSHIM_PREEMPT_WALK=both: libgcc's
+ * and libunwind's, each preemption, in turn first), unless the test names
+ * one, or GOSHIM_TEST_WALK does (libgcc, libunwind: run the suite with one
+ * alone); a preemption is made only if both find the stack safe, and no
+ * walk may have found it otherwise with the other unwinder
+ * (walk_verdicts_differ=0).
  */
 #include <criterion/criterion.h>
 #include <unistd.h>
@@ -66,8 +73,13 @@ static struct pp_stats pp_preloaded(const char *prog, const char *args, const ch
     struct pp_stats s;
     char penv[256];
     int st;
+    const char *walk = getenv("GOSHIM_TEST_WALK");
 
-    snprintf(penv, sizeof penv, "GOSHIM_STATS=1 %s", env ? env : "");
+    snprintf(penv, sizeof penv, "GOSHIM_STATS=1 %s%s%s", env ? env : "",
+             env && strstr(env, "GOSHIM_PREEMPT_WALK=") ? "" : " GOSHIM_PREEMPT_WALK=",
+             env && strstr(env, "GOSHIM_PREEMPT_WALK=") ? ""
+             : walk && *walk                            ? walk
+                                                        : "both");
     st = run_preloaded(prog, pp_argv(&a, prog, args), penv, out, sizeof out);
     cr_assert(WIFEXITED(st), "%s %s under goshim (%s) died: status %d\n%s", prog, args ? args : "",
               penv, st, out);
@@ -79,6 +91,11 @@ static struct pp_stats pp_preloaded(const char *prog, const char *args, const ch
     s.demoted = stat_value(out, "spinners_demoted");
     s.ticks = stat_value(out, "ticks");
     s.tickcuts = stat_value(out, "tick_cuts");
+    long differ = stat_value(out, "walk_verdicts_differ");
+    cr_assert_leq(differ, 0,
+                  "%s %s under goshim (%s): %ld walks found the stack safe with one "
+                  "unwinder and not with the other:\n%s",
+                  prog, args ? args : "", penv, differ, out);
     cr_assert_eq(WEXITSTATUS(st), 0, "%s %s fails under goshim (%s):\n%s", prog, args ? args : "",
                  penv, out);
     cr_assert(s.requests >= 0 && s.done >= 0 && s.refused >= 0 && s.handoffs >= 0 && s.cut >= 0 &&
@@ -391,9 +408,8 @@ Test(preload_preempt, lone_thread_never_preempted, .timeout = 60)
 /* A fixed GOSHIM_PREEMPT keeps Go's rule: the lone thread is preempted too. */
 Test(preload_preempt, fixed_slice_preempts_a_lone_thread, .timeout = 60)
 {
-    struct pp_stats s =
-        pp_preloaded("prog_spinners", "0", "GOSHIM_START=now GOSHIM_PROCS=1 GOSHIM_PREEMPT=1",
-                     SPINNERS_OK(0));
+    struct pp_stats s = pp_preloaded(
+        "prog_spinners", "0", "GOSHIM_START=now GOSHIM_PROCS=1 GOSHIM_PREEMPT=1", SPINNERS_OK(0));
     cr_assert_geq(s.requests, 1, "no preemption request at a fixed 1 ms slice");
     cr_assert_eq(s.cut, 0, "a fixed slice counted %ld slices cut for waiters", s.cut);
     cr_assert_eq(s.ticks, 0, "a fixed slice is sysmon's: yet %ld slice-timer signals", s.ticks);
@@ -477,20 +493,85 @@ Test(preload_preempt, jit_spinner_hands_off_fixed_slice, .timeout = 60)
     jit_handed_off("GOSHIM_PROCS=1 GOSHIM_PREEMPT=10");
 }
 
-/* ---- libunwind as the safety walk (GOSHIM_PREEMPT_WALK=libunwind) ------------------- */
+/* ---- each unwinder alone (GOSHIM_PREEMPT_WALK=libgcc, =libunwind) ------------------ */
 
-/* Its verdicts are the same: a spinner is preempted, a thread inside qsort's
+static const char *const walkers[] = {"libgcc", "libunwind"};
+
+/* Their verdicts are the same: a spinner is preempted, a thread inside qsort's
  * comparator is not (strict checks it never is). */
-Test(preload_preempt, libunwind_walk_preempts_a_spinner, .timeout = 60)
+Test(preload_preempt, each_walk_preempts_a_spinner, .timeout = 60)
 {
-    struct pp_stats s = pp_preloaded("prog_preempt_spin", NULL,
-                                     "GOSHIM_PROCS=1 GOSHIM_PREEMPT_WALK=libunwind", SPIN_ADVANCED);
-    cr_assert_geq(s.done, 1, "the spinner advanced without a preemption?");
+    for (size_t i = 0; i < 2; i++) {
+        char env[96];
+        snprintf(env, sizeof env, "GOSHIM_PROCS=1 GOSHIM_PREEMPT_WALK=%s", walkers[i]);
+        struct pp_stats s = pp_preloaded("prog_preempt_spin", NULL, env, SPIN_ADVANCED);
+        cr_assert_geq(s.done, 1, "%s: the spinner advanced without a preemption?", env);
+    }
 }
 
-Test(preload_preempt, libunwind_walk_refuses_inside_libc, .timeout = 90)
+Test(preload_preempt, each_walk_refuses_inside_libc, .timeout = 120)
 {
-    libc_strict("GOSHIM_PREEMPT_WALK=libunwind");
+    for (size_t i = 0; i < 2; i++) {
+        char env[64];
+        snprintf(env, sizeof env, "GOSHIM_PREEMPT_WALK=%s", walkers[i]);
+        libc_strict(env);
+    }
+}
+
+/* ---- stacks the walk must refuse or pass ---------------------------------------------- */
+
+#define WALK_OK "walk: ok\n"
+
+Test(preload_preempt, walk_natively, .timeout = 60)
+{
+    pp_native("prog_preempt_walk", "jit", WALK_OK);
+    pp_native("prog_preempt_walk", "signal", WALK_OK);
+    pp_native("prog_preempt_walk", "deep:100", WALK_OK);
+    pp_native("prog_preempt_walk", "deep:300", WALK_OK);
+}
+
+/*
+ * One P, without the hand-off: the subject is preempted between its rounds
+ * (so the watcher runs), never inside its context (strict; refused) or
+ * also inside it (seen), with each unwinder alone and with both.
+ */
+static void walk_case(const char *args, bool refuse)
+{
+    static const char *const walks[] = {"libgcc", "libunwind", "both"};
+    for (size_t i = 0; i < 3; i++) {
+        char env[128];
+        snprintf(env, sizeof env, "GOSHIM_PROCS=1 GOSHIM_PREEMPT_HANDOFF=0 GOSHIM_PREEMPT_WALK=%s",
+                 walks[i]);
+        struct pp_stats s = pp_preloaded("prog_preempt_walk", args, env, WALK_OK);
+        cr_assert_gt(s.done, 0, "%s (%s): no preemption (refused %ld)", args, env, s.refused);
+        if (refuse)
+            cr_assert_gt(s.refused, 0, "%s (%s): nothing refused (preemptions %ld)", args, env,
+                         s.done);
+    }
+}
+
+/* Generated code without unwind information below the computing callback. */
+Test(preload_preempt, walk_refuses_a_jit_frame, .timeout = 120)
+{
+    walk_case("jit strict", true);
+}
+
+/* A signal handler: the signal frame (libc's restorer) below it. */
+Test(preload_preempt, walk_refuses_a_signal_frame, .timeout = 120)
+{
+    walk_case("signal strict", true);
+}
+
+/* Deeper than the walk goes (256 frames): refused. */
+Test(preload_preempt, walk_refuses_a_recursion_deeper_than_it_goes, .timeout = 120)
+{
+    walk_case("deep:300 strict", true);
+}
+
+/* 100 frames of the program's own: passed, and preempted there. */
+Test(preload_preempt, walk_passes_a_deep_recursion, .timeout = 120)
+{
+    walk_case("deep:100 seen", false);
 }
 
 /* ---- a thread looping between libc and goshim does not keep the only P --------------- */
