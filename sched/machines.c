@@ -142,7 +142,7 @@ static bool any_runnable(void)
  * about to run, as in every subshell of a shell script), that M runs the
  * work and nothing waits: no line then.
  */
-static void warn_no_m(int err)
+static void warn_no_m(int err, bool injected)
 {
     static int warned;
     if (sched_self() == NULL || !any_runnable() ||
@@ -154,13 +154,18 @@ static void warn_no_m(int err)
                  "runnable tasks wait for a running thread\n",
                  sched.maxmcount);
     else
-        rt_print(2, "goshim: cannot create an OS thread (error %d): runnable tasks wait\n", err);
+        rt_print(2,
+                 "goshim: cannot create an OS thread (error %d; RLIMIT_NPROC?): the program's "
+                 "threads share the OS threads goshim has, and it tries again when work "
+                 "waits%s\n",
+                 err, fault_note(injected));
 }
 
 /* Create an M that starts by running pp. */
 static void newm(struct p *pp, bool spinning)
 {
     int err = 0;
+    bool injected = false;
     runtime_lock(&sched.lock);
     if (sched.mcount >= sched.maxmcount) {
         runtime_unlock(&sched.lock);
@@ -194,7 +199,8 @@ static void newm(struct p *pp, bool spinning)
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
     mp->sigmask = old;
     pthread_t th;
-    err = libc_pthread_create(&th, &attr, mstart, mp);
+    injected = fault_inject(FAULT_M);
+    err = injected ? EAGAIN : libc_pthread_create(&th, &attr, mstart, mp);
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
     pthread_attr_destroy(&attr);
     if (err == 0)
@@ -221,7 +227,7 @@ fail:
     }
     if (nq)
         globrunqputbatch(&q, nq);
-    warn_no_m(err);
+    warn_no_m(err, injected);
     runtime_lock(&sched.lock);
     pidleput(pp);
     runtime_unlock(&sched.lock);

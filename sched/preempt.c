@@ -478,7 +478,10 @@ static void slicetimer_create(struct m *mp, int sig)
     se.sigev_value.sival_int = pr.tcookie;
     se._sigev_un._tid = mp->tid; /* sigev_notify_thread_id */
     int id = -1;
-    long rc = rt_syscall(SYS_timer_create, CLOCK_THREAD_CPUTIME_ID, (long)&se, (long)&id);
+    bool injected = fault_inject(FAULT_TIMER);
+    long rc = injected
+                  ? -EAGAIN
+                  : rt_syscall(SYS_timer_create, CLOCK_THREAD_CPUTIME_ID, (long)&se, (long)&id);
     struct itimerspec its = {{pr.slice / 1000000000, pr.slice % 1000000000},
                              {pr.slice / 1000000000, pr.slice % 1000000000}};
     if (rc == 0 && rt_syscall6(SYS_timer_settime, id, 0, (long)&its, 0, 0, 0) != 0) {
@@ -489,8 +492,8 @@ static void slicetimer_create(struct m *mp, int sig)
         if (__atomic_fetch_add(&pr.ntimerfail, 1, __ATOMIC_RELAXED) == 0)
             rt_print(2,
                      "goshim: cannot give a thread its CPU-time slice timer (error %ld; "
-                     "RLIMIT_SIGPENDING?): sysmon times the slices instead, at more cost\n",
-                     -rc);
+                     "RLIMIT_SIGPENDING?): sysmon times the slices instead, at more cost%s\n",
+                     -rc, fault_note(injected));
         return;
     }
     mp->slicetimer = id;
