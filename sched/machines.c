@@ -135,7 +135,9 @@ static bool any_runnable(void)
 }
 
 /*
- * No M could be made for a P: say so once per process, and only when a
+ * No M could be made for a P: say so once per process. The kernel's refusal
+ * (err) always, whoever asked: sysmon's hand-off of a P blocked in a system
+ * call is what it strands most. The cap (GOSHIM_MAXTHREADS) only when a
  * running thread's work is what waits: a G asked for the M (pthread_create,
  * a wake, a system call handing its P off) and a G is runnable. When the
  * scheduler itself asks (an M back from the netpoller with the one G it is
@@ -145,20 +147,22 @@ static bool any_runnable(void)
 static void warn_no_m(int err, bool injected)
 {
     static int warned;
+    if (err != 0) { /* the kernel's refusal: said once, whoever asked */
+        if (fault_first(FAULT_M))
+            rt_print(2,
+                     "goshim: cannot create an OS thread (error %d; RLIMIT_NPROC?): the "
+                     "program's threads share the OS threads goshim has, and it tries again "
+                     "when work waits%s\n",
+                     err, fault_note(injected));
+        return;
+    }
     if (sched_self() == NULL || !any_runnable() ||
         __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
         return;
-    if (err == 0)
-        rt_print(2,
-                 "goshim: thread limit reached (%d OS threads, GOSHIM_MAXTHREADS): "
-                 "runnable tasks wait for a running thread\n",
-                 sched.maxmcount);
-    else
-        rt_print(2,
-                 "goshim: cannot create an OS thread (error %d; RLIMIT_NPROC?): the program's "
-                 "threads share the OS threads goshim has, and it tries again when work "
-                 "waits%s\n",
-                 err, fault_note(injected));
+    rt_print(2,
+             "goshim: thread limit reached (%d OS threads, GOSHIM_MAXTHREADS): "
+             "runnable tasks wait for a running thread\n",
+             sched.maxmcount);
 }
 
 /* Create an M that starts by running pp. */
@@ -233,6 +237,23 @@ fail:
     runtime_unlock(&sched.lock);
     if (spinning)
         __atomic_fetch_sub(&sched.nmspinning, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * sysmon, each round: once an M could not be made, a P may sit idle while work waits
+ * for it (runnable Gs, or a due timer, which only an M with a P runs) and every M
+ * is blocked in the kernel, where no wakep runs: try again, as the next wakep would.
+ */
+void m_retry(int64_t now)
+{
+    if (__atomic_load_n(&sched.nmthreadfail, __ATOMIC_RELAXED) == 0 ||
+        __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) == 0 ||
+        __atomic_load_n(&sched.nmspinning, __ATOMIC_RELAXED) > 0)
+        return;
+    int64_t t = timers_next();
+    if ((t < 0 || t > now) && !any_runnable())
+        return;
+    startm(NULL, false);
 }
 
 /*

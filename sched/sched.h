@@ -204,6 +204,8 @@ struct p *pidleget(void);
 
 /* machines.c */
 void startm(struct p *pp, bool spinning);
+/* sysmon: start an M for an idle P that work waits for, after a failed newm. */
+void m_retry(int64_t now);
 void stopm(void);
 void mput(struct m *mp);
 struct m *mget(void);
