@@ -533,7 +533,15 @@ void preempt_request(struct p *pp, bool handoff)
     si.si_uid = getuid();
     si.si_value.sival_int = pr.cookie;
     __atomic_add_fetch(&pr.nrequests, 1, __ATOMIC_RELAXED);
-    rt_syscall6(SYS_rt_tgsigqueueinfo, pr.pid, mp->tid, sig, (long)&si, 0, 0);
+    bool injected = fault_inject(FAULT_SIGQUEUE);
+    long rc = injected ? -EAGAIN
+                       : rt_syscall6(SYS_rt_tgsigqueueinfo, pr.pid, mp->tid, sig, (long)&si, 0, 0);
+    if (rc < 0 && fault_first(FAULT_SIGQUEUE))
+        rt_print(2,
+                 "goshim: cannot queue the preemption signal to an OS thread (error %ld; "
+                 "RLIMIT_SIGPENDING?): sysmon asks again at its next round, and the thread's "
+                 "slice timer at its next tick%s\n",
+                 -rc, fault_note(injected));
 }
 
 void sched_preempt_g(struct g *gp)
