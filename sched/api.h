@@ -17,6 +17,7 @@
  *
  * Contents, in order (the files that define each part):
  *   configuration             config.c: struct sched_config, the GOSHIM_ variables
+ *   fault injection           fault.c: GOSHIM_FAULT's failures, at the failure sites
  *   start-up and Gs           schedinit.c, proc.c, threadblock.c: sched_init,
  *                             sched_spawn, a thread's TCB and record
  *   signal state per G        signal.c, machines.c: masks, sigaltstack, routed
@@ -54,6 +55,15 @@ struct m;
 
 /* ---- configuration (config.c) ---------------------------------------- */
 
+/* GOSHIM_FAULT (fault.c): which failures to inject, one call in rate[k] of kind k. */
+enum fault_kind { FAULT_STACK, FAULT_M, FAULT_POLLER, FAULT_TIMER, FAULT_SIGQUEUE, FAULT_NKINDS };
+struct fault_spec {
+    uint32_t kinds; /* bit per kind; 0 = no faults */
+    uint32_t rate[FAULT_NKINDS];
+    uint64_t seed;
+    bool seeded; /* seed:S was given */
+};
+
 struct sched_config {
     int nprocs;              /* GOSHIM_PROCS: number of P; 0 = usable CPUs */
     int maxthreads;          /* GOSHIM_MAXTHREADS: cap on M */
@@ -73,6 +83,7 @@ struct sched_config {
     bool chaos;              /* GOSHIM_CHAOS was given */
     bool start_now;          /* GOSHIM_START=now: at load, not at the first pthread_create;
                                 applied by the preload only */
+    struct fault_spec fault; /* GOSHIM_FAULT */
 };
 
 /* Defaults, then the GOSHIM_ variables. A malformed value prints a message
@@ -81,6 +92,26 @@ struct sched_config {
 int sched_config_from_env(struct sched_config *c);
 /* Usable CPUs: the affinity mask, capped by the cgroup v2 cpu.max quota. */
 int sched_usable_cpus(void);
+
+/* ---- fault injection (fault.c) ----------------------------------------- */
+
+/* Parse a GOSHIM_FAULT list into *out; false with why naming the bad part. */
+bool fault_parse(const char *s, struct fault_spec *out, char *why, size_t nwhy);
+/* Arm the kinds of spec (sched_init; before any M). chaos_seed: GOSHIM_CHAOS's, or NULL. */
+void fault_init(const struct fault_spec *spec, const uint64_t *chaos_seed);
+extern uint32_t fault_kinds; /* bit per armed kind; written once, before any M */
+bool fault_draw(enum fault_kind k);
+/* Whether this call of kind k is to fail (GOSHIM_FAULT): one predicted branch when off. */
+static inline bool fault_inject(enum fault_kind k)
+{
+    if (__builtin_expect(fault_kinds == 0, 1))
+        return false;
+    return fault_draw(k);
+}
+/* True the first time only, per kind: the caller says what failed and what goshim does. */
+bool fault_first(enum fault_kind k);
+/* What a failure message ends with: says whether GOSHIM_FAULT made the failure. */
+const char *fault_note(bool injected);
 
 /* ---- start-up and Gs (schedinit.c, proc.c, threadblock.c) ------------- */
 

@@ -136,6 +136,9 @@ int sched_usable_cpus(void)
     return n;
 }
 
+/* What a parser found wrong in a value, for complain (else empty). */
+static char bad_part[160];
+
 static void complain(const char *name, const char *val, const char *form)
 {
     char entry[256], *all = NULL;
@@ -143,7 +146,11 @@ static void complain(const char *name, const char *val, const char *form)
     snprintf(entry, sizeof entry, "%s=%s;", name, val);
     if (seen && strstr(seen, entry))
         return; /* a parent process said it */
-    rt_print(2, "goshim: %s=%s is not valid: want %s; using the default\n", name, val, form);
+    if (bad_part[0])
+        rt_print(2, "goshim: %s=%s is not valid: %s; want %s; using the default\n", name, val,
+                 bad_part, form);
+    else
+        rt_print(2, "goshim: %s=%s is not valid: want %s; using the default\n", name, val, form);
     if (asprintf(&all, "%s%s", seen ? seen : "", entry) >= 0) {
         setenv("GOSHIM_REPORTED", all, 1);
         free(all);
@@ -167,6 +174,7 @@ static void complain(const char *name, const char *val, const char *form)
                                  : 0)
 #define PARSE_SIGNAL(v, field, min, max) config_parse_signal((v), &(field))
 #define PARSE_SEED(v, field, min, max)   config_parse_seed((v), &(field))
+#define PARSE_FAULT(v, field, min, max)  fault_parse((v), &(field), bad_part, sizeof bad_part)
 #define PARSE_START(v, field, min, max)                                                            \
     (!strcmp((v), "thread") ? ((field) = false, 1) : !strcmp((v), "now") ? ((field) = true, 1) : 0)
 #define PARSE_DEADLOCK(v, field, min, max)                                                         \
@@ -247,6 +255,7 @@ int sched_config_from_env(struct sched_config *c)
 #define CONFIG_VAR(name, kind, field, min, max, form, dflt, text)                                  \
     if ((v = getenv(#name)) != NULL && !PARSE_##kind(v, c->field, min, max)) {                     \
         complain(#name, v, form);                                                                  \
+        bad_part[0] = 0;                                                                           \
         bad++;                                                                                     \
     }
 #include "config.def" /* its CONFIG_ENV variables are read where they are used */

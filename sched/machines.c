@@ -135,32 +135,41 @@ static bool any_runnable(void)
 }
 
 /*
- * No M could be made for a P: say so once per process, and only when a
+ * No M could be made for a P: say so once per process. The kernel's refusal
+ * (err) always, whoever asked: sysmon's hand-off of a P blocked in a system
+ * call is what it strands most. The cap (GOSHIM_MAXTHREADS) only when a
  * running thread's work is what waits: a G asked for the M (pthread_create,
  * a wake, a system call handing its P off) and a G is runnable. When the
  * scheduler itself asks (an M back from the netpoller with the one G it is
  * about to run, as in every subshell of a shell script), that M runs the
  * work and nothing waits: no line then.
  */
-static void warn_no_m(int err)
+static void warn_no_m(int err, bool injected)
 {
     static int warned;
+    if (err != 0) { /* the kernel's refusal: said once, whoever asked */
+        if (fault_first(FAULT_M))
+            rt_print(2,
+                     "goshim: cannot create an OS thread (error %d; RLIMIT_NPROC?): the "
+                     "program's threads share the OS threads goshim has, and it tries again "
+                     "when work waits%s\n",
+                     err, fault_note(injected));
+        return;
+    }
     if (sched_self() == NULL || !any_runnable() ||
         __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
         return;
-    if (err == 0)
-        rt_print(2,
-                 "goshim: thread limit reached (%d OS threads, GOSHIM_MAXTHREADS): "
-                 "runnable tasks wait for a running thread\n",
-                 sched.maxmcount);
-    else
-        rt_print(2, "goshim: cannot create an OS thread (error %d): runnable tasks wait\n", err);
+    rt_print(2,
+             "goshim: thread limit reached (%d OS threads, GOSHIM_MAXTHREADS): "
+             "runnable tasks wait for a running thread\n",
+             sched.maxmcount);
 }
 
 /* Create an M that starts by running pp. */
 static void newm(struct p *pp, bool spinning)
 {
     int err = 0;
+    bool injected = false;
     runtime_lock(&sched.lock);
     if (sched.mcount >= sched.maxmcount) {
         runtime_unlock(&sched.lock);
@@ -194,7 +203,8 @@ static void newm(struct p *pp, bool spinning)
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
     mp->sigmask = old;
     pthread_t th;
-    err = libc_pthread_create(&th, &attr, mstart, mp);
+    injected = fault_inject(FAULT_M);
+    err = injected ? EAGAIN : libc_pthread_create(&th, &attr, mstart, mp);
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
     pthread_attr_destroy(&attr);
     if (err == 0)
@@ -221,12 +231,29 @@ fail:
     }
     if (nq)
         globrunqputbatch(&q, nq);
-    warn_no_m(err);
+    warn_no_m(err, injected);
     runtime_lock(&sched.lock);
     pidleput(pp);
     runtime_unlock(&sched.lock);
     if (spinning)
         __atomic_fetch_sub(&sched.nmspinning, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * sysmon, each round: once an M could not be made, a P may sit idle while work waits
+ * for it (runnable Gs, or a due timer, which only an M with a P runs) and every M
+ * is blocked in the kernel, where no wakep runs: try again, as the next wakep would.
+ */
+void m_retry(int64_t now)
+{
+    if (__atomic_load_n(&sched.nmthreadfail, __ATOMIC_RELAXED) == 0 ||
+        __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) == 0 ||
+        __atomic_load_n(&sched.nmspinning, __ATOMIC_RELAXED) > 0)
+        return;
+    int64_t t = timers_next();
+    if ((t < 0 || t > now) && !any_runnable())
+        return;
+    startm(NULL, false);
 }
 
 /*

@@ -72,9 +72,12 @@ static bool np_open(void)
 {
     struct m *mp = ownfd_lock();
     int epfd = ownfd_get(OWNFD_EPOLL), wk = ownfd_get(OWNFD_WAKE);
-    bool fresh = false, again = false;
+    bool fresh = false, again = false, injected = false;
+    long err = 0;
     if (epfd < 0) {
-        long r = sys(SYS_epoll_create1, EPOLL_CLOEXEC, 0, 0);
+        injected = fault_inject(FAULT_POLLER);
+        long r = injected ? -EMFILE : sys(SYS_epoll_create1, EPOLL_CLOEXEC, 0, 0);
+        err = r < 0 ? r : 0;
         if (r >= 0) {
             epfd = ownfd_place((int)r);
             ownfd_set(OWNFD_EPOLL, epfd);
@@ -83,7 +86,9 @@ static bool np_open(void)
         }
     }
     if (epfd >= 0 && wk < 0) {
-        long r = sys(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK, 0);
+        injected = fault_inject(FAULT_POLLER);
+        long r = injected ? -EMFILE : sys(SYS_eventfd2, 0, EFD_CLOEXEC | EFD_NONBLOCK, 0);
+        err = r < 0 ? r : 0;
         if (r >= 0) {
             wk = ownfd_place((int)r);
             ownfd_set(OWNFD_WAKE, wk);
@@ -101,6 +106,12 @@ static bool np_open(void)
     ownfd_unlock(mp);
     if (again)
         netpoll_remade();
+    if (err && fault_first(FAULT_POLLER))
+        rt_print(2,
+                 "goshim: cannot make the netpoller's epoll instance or eventfd (error %ld; "
+                 "RLIMIT_NOFILE?): a read, write, accept or poll that must wait blocks in the "
+                 "kernel, its processor handed to another thread, until one can be made%s\n",
+                 -err, fault_note(injected));
     return ok;
 }
 

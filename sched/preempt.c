@@ -501,7 +501,10 @@ static void slicetimer_create(struct m *mp, int sig)
     se.sigev_value.sival_int = pr.tcookie;
     se._sigev_un._tid = mp->tid; /* sigev_notify_thread_id */
     int id = -1;
-    long rc = rt_syscall(SYS_timer_create, CLOCK_THREAD_CPUTIME_ID, (long)&se, (long)&id);
+    bool injected = fault_inject(FAULT_TIMER);
+    long rc = injected
+                  ? -EAGAIN
+                  : rt_syscall(SYS_timer_create, CLOCK_THREAD_CPUTIME_ID, (long)&se, (long)&id);
     struct itimerspec its = {{pr.slice / 1000000000, pr.slice % 1000000000},
                              {pr.slice / 1000000000, pr.slice % 1000000000}};
     if (rc == 0 && rt_syscall6(SYS_timer_settime, id, 0, (long)&its, 0, 0, 0) != 0) {
@@ -512,8 +515,8 @@ static void slicetimer_create(struct m *mp, int sig)
         if (__atomic_fetch_add(&pr.ntimerfail, 1, __ATOMIC_RELAXED) == 0)
             rt_print(2,
                      "goshim: cannot give a thread its CPU-time slice timer (error %ld; "
-                     "RLIMIT_SIGPENDING?): sysmon times the slices instead, at more cost\n",
-                     -rc);
+                     "RLIMIT_SIGPENDING?): sysmon times the slices instead, at more cost%s\n",
+                     -rc, fault_note(injected));
         return;
     }
     mp->slicetimer = id;
@@ -553,7 +556,15 @@ void preempt_request(struct p *pp, bool handoff)
     si.si_uid = getuid();
     si.si_value.sival_int = pr.cookie;
     __atomic_add_fetch(&pr.nrequests, 1, __ATOMIC_RELAXED);
-    rt_syscall6(SYS_rt_tgsigqueueinfo, pr.pid, mp->tid, sig, (long)&si, 0, 0);
+    bool injected = fault_inject(FAULT_SIGQUEUE);
+    long rc = injected ? -EAGAIN
+                       : rt_syscall6(SYS_rt_tgsigqueueinfo, pr.pid, mp->tid, sig, (long)&si, 0, 0);
+    if (rc < 0 && fault_first(FAULT_SIGQUEUE))
+        rt_print(2,
+                 "goshim: cannot queue the preemption signal to an OS thread (error %ld; "
+                 "RLIMIT_SIGPENDING?): sysmon asks again at its next round, and the thread's "
+                 "slice timer at its next tick%s\n",
+                 -rc, fault_note(injected));
 }
 
 void sched_preempt_g(struct g *gp)

@@ -47,6 +47,7 @@
 struct schedt sched;
 
 static void runnable_to(struct p *pp, struct g *gp);
+static bool stack_fits(const struct g *gp);
 
 /* The current G: per G in full TLS mode (each G has its own TCB), per M in
  * errno mode (the switch updates it). On g0 it may name a G this M just
@@ -412,6 +413,13 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
         *err = EAGAIN;
         return NULL;
     }
+    /* A pthread's stack, if its TCB did not bring one: mapped now, so that a failure is
+     * pthread_create's EAGAIN, as glibc's, not a thread that cannot start (bind_stack). */
+    if (a && a->eager_tls && !a->stackaddr && !stack_fits(gp) && g_stack_alloc(pp, gp) != 0) {
+        gfput(pp, gp);
+        *err = EAGAIN;
+        return NULL;
+    }
     gp->fn = fn;
     gp->arg = arg;
     gp->goid = __atomic_add_fetch(&sched.goidgen, 1, __ATOMIC_RELAXED);
@@ -457,6 +465,32 @@ void sched_spawn_abandon(struct g *gp)
     releasem(mp);
 }
 
+/* gp has a stack of the size and guard it wants, of goshim's making. */
+static bool stack_fits(const struct g *gp)
+{
+    const struct gstack *st = &gp->stack;
+    return st->lo && st->kind != STACK_USER && (size_t)(st->hi - st->lo) == gp->want_stacksize &&
+           st->guard == gp->want_guard;
+}
+
+int g_stack_alloc(struct p *pp, struct g *gp)
+{
+    g_drop_stack(pp, gp);
+    bool injected = fault_inject(FAULT_STACK);
+    int r = injected ? -ENOMEM
+                     : stack_alloc(pp ? &pp->stackcache : NULL, gp->want_stacksize, gp->want_guard,
+                                   &gp->stack);
+    if (r == 0)
+        return 0;
+    memset(&gp->stack, 0, sizeof gp->stack);
+    if (fault_first(FAULT_STACK))
+        rt_print(2,
+                 "goshim: cannot map a %lu-byte thread stack (error %d: out of memory, "
+                 "RLIMIT_AS or vm.max_map_count?): pthread_create returns EAGAIN%s\n",
+                 (unsigned long)gp->want_stacksize, -r, fault_note(injected));
+    return EAGAIN;
+}
+
 /*
  * Give gp, about to run for the first time, the stack it asked for: a user
  * stack as given; else its own if it fits; else the stack of the G that
@@ -481,7 +515,7 @@ void bind_stack(struct m *mp, struct g *gp)
             dead->stack.guard == gp->want_guard) {
             *st = dead->stack;
             memset(&dead->stack, 0, sizeof dead->stack);
-        } else if (stack_alloc(&pp->stackcache, gp->want_stacksize, gp->want_guard, st) != 0) {
+        } else if (g_stack_alloc(pp, gp) != 0) { /* a pthread's was mapped at spawn */
             rt_print(2, "goshim: cannot map a %lu-byte stack for thread %lu: out of memory\n",
                      (unsigned long)gp->want_stacksize, (unsigned long)gp->goid);
             goshim_throw("bind_stack: out of memory");

@@ -108,6 +108,9 @@ struct g *gfget(struct p *pp);
 void gfput(struct p *pp, struct g *gp);
 void release_commit(struct m *mp);
 void bind_stack(struct m *mp, struct g *gp);
+/* Map gp the stack it wants (its old one given back): 0, or EAGAIN, said once
+ * (GOSHIM_FAULT's stack kind fails it here). pp: the caller's P or NULL. */
+int g_stack_alloc(struct p *pp, struct g *gp);
 void bind_tcb(struct m *mp, struct g *gp);
 struct g *malg(void);
 
@@ -206,6 +209,8 @@ struct p *pidleget(void);
 
 /* machines.c */
 void startm(struct p *pp, bool spinning);
+/* sysmon: start an M for an idle P that work waits for, after a failed newm. */
+void m_retry(int64_t now);
 void stopm(void);
 void mput(struct m *mp);
 struct m *mget(void);

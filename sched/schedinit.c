@@ -50,6 +50,7 @@ int sched_init(const struct sched_config *c)
         return EBUSY;
     libc_init();    /* before any signal handler or fork child could be the first to ask */
     m_fence_init(); /* before any M runs */
+    fault_init(&c->fault, c->chaos ? &c->chaos_seed : NULL);
     int nprocs = c->nprocs > 0 ? c->nprocs : sched_usable_cpus();
     if (nprocs > MAX_PROCS)
         nprocs = MAX_PROCS;

@@ -548,6 +548,7 @@ static void *sysmon(void *arg)
         bool busy = sysmon_poll(now);
         if (retake(now) > 0)
             busy = true;
+        m_retry(now);
         sm.lastround = now;
         idle = busy ? 0 : idle + 1;
 

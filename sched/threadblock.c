@@ -199,8 +199,7 @@ static int tcb_bind_block(struct p *pp, struct g *gp)
         tls_tcb_destroy(gp->tcb);
         gp->tcb = NULL;
     }
-    if (!st->lo &&
-        stack_alloc(pp ? &pp->stackcache : NULL, gp->want_stacksize, gp->want_guard, st) != 0)
+    if (!st->lo && g_stack_alloc(pp, gp) != 0)
         return EAGAIN;
     if (st->tcb) {
         tls_tcb_reset(st->tcb);

@@ -222,12 +222,39 @@ static long io_step(struct io *io, struct pdcall *c)
     return IO_MORE;
 }
 
+/*
+ * Not ready by epoll (for good, or no instance now: RLIMIT_NOFILE, GOSHIM_FAULT=poller), for
+ * a call that the kernel's blocking call cannot finish: a blocking write or MSG_WAITALL read
+ * partly done (the rest is still to transfer, not a short count), or an accept on a
+ * listening socket goshim made non-blocking (the kernel would say EAGAIN). Wait for the fd
+ * in the kernel, the P handed off, then try again: IO_MORE, or the result to return.
+ */
+static long io_kernel_wait(struct io *io, struct pdcall *c)
+{
+    struct pollfd pfd = {io->fd, io->mode == PD_READ ? POLLIN : POLLOUT, 0};
+    struct timespec ts, *tsp = NULL;
+    if (c->deadline >= 0) { /* SO_RCVTIMEO / SO_SNDTIMEO */
+        int64_t left = c->deadline - nanotime();
+        if (left <= 0)
+            return io_outcome(io, -EAGAIN);
+        ts = (struct timespec){left / 1000000000, left % 1000000000};
+        tsp = &ts;
+    }
+    long r =
+        HANDOFF_WITH(entersyscallblock, rt_syscall6(SYS_ppoll, (long)&pfd, 1, (long)tsp, 0, 8, 0));
+    if (r == 0)
+        return io_outcome(io, -EAGAIN);
+    if (r == -EINTR)
+        return io_outcome(io, -EINTR);
+    return IO_MORE; /* ready, or an error the next try reports */
+}
+
 /* Park until the fd may be ready: IO_MORE, or the result to return. */
 static long io_park(struct io *io, struct pdcall *c)
 {
     if (!netpoll_prepare(c)) { /* not ready by epoll (for good, or no instance now) */
-        if (io->done)
-            return (long)io->done;
+        if (io->done || netpoll_forced_nonblock(c))
+            return io_kernel_wait(io, c);
         return IO_HANDOFF;
     }
     switch (shim_wait(WAIT_IO, (void *)(intptr_t)io->fd, netpoll_waitcall, c, SHIM_WAIT_CANCEL)) {

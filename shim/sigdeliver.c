@@ -73,7 +73,22 @@ static int ring(struct g *gp, int tid, int sig, bool proc)
     shim_own_info(&si, sig, SHIM_SI_BELL);
     si.si_errno = proc; /* routed: the router's recheck knows it from the bell */
     si.si_value.sival_ptr = gp;
-    long rc = rt_syscall6(SYS_rt_tgsigqueueinfo, si.si_pid, tid, sig, (long)&si, 0, 0);
+    bool injected = fault_inject(FAULT_SIGQUEUE);
+    long rc = injected ? -EAGAIN
+                       : rt_syscall6(SYS_rt_tgsigqueueinfo, si.si_pid, tid, sig, (long)&si, 0, 0);
+    if (rc == -EAGAIN) { /* the queue is full (RLIMIT_SIGPENDING): the router rings again */
+        if (fault_first(FAULT_SIGQUEUE))
+            rt_print(2,
+                     "goshim: cannot queue signal %d to an OS thread (error %ld; "
+                     "RLIMIT_SIGPENDING?): goshim sends it again until the kernel takes it%s\n",
+                     sig, -rc, fault_note(injected));
+        if (sig_on_router) { /* its own retry: not a busy loop */
+            struct timespec nap = {0, 1000000};
+            rt_syscall(SYS_nanosleep, (long)&nap, 0, 0);
+        }
+        sig_post(sig, &si);
+        return 0;
+    }
     return rc < 0 ? (int)-rc : 0;
 }
 
