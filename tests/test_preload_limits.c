@@ -118,3 +118,35 @@ Test(preload_limits, nproc_just_enough, .timeout = 60)
     run_limited(1, set, "prog_limit_threads 4", "GOSHIM_PROCS=1", pre, sizeof pre);
     cr_assert(strstr(pre, "made 4 threads\njoined 4 threads\n"), "%s", pre);
 }
+
+/*
+ * timer_create refused by a seccomp filter (EPERM, ENOSYS) or out of queue
+ * entries (RLIMIT_SIGPENDING 0): the program runs as natively, sysmon times
+ * the slices, and the one line goshim prints names the cause. Before, it
+ * guessed RLIMIT_SIGPENDING for every error.
+ */
+static void slice_timer_refused(const char *settings, const char *cause)
+{
+    static char nat[1 << 14], pre[1 << 14];
+    run_limited(0, settings, "prog_limit_threads 4", NULL, nat, sizeof nat);
+    cr_assert_str_eq(nat, "made 4 threads\njoined 4 threads\n");
+    run_limited(1, settings, "prog_limit_threads 4", "GOSHIM_STATS=1", pre, sizeof pre);
+    cr_assert(strstr(pre, "made 4 threads\njoined 4 threads\n"), "%s", pre);
+    cr_assert_geq(stat_of(pre, "timer_fails"), 1, "%s", pre);
+    cr_assert(strstr(pre, cause), "%s: no '%s' in:\n%s", settings, cause, pre);
+}
+
+Test(preload_limits, slice_timer_refused_eperm, .timeout = 60)
+{
+    slice_timer_refused("deny=timer_create:EPERM", "error 1: timer_create refused");
+}
+
+Test(preload_limits, slice_timer_refused_enosys, .timeout = 60)
+{
+    slice_timer_refused("deny=timer_create:ENOSYS", "error 38: timer_create refused");
+}
+
+Test(preload_limits, slice_timer_no_sigpending, .timeout = 60)
+{
+    slice_timer_refused("sigpending=0", "error 11: RLIMIT_SIGPENDING reached");
+}
