@@ -6,7 +6,8 @@
 # as natively (the same status and the same error line). One line per case.
 #
 #   usage: scripts/test_limits.sh [--list] [CASE...]   (none = every case)
-#   GOSHIM_LIMITS_KEEP=1  keeps the work directory (outputs, logs)
+#   TEST_LIMITS_KEEP=1  keeps the work directory (outputs, logs)
+#   TEST_LIMITS_LIB     the library to preload (default build/libgoshim.so)
 #
 # The limits come from tests/progs/prog_limits_exec (rlimits, a seccomp filter,
 # a uid); vm.max_map_count is lowered with sysctl and put back on exit; SIGSTOP,
@@ -18,7 +19,7 @@ set -euo pipefail
 
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 root=$(cd "$(dirname "$0")/.." && pwd)
-lib=${GOSHIM_LIMITS_LIB:-$root/build/libgoshim.so}
+lib=${TEST_LIMITS_LIB:-$root/build/libgoshim.so}
 progs=$root/build/tests/progs
 limexec=$progs/prog_limits_exec
 me=test_limits
@@ -73,7 +74,7 @@ chmod 755 "$tmp"
 old_maxmap=
 cleanup() {
     [ -n "$old_maxmap" ] && sysctl -qw vm.max_map_count="$old_maxmap"
-    if [ "${GOSHIM_LIMITS_KEEP:-0}" = 1 ]; then
+    if [ "${TEST_LIMITS_KEEP:-0}" = 1 ]; then
         echo "$me: work directory kept: $tmp" >&2
     else
         rm -rf "$tmp"
