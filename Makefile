@@ -140,7 +140,7 @@ endif
 endif
 
 # ---- build ---------------------------------------------------------------------------------
-.PHONY: all test test-unit test-real test-peer test-peer-quick test-posix check test-asan test-tsan bench demo install uninstall clean format \
+.PHONY: all test test-unit test-real test-limits test-peer test-peer-quick test-posix check test-asan test-tsan bench demo install uninstall clean format \
         format-check deps
 .DEFAULT_GOAL := all
 
@@ -270,14 +270,16 @@ deps:
 	$(Q)scripts/setup.sh
 
 # make test: the suite under ASan+UBSan and TSan, then as built normally, then the
-# real-program suite (about a minute), then the quick subset of the peer suites (about three
-# minutes). The last line is the peer suites' summary.
+# real-program suite (about a minute), the limits (test-limits, a minute and a half), then the
+# quick subset of the peer suites (about three minutes). The last line is the peer suites'
+# summary.
 test:
 	$(Q)scripts/setup.sh
 	$(Q)$(MAKE) --no-print-directory test-asan
 	$(Q)$(MAKE) --no-print-directory test-tsan
 	$(Q)$(MAKE) --no-print-directory test-unit
 	$(Q)$(MAKE) --no-print-directory test-real
+	$(Q)$(MAKE) --no-print-directory test-limits
 	$(Q)$(MAKE) --no-print-directory test-peer-quick
 
 # GLib's and CPython's own tests natively and under goshim (scripts/test_peer.sh).
@@ -294,6 +296,12 @@ test-real:
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)timeout -k 10 $(TEST_TIMEOUT) scripts/test_real.sh
 	$(Q)GOSHIM_REAL_PROCS=1 timeout -k 10 $(TEST_TIMEOUT) scripts/test_real.sh
+
+# Resource limits, seccomp, SIGSTOP and debuggers attaching, natively and under goshim
+# (scripts/test_limits.sh, about a minute and a half).
+test-limits:
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)timeout -k 10 $(TEST_TIMEOUT) scripts/test_limits.sh
 
 check: test
 

@@ -507,16 +507,20 @@ static void slicetimer_create(struct m *mp, int sig)
                   : rt_syscall(SYS_timer_create, CLOCK_THREAD_CPUTIME_ID, (long)&se, (long)&id);
     struct itimerspec its = {{pr.slice / 1000000000, pr.slice % 1000000000},
                              {pr.slice / 1000000000, pr.slice % 1000000000}};
-    if (rc == 0 && rt_syscall6(SYS_timer_settime, id, 0, (long)&its, 0, 0, 0) != 0) {
+    if (rc == 0 && (rc = rt_syscall6(SYS_timer_settime, id, 0, (long)&its, 0, 0, 0)) != 0)
         rt_syscall(SYS_timer_delete, id, 0, 0);
-        rc = -1;
-    }
     if (rc != 0) {
+        /* EAGAIN: no signal queue entry to spare (RLIMIT_SIGPENDING); EPERM or ENOSYS:
+         * timer_create refused (a seccomp filter, a container's profile). */
+        const char *why = rc == -EAGAIN ? "RLIMIT_SIGPENDING reached"
+                          : rc == -EPERM || rc == -ENOSYS
+                              ? "timer_create refused, by a seccomp filter?"
+                              : "timer_create failed";
         if (__atomic_fetch_add(&pr.ntimerfail, 1, __ATOMIC_RELAXED) == 0)
             rt_print(2,
-                     "goshim: cannot give a thread its CPU-time slice timer (error %ld; "
-                     "RLIMIT_SIGPENDING?): sysmon times the slices instead, at more cost%s\n",
-                     -rc, fault_note(injected));
+                     "goshim: cannot give a thread its CPU-time slice timer (error %ld: %s): "
+                     "sysmon times the slices instead, at more cost%s\n",
+                     -rc, why, fault_note(injected));
         return;
     }
     mp->slicetimer = id;

@@ -9,7 +9,10 @@
  */
 #include <asm/prctl.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 
 #include "libc.h"
@@ -44,6 +47,29 @@ int sched_atfork_init(void)
     return sched_atfork_once(&done, sched_fork_prepare, sched_fork_parent, sched_fork_child);
 }
 
+/*
+ * Under RLIMIT_AS, one malloc arena for every thread. glibc gives each
+ * thread that allocates an arena of its own (up to 8 per CPU), and each
+ * arena is a 64 MiB reservation the limit counts. Natively only the
+ * program's threads that allocate have one; here its threads are Gs, which
+ * allocate in their carrier's arena, and goshim's own threads (the TLS
+ * probes, the Ms) would take one each where the program has none: with a
+ * 400 MB limit, a third of it. So while a finite limit holds and the user
+ * chose no arena count (MALLOC_ARENA_MAX or the glibc.malloc.arena_max
+ * tunable), every thread shares the main arena, as glibc does past its
+ * arena count. It must come before any thread but main allocates: glibc
+ * fixes its arena count at the first such allocation.
+ */
+static void share_arena_under_as_limit(void)
+{
+    struct rlimit lim;
+    const char *tun = getenv("GLIBC_TUNABLES");
+    if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY ||
+        getenv("MALLOC_ARENA_MAX") || (tun && strstr(tun, "glibc.malloc.arena_max")))
+        return;
+    mallopt(M_ARENA_MAX, 1);
+}
+
 int sched_init(const struct sched_config *c)
 {
     if (sched.started)
@@ -56,7 +82,15 @@ int sched_init(const struct sched_config *c)
         nprocs = MAX_PROCS;
     sched.maxmcount = c->maxthreads > 0 ? c->maxthreads : 10000;
 
-    tls_init(c->tls_mode); /* tls_full() says what it chose */
+    share_arena_under_as_limit();   /* before the TLS probes' threads allocate */
+    int tr = tls_init(c->tls_mode); /* tls_full() says what it chose */
+    if (tr < 0) {
+        rt_print(2,
+                 "goshim: cannot create a thread (error %d: RLIMIT_NPROC, kernel.threads-max or "
+                 "a cgroup's pids.max reached)\n",
+                 -tr);
+        return -tr;
+    }
     sched.tls_g_off = (size_t)((char *)&tls_g - (char *)tls_self());
 
     int rc = stack_init(c->stack_size);

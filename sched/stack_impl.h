@@ -61,6 +61,8 @@ _Static_assert(sizeof(struct stacknode) <= STACK_NODE_SPACE, "stacknode must fit
 
 enum { SPAN_SLOTS_MAX = 4096 };
 #define SPAN_TARGET ((size_t)1 << 30) /* address space a span aims for */
+/* Under RLIMIT_AS, a span or arena chunk aims for at most this fraction of the limit. */
+enum { AS_SHARE = 128 };
 
 /* A size class of span slots. size 0: unused entry. */
 struct spanclass {

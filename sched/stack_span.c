@@ -11,7 +11,7 @@
  *
  * Spans. With guard markers, a stack is never a mapping of its own: it is a
  * slot of a span, one large mapping (about 1 GiB of address space, at most
- * SPAN_SLOTS_MAX slots) carved in order into equal slots of one size class
+ * SPAN_SLOTS_MAX slots; under RLIMIT_AS near what is used, see slots_map) carved in order into equal slots of one size class
  * (usable size, guard), each with its guard marker installed when the slot
  * is first carved. A span is one VMA whatever its slot count, so a million
  * stacks cost a few hundred map lines, and a freed slot of any size goes
@@ -59,6 +59,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
@@ -172,18 +173,46 @@ int map_stack(size_t size, size_t guard, struct gstack *out, unsigned *extra)
     return 0;
 }
 
-/* arena_get carves or reuses a guard-less default-size arena slot. stk.lock held. */
-/* A new mapping of about target bytes cut into slots of slot bytes (at
- * least one, at most max): its start, with *end one past its last slot;
- * NULL if the kernel refuses. One VMA more (stk.lock held). */
-static char *slots_map(size_t target, size_t slot, size_t max, char **end)
+/*
+ * as_room is the address space a new mapping may aim for: unlimited without
+ * RLIMIT_AS, else a small share of the limit (see slots_map). Scheduler-safe.
+ */
+static size_t as_room(void)
 {
+    struct rlimit lim;
+    if (rt_syscall6(SYS_prlimit64, 0, RLIMIT_AS, 0, (long)&lim, 0, 0) != 0 ||
+        lim.rlim_cur == RLIM_INFINITY)
+        return SIZE_MAX;
+    return (size_t)(lim.rlim_cur / AS_SHARE);
+}
+
+/*
+ * slots_map maps about target bytes cut into slots of slot bytes (at least
+ * one, at most max): its start, with *end one past its last slot; NULL if
+ * the kernel refuses even one slot. One VMA more. Under RLIMIT_AS the
+ * mapping is a reservation the limit counts, so it is kept near what is
+ * used: at most 1/AS_SHARE of the limit, and no more slots than the kind
+ * has so far (carved: a kind used once, as M0's scheduler stack, gets one
+ * slot, a busy one doubles); when the kernel refuses (ENOMEM: the limit, or
+ * no room) it tries half as many slots, down to one. So the threads a
+ * program can make are bounded by their stacks, not by slots never used.
+ * stk.lock held.
+ */
+static char *slots_map(size_t target, size_t slot, size_t max, size_t carved, char **end)
+{
+    size_t room = as_room();
+    if (target > room)
+        target = room;
     size_t n = target / slot;
+    if (room != SIZE_MAX && n > carved)
+        n = carved;
     if (n < 1)
         n = 1;
     if (n > max)
         n = max;
-    char *map = sys_mmap(n * slot, PROT_READ | PROT_WRITE);
+    char *map;
+    while ((map = sys_mmap(n * slot, PROT_READ | PROT_WRITE)) == NULL && n > 1)
+        n /= 2;
     if (!map)
         return NULL;
     STAT_ADD(mmaps, 1);
@@ -192,6 +221,7 @@ static char *slots_map(size_t target, size_t slot, size_t max, char **end)
     return map;
 }
 
+/* arena_get carves or reuses a guard-less default-size arena slot. stk.lock held. */
 int arena_get(struct gstack *out)
 {
     struct stacknode *nd = stk.arena_free;
@@ -203,8 +233,8 @@ int arena_get(struct gstack *out)
     }
     if (stk.arena_next == stk.arena_end) {
         /* The arena is the last resort: no budget check. */
-        char *chunk =
-            slots_map(ARENA_CHUNK_TARGET, stack_arena_slot_size, ARENA_SLOTS_MAX, &stk.arena_end);
+        char *chunk = slots_map(ARENA_CHUNK_TARGET, stack_arena_slot_size, ARENA_SLOTS_MAX,
+                                ARENA_SLOTS_MAX, &stk.arena_end);
         if (!chunk)
             return -ENOMEM;
         stk.arena_next = chunk;
@@ -263,6 +293,33 @@ void populate_now(struct populate *pop)
 }
 
 /*
+ * freev_reserve makes room in the class's array of free slots for every
+ * slot carved so far plus more: the array never has to grow when a slot
+ * goes cold, which happens when a thread ends and must not fail then
+ * (under RLIMIT_AS the address space may be all used by the threads).
+ * Returns 0 or -ENOMEM. stk.lock held.
+ */
+static int freev_reserve(struct spanclass *c, size_t more)
+{
+    size_t want = c->ncarved + more;
+    if (want <= c->capfree)
+        return 0;
+    size_t cap = c->capfree ? 2 * c->capfree : 1024;
+    while (cap < want)
+        cap *= 2;
+    char **v = (char **)sys_mmap(cap * sizeof *v, PROT_READ | PROT_WRITE);
+    if (!v)
+        return -ENOMEM;
+    if (c->nfree)
+        memcpy(v, c->freev, c->nfree * sizeof *v);
+    if (c->freev)
+        rt_syscall(SYS_munmap, c->freev, c->capfree * sizeof *v, 0);
+    c->freev = v;
+    c->capfree = cap;
+    return 0;
+}
+
+/*
  * span_get gives a slot of the (size, guard) class: a freed one, else one
  * carved from the class's span (mapping a new span when it is used up).
  * *fresh says the slot was just carved: its guard marker is still to be
@@ -302,9 +359,16 @@ int span_get(size_t size, size_t guard, struct gstack *out, int *fresh, struct p
         goto slot;
     }
     if (c->next == c->end) {
-        char *span = slots_map(SPAN_TARGET, slot, SPAN_SLOTS_MAX, &c->end);
+        char *end;
+        char *span = slots_map(SPAN_TARGET, slot, SPAN_SLOTS_MAX, c->ncarved, &end);
         if (!span)
             return -ENOMEM;
+        if (freev_reserve(c, (size_t)(end - span) / slot) != 0) {
+            rt_syscall(SYS_munmap, span, end - span, 0);
+            stk.vmas -= 1;
+            return -ENOMEM;
+        }
+        c->end = end;
         c->next = span;
         c->prepared = span;
     }
@@ -338,21 +402,11 @@ int span_guard(const struct gstack *st)
     return r < 0 ? (int)r : 0;
 }
 
-/* freev_push puts a cold slot, memory released, on its class's array. stk.lock held. */
+/* freev_push puts a cold slot, memory released, on its class's array (room
+ * reserved when the slot was carved, freev_reserve). stk.lock held. */
 static void freev_push(struct spanclass *c, char *map)
 {
-    if (c->nfree == c->capfree) {
-        size_t cap = c->capfree ? 2 * c->capfree : 1024;
-        char **v = (char **)sys_mmap(cap * sizeof *v, PROT_READ | PROT_WRITE);
-        if (!v)
-            goshim_throw("stack_free: no memory for the list of free stack slots");
-        if (c->nfree)
-            memcpy(v, c->freev, c->nfree * sizeof *v);
-        if (c->freev)
-            rt_syscall(SYS_munmap, c->freev, c->capfree * sizeof *v, 0);
-        c->freev = v;
-        c->capfree = cap;
-    }
+    GOSHIM_ASSERT(c->nfree < c->capfree);
     c->freev[c->nfree++] = map;
 }
 

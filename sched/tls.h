@@ -37,7 +37,9 @@ extern int tls_fs_method; /* read by the context-switch assembly; TLS_FS_NONE in
  * want == TLS_MODE_FULL: if a lookup or probe fails, falls back to errno
  * mode and prints one line on stderr naming what failed.
  * want == TLS_MODE_ERRNO: prints a one-line note that errno mode was chosen.
- * Returns the effective mode (also in tls_mode). Never crashes.
+ * Returns the effective mode (also in tls_mode), or -errno when a probe
+ * thread could not be created (EAGAIN: no thread to spare): the runtime
+ * must not start then. Never crashes.
  */
 int tls_init(int want);
 

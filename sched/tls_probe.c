@@ -66,7 +66,8 @@
 
 int tls_test_no_fsgsbase;
 
-static char why_buf[160]; /* reason full mode was refused; tls_init runs once */
+static char why_buf[160];    /* reason full mode was refused; tls_init runs once */
+static int probe_thread_err; /* a probe thread could not be created: its error */
 
 /* ---- Probes ---- */
 
@@ -454,14 +455,13 @@ static void malloc_probe_fn(void *arg)
  * block. It runs on a probe thread that has not allocated yet, and hands
  * the tcache and arena the probe created to that thread: glibc frees them
  * when the thread exits, so the probe leaks nothing. (Run elsewhere, the
- * probe would leak a tcache and keep an arena attached for ever.)
+ * probe would leak a tcache and keep an arena attached for ever: 64 MiB of
+ * address space. So glibc's malloc is looked up before the thread starts,
+ * by resolve_glibc_malloc: dlopen allocates.)
  */
 static const char *probe_malloc_words(struct probe *pr)
 {
     char *fresh = pr->fresh;
-    void *libc = libc_dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
-    glibc_malloc.malloc = libc ? (void *(*)(size_t))dlsym(libc, "malloc") : NULL;
-    glibc_malloc.free = libc ? (void (*)(void *))dlsym(libc, "free") : NULL;
     if (!glibc_malloc.malloc || !glibc_malloc.free)
         return fail("glibc's malloc", " not found in libc.so.6");
     tls_call_with_fs(fresh, malloc_probe_fn, pr);
@@ -544,7 +544,21 @@ static void *probe_guard_thread(void *arg)
     return (void *)probe_malloc_words(pr);
 }
 
-/* run_probe_thread runs fn on a real pthread (stack given or default) and returns its verdict. */
+/* resolve_glibc_malloc finds glibc's malloc and free (see probe_malloc_words). */
+static void resolve_glibc_malloc(void)
+{
+    void *libc = libc_dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    glibc_malloc.malloc = libc ? (void *(*)(size_t))dlsym(libc, "malloc") : NULL;
+    glibc_malloc.free = libc ? (void (*)(void *))dlsym(libc, "free") : NULL;
+}
+
+/*
+ * run_probe_thread runs fn on a real pthread and returns its verdict: on
+ * the stack given, else on a stack glibc makes with the default guard and
+ * PROBE_STACK_SIZE bytes (glibc keeps the stack of an ended thread for its
+ * next one of a like size, a helper thread: one of the default size, 8 MiB,
+ * would stay reserved for ever, which a small RLIMIT_AS feels).
+ */
 static const char *run_probe_thread(void *(*fn)(void *), struct probe *pr, bool own_stack)
 {
     pthread_attr_t attr;
@@ -556,9 +570,13 @@ static const char *run_probe_thread(void *(*fn)(void *), struct probe *pr, bool 
         pthread_attr_setstack(&attr, pr->stack, pr->stack_size);
     else if (pthread_attr_getguardsize(&attr, &pr->guard) != 0 || pr->guard == 0)
         ret = (void *)fail("default guard size", " is 0");
-    if (!ret && libc_pthread_create(&th, &attr, fn, pr) != 0)
+    else
+        pthread_attr_setstacksize(&attr, PROBE_STACK_SIZE);
+    int err = ret ? 0 : libc_pthread_create(&th, &attr, fn, pr);
+    if (err) {
+        probe_thread_err = err;
         ret = (void *)fail("probe thread", " could not be created");
-    else if (!ret)
+    } else if (!ret)
         libc_pthread_join(th, &ret);
     pthread_attr_destroy(&attr);
     return ret;
@@ -583,6 +601,7 @@ static const char *probe_all(bool want_ldt, const char *forced)
         return fail("probe memory", " unavailable");
     pr->stack = (char *)pr + ((sizeof *pr + 4095) & ~(size_t)4095);
     pr->stack_size = PROBE_STACK_SIZE - 4096;
+    resolve_glibc_malloc();
     why = run_probe_thread(probe_stack_thread, pr, true);
     if (!why && !(pr->fresh = tls_tcb_new()))
         why = fail("probe TCB allocation", " failed");
@@ -620,7 +639,15 @@ int tls_init(int want)
         rt_print(2, "goshim: GOSHIM_FS=wrfsbase unavailable: the kernel does not allow wrfsbase "
                     "here (AT_HWCAP2 lacks HWCAP2_FSGSBASE); trying ldt\n");
     bool want_ldt = tls_fs_method != TLS_FS_WRFSBASE && fs_want != TLS_FS_ARCH_PRCTL;
+    probe_thread_err = 0;
     const char *why = probe_all(want_ldt, forced ? tls_fs_method_name(fs_want) : NULL);
+    if (why && probe_thread_err) {
+        /* No thread to spare (RLIMIT_NPROC, threads-max, pids.max): errno mode would
+         * share the __thread variables of the program's threads; better not start. */
+        tls_fs_method = TLS_FS_NONE;
+        ldt_arena_len = 0;
+        return -probe_thread_err;
+    }
     if (why) {
         tls_fs_method = TLS_FS_NONE;
         ldt_arena_len = 0;
