@@ -20,13 +20,18 @@
 #   --prog PROG     soak PROG [ARGS...] (a plain program: exit status 0 is its
 #                   check) instead of the real cases; the rest of the line is
 #                   its command
+#   --self-test     checks the report of a failure (make test): a soak of
+#                   tests/progs/prog_chaos_race, which fails on some seeds,
+#                   must list them with replay lines that fail again, exit 1
 #   CASE            a case name, or the part before "_" (sysbench, stressng);
 #                   none = every case (the NAME_p1 variants are left out: every
 #                   case runs at P=1 already)
 #   GOSHIM_TEST_SCALE    scales the cases' sizes (scripts/test_real.sh; default
 #                        0.25 here)
 #   GOSHIM_SOAK_TIMEOUT  per-command timeout inside a run, seconds (default 60)
-#   GOSHIM_SOAK_KEEP=1   keeps the work directory even when every run passed
+#   GOSHIM_SOAK_KEEP     1: keeps the work directory (inputs, references, the
+#                        failing runs' directories and output); 0: removes it;
+#                        unset: keeps it when a run failed
 #
 # For each case: one native run (its outputs are the reference the goshim
 # runs are compared with, its wall time the "native" column), then `goshim
@@ -72,6 +77,30 @@ bad() {
     exit 2
 }
 
+# self_test: see --self-test at the top; exits 1 with the soak's output when it fails.
+self_test() {
+    local out rc=0 n line seed
+    local race=$root/build/tests/progs/prog_chaos_race
+    [ -x "$race" ] || bad "$race is missing (run make)"
+    out=$(GOSHIM_SOAK_KEEP=0 "$0" --per-case 8 --procs 1 --prog "$race" 2>&1) || rc=$?
+    n=$(grep -c -- "--chaos [0-9]* -- $race  # prog_chaos_race P=1" <<<"$out" || true)
+    line=$(grep '^prog_chaos_race ' <<<"$out" || true)
+    if [ $rc -ne 1 ] || [ "$n" -eq 0 ] || [ "$(awk '{ print $4 }' <<<"$line")" != "$n" ]; then
+        echo "$me: self-test: a soak of $race (fails on some seeds) gave exit $rc," \
+            "$n replay line(s), want exit 1 and one replay line per failed run:" >&2
+        echo "$out" >&2
+        exit 1
+    fi
+    # The replay lines of P=1 give the failure again.
+    for seed in $(sed -n 's/.* --chaos \([0-9]*\) -- .*/\1/p' <<<"$out"); do
+        if "$goshim" run -p 1 --chaos "$seed" -- "$race" >/dev/null 2>&1; then
+            echo "$me: self-test: seed $seed failed in the soak but passes on replay" >&2
+            exit 1
+        fi
+    done
+    echo "$me: self-test passed: $n of 8 seeds of prog_chaos_race reported with replay lines that fail again"
+}
+
 # ---- arguments ---------------------------------------------------------------------
 total=1000
 per_case=
@@ -100,6 +129,10 @@ while [ $# -gt 0 ]; do
         [ $# -gt 0 ] || bad "--prog wants a program"
         prog=("$@")
         break
+        ;;
+    --self-test)
+        self_test
+        exit 0
         ;;
     -h | --help)
         usage
@@ -156,7 +189,7 @@ runs_for() {
 }
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/soak.XXXXXX")
-keep=${GOSHIM_SOAK_KEEP:-0}
+keep=${GOSHIM_SOAK_KEEP:-}
 soak_cleanup() {
     if [ "$keep" = 1 ]; then
         echo "$me: work directory kept: $dir"
@@ -198,7 +231,8 @@ ratio = "%.2fx" % (slow / float(native)) if float(native) > 0 else "-"
 print("%d %d %d %d %.2f %s" % (len(runs), len(fail), len(hang), len(crash), slow, ratio))
 with open(replay, "a") as f:
     for r in sorted(fail, key=lambda r: r["seed"]):
-        why = r.get("first_line") or ("hang" if r["hang"] else r["status"])
+        why = r.get("first_line") or ("hang" if r["hang"] else
+              "killed by signal %s" % r["signal"] if r["signal"] else "exit %s" % r["exit"])
         f.write("%s  # %s P=%s%s: %s\n" % (r["replay"], name, procs,
                 " (P>1: may not reproduce)" if int(procs) > 1 else "", why[:120]))
 EOF
@@ -243,8 +277,9 @@ soak_case() {
 mkdir -p "$dir/stress"
 : >"$dir/replay"
 # stress's own timeout bounds a whole run: a server case is several commands, each
-# bounded by the per-command timeout.
+# bounded by the per-command timeout. A --prog run is one command.
 stress_timeout=$((4 * ${GOSHIM_SOAK_TIMEOUT:-60} + 60))
+[ ${#prog[@]} -gt 0 ] && stress_timeout=${GOSHIM_SOAK_TIMEOUT:-60}
 all_runs=0 all_fail=0 all_hang=0 all_crash=0
 if [ -n "$per_case" ]; then
     spread="$per_case per case and P"
@@ -273,6 +308,6 @@ echo "total: $all_runs runs, $all_fail failed ($all_hang hangs, $all_crash crash
 if [ "$all_fail" -gt 0 ]; then
     echo "replay (failing seeds; each run's output in $dir/stress/CASE.pP/seed-N.*):"
     sed 's/^/  /' "$dir/replay"
-    keep=1
+    keep=${keep:-1}
     exit 1
 fi
