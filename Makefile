@@ -272,8 +272,8 @@ deps:
 	$(Q)scripts/setup.sh
 
 # make test: the suite under ASan+UBSan and TSan, then as built normally, then the
-# real-program suite (about a minute), two chaos seeds of each real program (about two
-# minutes), then the quick subset of the peer suites (about three minutes). The last line is
+# real-program suite (about a minute), two chaos seeds of each real program (about a
+# minute), then the quick subset of the peer suites (about three minutes). The last line is
 # the peer suites' summary.
 test:
 	$(Q)scripts/setup.sh
@@ -300,8 +300,9 @@ test-real:
 	$(Q)GOSHIM_REAL_PROCS=1 timeout -k 10 $(TEST_TIMEOUT) scripts/test_real.sh
 
 # The soak (scripts/soak.sh): every real program under goshim stress, one chaos seed a run,
-# at P=1 and P=2. test-soak is make test's share: two seeds of each at P=1, and a program
-# that fails on some seeds must be reported with replay lines that fail again.
+# at P=1 and P=2. test-soak is make test's share (about a minute): two seeds of each at P=1,
+# a tenth of the suite's sizes, and a program that fails on some seeds must be reported with
+# replay lines that fail again.
 SEEDS ?= 1000
 soak:
 	$(Q)$(MAKE) --no-print-directory all
@@ -310,7 +311,7 @@ soak:
 test-soak:
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)timeout -k 10 $(TEST_TIMEOUT) scripts/soak.sh --self-test
-	$(Q)timeout -k 10 $(TEST_TIMEOUT) scripts/soak.sh --per-case 2 --procs 1
+	$(Q)GOSHIM_TEST_SCALE=0.1 timeout -k 10 $(TEST_TIMEOUT) scripts/soak.sh --per-case 2 --procs 1
 
 check: test
 

@@ -92,12 +92,12 @@ self_test() {
         exit 1
     fi
     # The replay lines of P=1 give the failure again.
-    for seed in $(sed -n 's/.* --chaos \([0-9]*\) -- .*/\1/p' <<<"$out"); do
-        if "$goshim" run -p 1 --chaos "$seed" -- "$race" >/dev/null 2>&1; then
+    while read -r seed; do
+        if "$goshim" run -p 1 --chaos "$seed" -- "$race" >/dev/null 2>&1 </dev/null; then
             echo "$me: self-test: seed $seed failed in the soak but passes on replay" >&2
             exit 1
         fi
-    done
+    done < <(sed -n 's/.* --chaos \([0-9]*\) -- .*/\1/p' <<<"$out")
     echo "$me: self-test passed: $n of 8 seeds of prog_chaos_race reported with replay lines that fail again"
 }
 
@@ -263,6 +263,10 @@ soak_case() {
             --timeout "$stress_timeout" --out "$dir/stress/$name.p$p" \
             --json "$dir/stress/$name.p$p.json" -- "${cmd[@]}" \
             >"$dir/stress/$name.p$p.log" 2>&1 || rc=$?
+        if [ $rc -gt 128 ]; then
+            echo "$me: interrupted (goshim stress exit $rc)" >&2
+            exit $rc
+        fi
         if [ $rc -gt 1 ] || [ ! -s "$dir/stress/$name.p$p.json" ]; then
             echo "$me: goshim stress failed (exit $rc):" >&2
             tail -5 "$dir/stress/$name.p$p.log" >&2
@@ -284,7 +288,8 @@ all_runs=0 all_fail=0 all_hang=0 all_crash=0
 if [ -n "$per_case" ]; then
     spread="$per_case per case and P"
 else
-    spread="$total in all, $((total / ngroups))-$(((total + ngroups - 1) / ngroups)) per case and P"
+    lo=$((total / ngroups))
+    spread="$total in all, $((lo < 1 ? 1 : lo))-$(((total + ngroups - 1) / ngroups)) per case and P"
 fi
 echo "$me: ${#selected[@]} program(s) at P=${procs_list}, runs: $spread, seeds from $first_seed," \
     "$jobs at a time, scale $scale, per-command timeout ${GOSHIM_SOAK_TIMEOUT:-60}s; goshim: $lib"

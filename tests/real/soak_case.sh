@@ -28,7 +28,7 @@
 set -euo pipefail
 
 if [ -n "${LD_PRELOAD:-}" ]; then
-    exec env -u LD_PRELOAD GOSHIM_SOAK_LIB="$LD_PRELOAD" /bin/bash "$0" "$@"
+    exec env -u LD_PRELOAD SOAK_CASE_LIB="$LD_PRELOAD" /bin/bash "$0" "$@"
 fi
 
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -46,7 +46,7 @@ if [ $# -ne 2 ]; then
 fi
 case_name=$1
 dir=$2
-lib=${GOSHIM_SOAK_LIB:-$root/build/libgoshim.so}
+lib=${SOAK_CASE_LIB:-$root/build/libgoshim.so}
 
 . "$root/scripts/bench_lib.sh"
 . "$root/scripts/real_cases.sh"
