@@ -334,17 +334,17 @@ need_mariadb() {
     [ -n "$mariadb_dir" ] && return
     local user=()
     [ "$(id -u)" -eq 0 ] && user=(--user=root)
-    if [ ! -d "$inputs/mariadb" ]; then
-        rm -rf "$inputs/mariadb.new"
+    if [ ! -d "$inputs/mariadb-data" ]; then
+        rm -rf "$inputs/mariadb-data.new"
         if ! timeout -k 5 "$tmo" mariadb-install-db --no-defaults "${user[@]}" \
-            --datadir="$inputs/mariadb.new" --auth-root-authentication-method=normal \
+            --datadir="$inputs/mariadb-data.new" --auth-root-authentication-method=normal \
             --skip-test-db >"$inputs/mariadb-install.log" 2>&1; then
             echo "$me: mariadb-install-db failed: $(tail -1 "$inputs/mariadb-install.log")" >&2
             return 1
         fi
-        mv "$inputs/mariadb.new" "$inputs/mariadb"
+        mv "$inputs/mariadb-data.new" "$inputs/mariadb-data"
     fi
-    mariadb_dir=$inputs/mariadb
+    mariadb_dir=$inputs/mariadb-data
 }
 
 # Tasks per run in a PID namespace (stress-ng): possible as root only.

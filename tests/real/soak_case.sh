@@ -86,7 +86,6 @@ fi
 [ -d "$ref" ] || prepare >/dev/null
 
 # A run, in its own directory $w, next to the native outputs (the goshim run compares with them).
-[ -d "$dir/shared/mariadb" ] && mariadb_dir=$dir/shared/mariadb
 w=$tmp
 for f in "$ref"/*.native; do
     [ -e "$f" ] && ln -s "$f" "$w/"
