@@ -12,7 +12,7 @@
 #   make test-real  real Debian programs natively and under goshim (installs them), at the
 #                   default P, then at GOSHIM_PROCS=1 against native pinned to one CPU
 #   make soak SEEDS=N  the real programs under goshim stress, N chaos seeds in all (default
-#                   1000, about half an hour on 2 CPUs) at P=1 and P=2; make test runs 2 each
+#                   1000, about a quarter of an hour on 2 idle CPUs) at P=1 and P=2; make test runs 2 each
 #   make test-peer  GLib's installed tests and CPython's regression tests about threads,
 #                   signals, spawning and I/O, natively and under goshim (default P and
 #                   GOSHIM_PROCS=1), about an hour; make test runs a quick subset of it

@@ -55,10 +55,10 @@
 # commands straight under stress with --check (a server needs its client
 # beside it; the checks would be written twice), and a wrapper per server.
 #
-# Time: under chaos a run takes 1.3 to 20 times the native one (the
-# programs that take a contended lock in a loop, more), about 2 s of CPU on
-# average at the default scale with the wrapper: a thousand runs, about half
-# an hour on 2 idle CPUs. Exit status: 0 when every run passed, 1 when one
+# Time: under chaos a run takes a few times its native time (the programs
+# that take a contended lock in a loop, the most), plus the wrapper's
+# fraction of a second; docs/usage.md gives measured figures. Exit status:
+# 0 when every run passed, 1 when one
 # failed, 2 for bad usage or a case failing natively.
 set -euo pipefail
 
@@ -68,7 +68,8 @@ lib=$root/build/libgoshim.so
 goshim=$root/build/goshim
 wrapper=$root/tests/real/soak_case.sh
 me=soak
-# A quarter of the suite's sizes by default: a thousand runs in about half an hour.
+# A quarter of the suite's sizes by default, so that a thousand runs take well under an
+# hour on 2 CPUs.
 export GOSHIM_TEST_SCALE=${GOSHIM_TEST_SCALE:-0.25}
 
 . "$root/scripts/bench_lib.sh"
