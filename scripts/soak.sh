@@ -58,8 +58,8 @@
 # Time: under chaos a run takes a few times its native time (the programs
 # that take a contended lock in a loop, the most), plus the wrapper's
 # fraction of a second; docs/usage.md gives measured figures. Exit status:
-# 0 when every run passed, 1 when one
-# failed, 2 for bad usage or a case failing natively.
+# 0 when every run passed, 1 when one failed, 2 for bad usage or a case
+# failing natively.
 set -euo pipefail
 
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
