@@ -11,6 +11,8 @@
 #   make test-tsan  the same tests built with TSan, without the preload suites
 #   make test-real  real Debian programs natively and under goshim (installs them), at the
 #                   default P, then at GOSHIM_PROCS=1 against native pinned to one CPU
+#   make soak SEEDS=N  the real programs under goshim stress, N chaos seeds in all (default
+#                   1000, about a quarter of an hour on 2 idle CPUs) at P=1 and P=2; make test runs 2 each
 #   make test-peer  GLib's installed tests and CPython's regression tests about threads,
 #                   signals, spawning and I/O, natively and under goshim (default P and
 #                   GOSHIM_PROCS=1), about an hour; make test runs a quick subset of it
@@ -19,7 +21,7 @@
 #
 # Knobs: V=1 (show commands), SAN=address|undefined|thread, DEBUG=1 (-DGOSHIM_DEBUG=1),
 # WERROR=0 (warnings stay warnings), LTO=0 (no link-time optimisation), CFLAGS, LDFLAGS,
-# PREFIX, DESTDIR, TRACE, TEST_TIMEOUT.
+# PREFIX, DESTDIR, TRACE, TEST_TIMEOUT, SEEDS (make soak).
 # Sources are found by wildcard: a new sched/*.c, sched/*.S, shim/*.c, preload/*.c,
 # tests/test_*.c, tests/progs/*.c or tests/bench/*.c needs no Makefile change.
 
@@ -140,7 +142,7 @@ endif
 endif
 
 # ---- build ---------------------------------------------------------------------------------
-.PHONY: all test test-unit test-real test-limits test-peer test-peer-quick test-posix check test-asan test-tsan bench demo install uninstall clean format \
+.PHONY: all test test-unit test-real test-limits test-soak soak test-peer test-peer-quick test-posix check test-asan test-tsan bench demo install uninstall clean format \
         format-check deps
 .DEFAULT_GOAL := all
 
@@ -270,9 +272,9 @@ deps:
 	$(Q)scripts/setup.sh
 
 # make test: the suite under ASan+UBSan and TSan, then as built normally, then the
-# real-program suite (about a minute), the limits (test-limits, a minute and a half), then the
-# quick subset of the peer suites (about three minutes). The last line is the peer suites'
-# summary.
+# real-program suite (about a minute), the limits (test-limits, a minute and a half), two
+# chaos seeds of each real program (test-soak, about a minute), then the quick subset of
+# the peer suites (about three minutes). The last line is the peer suites' summary.
 test:
 	$(Q)scripts/setup.sh
 	$(Q)$(MAKE) --no-print-directory test-asan
@@ -280,6 +282,7 @@ test:
 	$(Q)$(MAKE) --no-print-directory test-unit
 	$(Q)$(MAKE) --no-print-directory test-real
 	$(Q)$(MAKE) --no-print-directory test-limits
+	$(Q)$(MAKE) --no-print-directory test-soak
 	$(Q)$(MAKE) --no-print-directory test-peer-quick
 
 # GLib's and CPython's own tests natively and under goshim (scripts/test_peer.sh).
@@ -302,6 +305,20 @@ test-real:
 test-limits:
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)timeout -k 10 $(TEST_TIMEOUT) scripts/test_limits.sh
+
+# The soak (scripts/soak.sh): every real program under goshim stress, one chaos seed a run,
+# at P=1 and P=2. test-soak is make test's share (about a minute): two seeds of each at P=1,
+# a tenth of the suite's sizes, and a program that fails on some seeds must be reported with
+# replay lines that fail again.
+SEEDS ?= 1000
+soak:
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/soak.sh --seeds $(SEEDS)
+
+test-soak:
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)timeout -k 10 $(TEST_TIMEOUT) scripts/soak.sh --self-test
+	$(Q)GOSHIM_TEST_SCALE=0.1 timeout -k 10 $(TEST_TIMEOUT) scripts/soak.sh --per-case 2 --procs 1
 
 check: test
 

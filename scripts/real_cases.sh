@@ -77,12 +77,19 @@ real_workdir() {
     [ "$tmo" -lt 120 ] && tmo=120
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/$me.XXXXXX")
     srv_pid=
-    data=$tmp/data.txt
-    bz_data=$tmp/bz_data.txt
-    sort_in=$tmp/sort_in.txt
-    tree=$tmp/tree
+    real_inputs "$tmp"
     trap real_cleanup EXIT
     trap 'exit 130' INT TERM
+}
+
+# real_inputs DIR: the cases' inputs are (or will be made) in DIR. tests/real/soak_case.sh
+# points every run of a soak at the same ones: rg prints their paths.
+real_inputs() {
+    inputs=$1
+    data=$inputs/data.txt
+    bz_data=$inputs/bz_data.txt
+    sort_in=$inputs/sort_in.txt
+    tree=$inputs/tree
 }
 
 real_cleanup() {
@@ -108,9 +115,10 @@ x() {
     timeout -k 5 "$tmo" "${pre[@]}" "$@"
 }
 
-# lastline FILE...: the last line of the files that is not a goshim stats or trace line.
+# lastline FILE...: the last line of the files that is not goshim's (stats, trace, chaos banner).
 lastline() {
-    cat "$@" 2>/dev/null | grep -v -e '^goshim stats:' -e '^SCHED [0-9]*ms:' | grep . | tail -1 || true
+    cat "$@" 2>/dev/null | grep -v -e '^goshim stats:' -e '^goshim: chaos mode, seed ' \
+        -e '^SCHED [0-9]*ms:' | grep . | tail -1 || true
 }
 
 # step WHAT OUT CMD...: x CMD with stdout to OUT and stderr appended to $err;
@@ -318,19 +326,25 @@ need_cxx() {
     fi
 }
 
-# mariadb's data directory: made once (natively), used by every run of the case; each run
-# drops and re-creates the database its workload uses.
+# mariadb's data directory: made once (natively) in $inputs, used by every run of the case
+# (in a soak, by every run of every process); each run drops and re-creates the database its
+# workload uses.
 mariadb_dir=
 need_mariadb() {
     [ -n "$mariadb_dir" ] && return
     local user=()
     [ "$(id -u)" -eq 0 ] && user=(--user=root)
-    if ! timeout -k 5 "$tmo" mariadb-install-db --no-defaults "${user[@]}" --datadir="$tmp/mariadb" \
-        --auth-root-authentication-method=normal --skip-test-db >"$tmp/mariadb-install.log" 2>&1; then
-        echo "$me: mariadb-install-db failed: $(tail -1 "$tmp/mariadb-install.log")" >&2
-        return 1
+    if [ ! -d "$inputs/mariadb-data" ]; then
+        rm -rf "$inputs/mariadb-data.new"
+        if ! timeout -k 5 "$tmo" mariadb-install-db --no-defaults "${user[@]}" \
+            --datadir="$inputs/mariadb-data.new" --auth-root-authentication-method=normal \
+            --skip-test-db >"$inputs/mariadb-install.log" 2>&1; then
+            echo "$me: mariadb-install-db failed: $(tail -1 "$inputs/mariadb-install.log")" >&2
+            return 1
+        fi
+        mv "$inputs/mariadb-data.new" "$inputs/mariadb-data"
     fi
-    mariadb_dir=$tmp/mariadb
+    mariadb_dir=$inputs/mariadb-data
 }
 
 # Tasks per run in a PID namespace (stress-ng): possible as root only.
