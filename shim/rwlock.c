@@ -37,9 +37,14 @@
  * reader count from bit 0 read as one reader for ever. So readers count
  * from bit 3 here as in glibc, and bits 0-2 are ignored: every idle glibc
  * state reads as free, with no test or extra step on any path, and a
- * writer's acquiring CAS clears them. __wrphase_futex and __writers_futex
- * are glibc's alone. A lock held or waited on through glibc at start-up
- * and released after it is not supported (undefined).
+ * writer's acquiring CAS clears them. But bit 1 set is a lock glibc's writer
+ * holds: the runtime starts at the first pthread_create (GOSHIM_START), and
+ * main may have write-locked it through glibc before (Open POSIX's
+ * rwlock_rdlock/4-1 and six others: a reader got in beside it). So bit 1
+ * counts as W (RW_HELD) and that writer's unlock, here, clears it; its
+ * __cur_writer is the tid main still has. A glibc reader counts from bit 3
+ * as ours. __wrphase_futex and __writers_futex are glibc's alone. A lock
+ * waited on through glibc at start-up cannot be: main is the only thread.
  * Error codes follow glibc: EINVAL (bad clock or tv_nsec, checked first),
  * EDEADLK (rdlock/wrlock by the writer), EBUSY, EAGAIN (reader overflow),
  * ETIMEDOUT.
@@ -53,12 +58,14 @@
 #include "shim/sync.h"
 
 enum {
-    RW_GLIBC = 0x7,  /* glibc's phase and flags: ignored */
+    RW_GLIBC = 0x7,  /* glibc's phase and flags: ignored but for RW_GW */
+    RW_GW = 0x2,     /* glibc's "a writer holds it": one did before start-up */
     RW_READER = 0x8, /* one reader */
     RW_RMASK = 0x1ffffff8,
     RW_W = 0x20000000,
     RW_WWAIT = 0x40000000,
     RW_WAIT = (int)0x80000000u,
+    RW_HELD = RW_W | RW_GW, /* a writer holds it, ours or glibc's */
 };
 
 static inline bool rw_ours(pthread_rwlock_t *rw)
@@ -104,7 +111,7 @@ static inline bool prefer_writer(pthread_rwlock_t *rw)
 
 static inline bool reader_may_enter(uint32_t l, bool pw)
 {
-    return !(l & RW_W) && !(pw && (l & RW_WWAIT));
+    return !(l & RW_HELD) && !(pw && (l & RW_WWAIT));
 }
 
 static inline bool valid_abstime(clockid_t clk, const struct timespec *abstime)
@@ -185,7 +192,7 @@ static int wrlock(pthread_rwlock_t *rw, bool timed, clockid_t clk, const struct 
         uint32_t l = lo(s), h = hi(s), nl, nh;
         int r;
 
-        if ((l & (RW_RMASK | RW_W)) == 0) {
+        if ((l & (RW_RMASK | RW_HELD)) == 0) {
             nh = counted ? h - 1 : h;
             nl = (l | RW_W) & ~(uint32_t)(RW_WWAIT | RW_GLIBC);
             if (nh != 0)
@@ -291,7 +298,7 @@ GOSHIM_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *rw)
     if (!rw_ours(rw))
         return REAL(pthread_rwlock_trywrlock)(rw);
     s = __atomic_load_n(rw_state(rw), __ATOMIC_RELAXED);
-    while ((lo(s) & (RW_RMASK | RW_W)) == 0) {
+    while ((lo(s) & (RW_RMASK | RW_HELD)) == 0) {
         if (cas(rw, &s, mk((lo(s) | RW_W) & ~(uint32_t)RW_GLIBC, hi(s)))) {
             __atomic_store_n(&rw->__data.__cur_writer, gsync_self(), __ATOMIC_RELAXED);
             return 0;
@@ -309,11 +316,11 @@ GOSHIM_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *rw)
         return REAL(pthread_rwlock_unlock)(rw);
     chaos_point();
     s = __atomic_load_n(rw_state(rw), __ATOMIC_RELAXED);
-    if (lo(s) & RW_W) {
+    if (lo(s) & RW_HELD) {
         __atomic_store_n(&rw->__data.__cur_writer, 0, __ATOMIC_RELAXED);
         do {
             l = lo(s);
-            nl = l & ~(uint32_t)(RW_W | RW_WAIT);
+            nl = l & ~(uint32_t)(RW_W | RW_WAIT | RW_GLIBC);
         } while (!cas(rw, &s, mk(nl, hi(s))));
     } else {
         do {

@@ -8,8 +8,9 @@
  *                            of goshim's), then takes a mutex, a recursive
  *                            mutex twice, an rwlock for writing and one for
  *                            reading, each through glibc; a thread then
- *                            waits for each in turn while main lets go of
- *                            it, and for a semaphore main posts
+ *                            finds each taken (trylock: EBUSY) and waits
+ *                            for it in turn, getting it only once main has
+ *                            let go of it; then a semaphore main posts
  *   prog_lazy_start atfork   fork handlers registered before any thread; a
  *                            thread with a thread-local value of its own
  *                            forks: the prepare handler sees that value (it
@@ -59,21 +60,29 @@ static pthread_rwlock_t rlocked = PTHREAD_RWLOCK_INITIALIZER;
 static sem_t posted;
 static sem_t step; /* the waiter says it is about to wait for the next object */
 
+static int let_go; /* atomic: objects main has let go of, counted just before each */
+
+/* The waiter cannot have obj yet (try: EBUSY), and gets it only once main let go of it. */
+#define TRY_THEN_WAIT(try, take, release, nth)                                                     \
+    do {                                                                                           \
+        EXPECT(try, EBUSY);                                                                        \
+        EXPECT(sem_post(&step), 0);                                                                \
+        EXPECT(take, 0);                                                                           \
+        EXPECT(__atomic_load_n(&let_go, __ATOMIC_SEQ_CST) >= (nth), 1);                            \
+        EXPECT(release, 0);                                                                        \
+    } while (0)
+
 static void *waiter(void *arg)
 {
     (void)arg;
-    EXPECT(sem_post(&step), 0);
-    EXPECT(pthread_mutex_lock(&plain), 0);
-    EXPECT(pthread_mutex_unlock(&plain), 0);
-    EXPECT(sem_post(&step), 0);
-    EXPECT(pthread_mutex_lock(&rec), 0);
-    EXPECT(pthread_mutex_unlock(&rec), 0);
-    EXPECT(sem_post(&step), 0);
-    EXPECT(pthread_rwlock_rdlock(&wlocked), 0);
-    EXPECT(pthread_rwlock_unlock(&wlocked), 0);
-    EXPECT(sem_post(&step), 0);
-    EXPECT(pthread_rwlock_wrlock(&rlocked), 0);
-    EXPECT(pthread_rwlock_unlock(&rlocked), 0);
+    TRY_THEN_WAIT(pthread_mutex_trylock(&plain), pthread_mutex_lock(&plain),
+                  pthread_mutex_unlock(&plain), 1);
+    TRY_THEN_WAIT(pthread_mutex_trylock(&rec), pthread_mutex_lock(&rec),
+                  pthread_mutex_unlock(&rec), 2);
+    TRY_THEN_WAIT(pthread_rwlock_tryrdlock(&wlocked), pthread_rwlock_rdlock(&wlocked),
+                  pthread_rwlock_unlock(&wlocked), 3);
+    TRY_THEN_WAIT(pthread_rwlock_trywrlock(&rlocked), pthread_rwlock_wrlock(&rlocked),
+                  pthread_rwlock_unlock(&rlocked), 4);
     while (sem_wait(&posted) != 0)
         ;
     return NULL;
@@ -105,13 +114,17 @@ static int held(void)
     pthread_t t;
     EXPECT(pthread_create(&t, NULL, waiter, NULL), 0);
     wait_step();
+    __atomic_add_fetch(&let_go, 1, __ATOMIC_SEQ_CST);
     EXPECT(pthread_mutex_unlock(&plain), 0);
     wait_step();
     EXPECT(pthread_mutex_unlock(&rec), 0);
+    __atomic_add_fetch(&let_go, 1, __ATOMIC_SEQ_CST);
     EXPECT(pthread_mutex_unlock(&rec), 0);
     wait_step();
+    __atomic_add_fetch(&let_go, 1, __ATOMIC_SEQ_CST);
     EXPECT(pthread_rwlock_unlock(&wlocked), 0);
     wait_step();
+    __atomic_add_fetch(&let_go, 1, __ATOMIC_SEQ_CST);
     EXPECT(pthread_rwlock_unlock(&rlocked), 0);
     EXPECT(sem_post(&posted), 0);
     EXPECT(pthread_join(t, NULL), 0);
