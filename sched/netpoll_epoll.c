@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -63,6 +64,34 @@ static long wake_register(int epfd, int wk)
 }
 
 /*
+ * Under a small RLIMIT_NOFILE the netpoller takes no descriptor: its two would be two of the
+ * program's few, high as they are placed (a table of 16 filled two files sooner than
+ * natively). A call that must wait then blocks in the kernel, its P handed off, as when the
+ * poller cannot be made. Decided at the first need, from the soft limit then.
+ */
+enum { NP_MIN_NOFILE = 64 };
+
+static bool fd_table_small(void)
+{
+    static int small = -1; /* atomic: -1 undecided, else 0 or 1 */
+    int v = __atomic_load_n(&small, __ATOMIC_ACQUIRE);
+    if (v >= 0)
+        return v;
+    struct rlimit rl;
+    v = rt_syscall(SYS_getrlimit, RLIMIT_NOFILE, (long)&rl, 0) == 0 && rl.rlim_cur < NP_MIN_NOFILE;
+    int undecided = -1;
+    if (__atomic_compare_exchange_n(&small, &undecided, v, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE) &&
+        v)
+        rt_print(2,
+                 "goshim: RLIMIT_NOFILE is %lu: the netpoller leaves its two descriptors to the "
+                 "program; a read, write, accept or poll that must wait blocks in the kernel, its "
+                 "processor handed to another thread\n",
+                 (unsigned long)rl.rlim_cur);
+    return v;
+}
+
+/*
  * Make what is missing of the epoll instance and the wake-up eventfd, at
  * goshim's high numbers: at the first registration, and after one was
  * lost. A new instance replacing a lost one gets every registered fd again
@@ -70,6 +99,8 @@ static long wake_register(int epfd, int wk)
  */
 static bool np_open(void)
 {
+    if (fd_table_small())
+        return false;
     struct m *mp = ownfd_lock();
     int epfd = ownfd_get(OWNFD_EPOLL), wk = ownfd_get(OWNFD_WAKE);
     bool fresh = false, again = false, injected = false;
