@@ -124,9 +124,13 @@ chmod 644 "$tmp"/*
 
 pigz_cmd=(/usr/bin/pigz -p 4 -c "$tmp/in.txt")
 py_cmd=(/usr/bin/python3 "$tmp/py_threads.py")
-# Mid-run actions need runs that outlast a debugger's start: twice the work.
-pigz_long=(/usr/bin/pigz -p 4 -c "$tmp/in.txt" "$tmp/in.txt")
-py_long=(/usr/bin/python3 "$tmp/py_threads.py" 2)
+# Mid-run actions need runs that outlast the action: each reads its standard input to the
+# end, which midrun holds open until the action is over (a debugger's start took longer
+# than a whole pigz run on an idle host: gdb found a zombie). pigz compresses what it is
+# fed, in.txt twice; python3 runs the threads script at twice the work, then reads.
+pigz_long=(/usr/bin/pigz -p 4 -n -c) # -n: no name or time in the header (stdin: now)
+py_long=(/usr/bin/python3 -c "import runpy, sys; sys.argv = ['py_threads.py', '2']
+runpy.run_path('$tmp/py_threads.py', run_name='__main__'); sys.stdin.read()")
 pysig_cmd=(/usr/bin/python3 "$tmp/py_signals.py")
 
 # run MODE TAG SETTINGS CMD...: CMD under prog_limits_exec SETTINGS (a string, may be
@@ -181,21 +185,28 @@ both() {
     compare "$tag"
 }
 
-# midrun MODE TAG ACTION CMD...: CMD in the background; ACTION (a function) gets its
-# pid once it has run 0.3 s; CMD must still be running then.
+# midrun MODE TAG ACTION CMD...: CMD in the background, its standard input a FIFO fed
+# in.txt before and after ACTION (a function), which gets its pid once it has run 0.3 s;
+# CMD is still running then: it waits for the rest of its input.
 midrun() {
-    local mode=$1 tag=$2 action=$3
+    local mode=$1 tag=$2 action=$3 feed
     shift 3
     local pre=(env -u LD_PRELOAD)
     [ "$mode" = goshim ] && pre=(env LD_PRELOAD="$lib")
-    "${pre[@]}" "$@" >"$tmp/$tag.$mode.out" 2>"$tmp/$tag.$mode.err" &
+    local fifo=$tmp/$tag.$mode.fifo
+    mkfifo "$fifo"
+    "${pre[@]}" "$@" <"$fifo" >"$tmp/$tag.$mode.out" 2>"$tmp/$tag.$mode.err" &
     local pid=$! rc=0
+    exec {feed}>"$fifo"
+    cat "$tmp/in.txt" >&$feed
     sleep 0.3
     if ! kill -0 $pid 2>/dev/null; then
-        echo "$tag: ended before the action (a bigger input is needed)" >"$tmp/$tag.$mode.note"
+        echo "$tag: ended before the action" >"$tmp/$tag.$mode.note"
     else
         "$action" $pid >"$tmp/$tag.$mode.action" 2>&1 || echo "$tag: $action failed" >"$tmp/$tag.$mode.note"
     fi
+    cat "$tmp/in.txt" >&$feed 2>/dev/null
+    exec {feed}>&-
     wait $pid || rc=$?
     echo $rc >"$tmp/$tag.$mode.rc"
 }
