@@ -55,12 +55,7 @@ if [ ${#cases[@]} -eq 0 ]; then
     exit 2
 fi
 
-real_packages
-if [ ! -e "$lib" ]; then
-    echo "$me: $lib is missing (run make)" >&2
-    exit 1
-fi
-real_workdir
+real_setup
 
 # ---- running -----------------------------------------------------------------------
 # One pass per P: pass "" (the default P, native unpinned) and pass 1.

@@ -11,6 +11,7 @@
 #   real_workdir           the work directory $tmp (removed at exit, with a
 #                          server left running, unless GOSHIM_REAL_KEEP=1),
 #                          the per-command timeout $tmo, the input paths
+#   real_setup             real_packages, the library's presence, real_workdir
 #   real_prepare NAME      makes NAME's inputs (outside any timing)
 #   real_run NAME MODE [PROCS]
 #                          one run of case NAME (its base name: no _p1) in
@@ -80,6 +81,15 @@ real_workdir() {
     real_inputs "$tmp"
     trap real_cleanup EXIT
     trap 'exit 130' INT TERM
+}
+
+real_setup() {
+    real_packages
+    if [ ! -e "$lib" ]; then
+        echo "$me: $lib is missing (run make)" >&2
+        exit 1
+    fi
+    real_workdir
 }
 
 # real_inputs DIR: the cases' inputs are (or will be made) in DIR. tests/real/soak_case.sh
@@ -379,40 +389,21 @@ declare -A note
 # line with more than one thread shows the runtime ran them.
 declare -A trace_proof=([lbzip2]=1)
 
-c_pigz() {
-    need_data
-    step compress "$w/z.gz.$mode" pigz -p 4 -c "$data" || return 1
-    step decompress "$w/out.$mode" pigz -p 4 -dc "$w/z.gz.$mode" || return 1
-    same "round trip" "$data" "$w/out.$mode"
+# round_trip INPUT EXT TOOL ARGS...: TOOL ARGS -c compresses INPUT into z.EXT, TOOL ARGS -dc
+# gives it back, byte-identical.
+round_trip() {
+    local in=$1 ext=$2
+    shift 2
+    step compress "$w/z.$ext.$mode" "$@" -c "$in" || return 1
+    step decompress "$w/out.$mode" "$@" -dc "$w/z.$ext.$mode" || return 1
+    same "round trip" "$in" "$w/out.$mode"
 }
 
-c_xz() {
-    need_data
-    step compress "$w/z.xz.$mode" xz -T0 -1 --block-size=1MiB -c "$data" || return 1
-    step decompress "$w/out.$mode" xz -T0 -dc "$w/z.xz.$mode" || return 1
-    same "round trip" "$data" "$w/out.$mode"
-}
-
-c_zstd() {
-    need_data
-    step compress "$w/z.zst.$mode" zstd -q -T0 -3 -c "$data" || return 1
-    step decompress "$w/out.$mode" zstd -q -T0 -dc "$w/z.zst.$mode" || return 1
-    same "round trip" "$data" "$w/out.$mode"
-}
-
-c_pbzip2() {
-    need_bz_data
-    step compress "$w/z.bz2.$mode" pbzip2 -p4 -c "$bz_data" || return 1
-    step decompress "$w/out.$mode" pbzip2 -p4 -dc "$w/z.bz2.$mode" || return 1
-    same "round trip" "$bz_data" "$w/out.$mode"
-}
-
-c_lbzip2() {
-    need_bz_data
-    step compress "$w/z.bz2.$mode" lbzip2 -n 4 -c "$bz_data" || return 1
-    step decompress "$w/out.$mode" lbzip2 -n 4 -dc "$w/z.bz2.$mode" || return 1
-    same "round trip" "$bz_data" "$w/out.$mode"
-}
+c_pigz() { need_data && round_trip "$data" gz pigz -p 4; }
+c_xz() { need_data && round_trip "$data" xz xz -T0 -1 --block-size=1MiB; }
+c_zstd() { need_data && round_trip "$data" zst zstd -q -T0 -3; }
+c_pbzip2() { need_bz_data && round_trip "$bz_data" bz2 pbzip2 -p4; }
+c_lbzip2() { need_bz_data && round_trip "$bz_data" bz2 lbzip2 -n 4; }
 
 c_sort() {
     need_sort_in

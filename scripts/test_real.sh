@@ -97,12 +97,7 @@ if [ -n "${GOSHIM_REAL_PROCS:-}" ] && ! [[ $GOSHIM_REAL_PROCS =~ ^[1-9][0-9]*$ &
     exit 2
 fi
 
-real_packages
-if [ ! -e "$lib" ]; then
-    echo "$me: $lib is missing (run make)" >&2
-    exit 1
-fi
-real_workdir
+real_setup
 
 # ---- driver ------------------------------------------------------------------------
 passed=0
