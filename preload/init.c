@@ -73,6 +73,7 @@ static void start_runtime(void)
      * block it (a child that blocks SIGTERM across its exec to ignore it first, as CPython's
      * resource tracker does, died). */
     goshim_started = true;
+    sched_chaos_arm();
     shim_signal_adopt_handlers();         /* those the program (or a library's constructor) set */
     shim_route_defaults(sched_sigmask()); /* what main blocks now (exec keeps it) */
     shim_adopt_mask();

@@ -293,7 +293,8 @@ bool sched_quit_handler_is(void (*h)(int));
 
 /* Chaos mode (chaos.c). */
 extern bool sched_chaos;
-void chaos_yield(void); /* a wrapper boundary: maybe yield the P */
+void chaos_yield(void);     /* a wrapper boundary: maybe yield the P */
+void sched_chaos_arm(void); /* the shim is on: chaos_yield may yield from now */
 /* Calls into goshim's wrappers by the running thread: per G with per-G
  * TLS, per OS thread in errno mode. preempt.c tells a spinner by it (no
  * call between two preemptions). One TLS increment, safe on any thread. */

@@ -48,10 +48,21 @@ uint64_t chaos_seed_for(int64_t id)
     return mix(chaos_counter ^ ((uint64_t)id * 0xD6E8FEB86659FD93ULL)) | 1;
 }
 
+/* Set once the shim runs every wrapper through goshim (sched_chaos_arm). */
+static bool chaos_armed;
+
+void sched_chaos_arm(void)
+{
+    __atomic_store_n(&chaos_armed, true, __ATOMIC_RELEASE);
+}
+
 void chaos_yield(void)
 {
-    if (!sched_self() || m_in_runtime() || getm()->p == NULL ||
-        __atomic_load_n(&getm()->pless, __ATOMIC_RELAXED))
+    /* Not while the runtime starts: the shim's wrappers still pass to glibc then, and a
+     * G switched out inside one (holding a program's mutex, in glibc's pthread_create)
+     * would leave glibc's waiters for a lock that goshim's unlock never wakes. */
+    if (!__atomic_load_n(&chaos_armed, __ATOMIC_ACQUIRE) || !sched_self() || m_in_runtime() ||
+        getm()->p == NULL || __atomic_load_n(&getm()->pless, __ATOMIC_RELAXED))
         return;
     if (chaos_rand() % 3 == 0)
         sched_goyield();

@@ -173,6 +173,7 @@ void sched_fork_child(void)
     stack_fork_child();
     timers_fork_child();
     gfutex_fork_child();
+    mmaker_fork_child();
     ownfd_fork_child();
     netpoll_fork_child();
     preempt_after_fork();

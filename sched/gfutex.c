@@ -471,10 +471,13 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
     if (deadline_ns == INT64_MAX)
         deadline_ns = -1;
     struct g *gp = sched_self();
+    /* Runtime code on a G (locks held: spawning, glibc's DTV in the program's calloc)
+     * waiting for a program's lock parks as any G (blocking the thread would keep the P
+     * the holder may need) and gets its count back where it resumes (docs/design.md). */
+    int32_t held = gp != NULL ? __atomic_load_n(&getm()->locks, __ATOMIC_RELAXED) : 0;
     if (gp != NULL && __atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST))
         exitsyscall(); /* its P was handed off while it stayed away: get one */
-    /* Not a G, or a G without a P: a signal handler that runs while its G
-     * is in a system call (entersyscall let go of the P). Block the thread. */
+    /* Not a G (g0 among them), or a G without a P (a handler in a system call). */
     if (gp == NULL || getm()->p == NULL)
         return thread_wait(addr, val, deadline_ns);
 
@@ -511,6 +514,8 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
     gp->gfwaiter = &w;
     enqueue(b, &w, NULL);
     gopark(park_unlock, &b->lock, waitReasonFutex);
+    if (held > 0)
+        __atomic_store_n(&getm()->locks, held, __ATOMIC_RELEASE);
     /*
      * Readied by exactly one of wake, requeue, the timer or an interrupt,
      * which took w off its queue and cleared gp->gfbucket under the bucket's

@@ -35,6 +35,22 @@ int libc_pthread_join(pthread_t th, void **ret);
 int libc_clock_gettime(clockid_t clk, struct timespec *ts);
 int libc_fclose(FILE *f);
 
+/*
+ * The runtime's own memory (struct g, m, p, the timer heaps, the netpoller's
+ * descriptors): glibc's allocator, not the program's malloc. A program's malloc
+ * may take a pthread mutex (jemalloc's do), which goshim interposes: called from the
+ * scheduler, or from runtime code on a G's stack, it would meet that lock held by a G
+ * that cannot run meanwhile (sched/mmaker.c). glibc's allocator takes only its own
+ * locks, which no G holds while switched out (a G is never preempted in libc).
+ * Memory from these goes back with rt_free, never with free.
+ */
+void *__libc_malloc(size_t n);
+void *__libc_calloc(size_t k, size_t n);
+void __libc_free(void *p);
+#define rt_malloc(n)    __libc_malloc(n)
+#define rt_calloc(k, n) __libc_calloc((k), (n))
+#define rt_free(p)      __libc_free(p)
+
 /* The CPU-time clock of the kernel thread tid, as glibc's
  * pthread_getcpuclockid computes it (Linux's MAKE_THREAD_CPUCLOCK). */
 static inline clockid_t libc_thread_cpuclock(int tid)

@@ -51,7 +51,7 @@ enum { M_STACK_SIZE = 1 << 20 };
 
 struct m *allocm(void)
 {
-    struct m *mp = calloc(1, sizeof *mp);
+    struct m *mp = rt_calloc(1, sizeof *mp);
     if (!mp)
         return NULL;
     mp->self = mp;
@@ -118,7 +118,10 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     m_low_g0tcb(mp);
     struct p *pp = mp->nextp;
     mp->nextp = NULL;
-    acquirep(pp);
+    if (pp)
+        acquirep(pp);
+    else
+        stopm(); /* made by the maker: idle until startm needs it, unless work waits */
     cputime_m_ready(mp);
     schedule();
 }
@@ -144,7 +147,7 @@ static bool any_runnable(void)
  * about to run, as in every subshell of a shell script), that M runs the
  * work and nothing waits: no line then.
  */
-static void warn_no_m(int err, bool injected)
+static void warn_no_m(int err, bool injected, bool for_g)
 {
     static int warned;
     if (err != 0) { /* the kernel's refusal: said once, whoever asked */
@@ -156,8 +159,7 @@ static void warn_no_m(int err, bool injected)
                      err, fault_note(injected));
         return;
     }
-    if (sched_self() == NULL || !any_runnable() ||
-        __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+    if (!for_g || !any_runnable() || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
         return;
     rt_print(2,
              "goshim: thread limit reached (%d OS threads, GOSHIM_MAXTHREADS): "
@@ -165,8 +167,34 @@ static void warn_no_m(int err, bool injected)
              sched.maxmcount);
 }
 
-/* Create an M that starts by running pp. */
-static void newm(struct p *pp, bool spinning)
+/* Move pp's runnable Gs to the global queue: pp has no M now, and no other M steals
+ * from it (it is in hand-off, or idle). */
+void runq_to_global(struct p *pp)
+{
+    struct gqueue q = {NULL, NULL};
+    int32_t nq = 0;
+    bool inherit;
+    for (struct g *gp; (gp = runqget(pp, &inherit)) != NULL; nq++) {
+        gp->schedlink = NULL;
+        if (q.tail)
+            q.tail->schedlink = gp;
+        else
+            q.head = gp;
+        q.tail = gp;
+    }
+    if (nq)
+        globrunqputbatch(&q, nq);
+}
+
+/*
+ * Create an M that starts by running pp, or (pp NULL: the maker's) idle; why: who
+ * wanted it (warn_no_m), a reserve's failure is not said.
+ * glibc's pthread_create calls the program's calloc (the new thread's DTV), and a
+ * program's malloc may take a pthread mutex (jemalloc's do): if a G in pp's queue holds
+ * it, only another M can let it go, and none steals from pp meanwhile. So pp's Gs go to
+ * the global queue first (mmaker.c says more).
+ */
+void newm(struct p *pp, bool spinning, enum newm_for why)
 {
     int err = 0;
     bool injected = false;
@@ -178,6 +206,8 @@ static void newm(struct p *pp, bool spinning)
     sched.mcount++;
     runtime_unlock(&sched.lock);
 
+    if (pp)
+        runq_to_global(pp);
     struct m *mp = allocm();
     err = ENOMEM;
     if (!mp)
@@ -215,23 +245,15 @@ undo:
     sched.mcount--;
     runtime_unlock(&sched.lock);
 fail:
+    if (why == NEWM_RESERVE)
+        return; /* a reserve, not needed yet: said when one is */
     __atomic_fetch_add(&sched.nmthreadfail, 1, __ATOMIC_RELAXED);
+    warn_no_m(err, injected, why == NEWM_G);
+    if (!pp)
+        return; /* the maker's: the P it was for stays idle, its Gs queued (m_retry) */
     /* No M for pp: its Gs go to the global queue, where the next M that
      * comes back (from a system call, say) finds them; pp goes idle. */
-    struct gqueue q = {NULL, NULL};
-    int32_t nq = 0;
-    bool inherit;
-    for (struct g *gp; (gp = runqget(pp, &inherit)) != NULL; nq++) {
-        gp->schedlink = NULL;
-        if (q.tail)
-            q.tail->schedlink = gp;
-        else
-            q.head = gp;
-        q.tail = gp;
-    }
-    if (nq)
-        globrunqputbatch(&q, nq);
-    warn_no_m(err, injected);
+    runq_to_global(pp);
     runtime_lock(&sched.lock);
     pidleput(pp);
     runtime_unlock(&sched.lock);
@@ -274,11 +296,21 @@ void startm(struct p *pp, bool spinning)
         }
     }
     struct m *nmp = mget();
+    bool last = sched.nmidle == 0;
     runtime_unlock(&sched.lock);
     if (nmp == NULL) {
-        newm(pp, spinning);
+        if (!mmaker_ask(pp, spinning))
+            newm(pp, spinning, sched_self() ? NEWM_G : NEWM_SCHED);
         return;
     }
+    if (last)
+        mmaker_poke();
+    mwake(nmp, pp, spinning);
+}
+
+/* Hand pp to the idle M nmp (taken off sched.midle) and wake it. */
+void mwake(struct m *nmp, struct p *pp, bool spinning)
+{
     if (nmp->spinning)
         goshim_throw("startm: m is spinning");
     if (nmp->nextp)
@@ -448,6 +480,13 @@ static bool stays_idle(struct m *mp, int64_t until)
     return notetsleep(&mp->park, ns) == 0;
 }
 
+/* Work queued with a P idle and no M for it (sched.lock held): what mmaker_ask leaves
+ * while the maker makes an M; this may be the one it made, or one back early. */
+static struct p *p_for_queued_work(void)
+{
+    return sched.runqsize > 0 && sched.pidle ? pidleget() : NULL;
+}
+
 void stopm(void)
 {
     struct m *mp = getm();
@@ -478,6 +517,12 @@ void stopm(void)
             if (poll_blocking(mp, next))
                 return;
             continue;
+        }
+        struct p *waiting = p_for_queued_work();
+        if (waiting) {
+            runtime_unlock(&sched.lock);
+            acquirep(waiting);
+            return;
         }
         mput(mp);
         if (watch) {

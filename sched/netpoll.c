@@ -44,6 +44,7 @@
 #include <time.h>
 
 #include "gfutex.h"
+#include "libc.h"
 #include "netpoll.h"
 #include "sched.h"
 #include "throw.h"
@@ -93,7 +94,7 @@ static struct pdesc *pd_slot(int fd, bool create)
     if (!chunk) {
         if (!create)
             return NULL;
-        struct pdesc *fresh = calloc(PD_CHUNK, sizeof *fresh);
+        struct pdesc *fresh = rt_calloc(PD_CHUNK, sizeof *fresh);
         if (!fresh)
             return NULL;
         for (int i = 0; i < PD_CHUNK; i++) {
@@ -104,7 +105,7 @@ static struct pdesc *pd_slot(int fd, bool create)
                                         __ATOMIC_ACQUIRE))
             chunk = fresh;
         else
-            free(fresh); /* someone else published one */
+            rt_free(fresh); /* someone else published one */
     }
     return &chunk[fd % PD_CHUNK];
 }

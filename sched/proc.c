@@ -66,7 +66,16 @@ __attribute__((noinline)) static struct g *getg(void)
 
 struct g *sched_self(void)
 {
-    return sched.started ? getg() : NULL;
+    if (!sched.started)
+        return NULL;
+    struct g *gp = getg();
+    /* On g0 tls_g still names the G the M left (getg): the scheduler's own calls into
+     * libc (glibc's pthread_create in newm calls the program's calloc) come back to the
+     * shim, which must not take g0 for that G (it would park it). Only Ms have a
+     * non-NULL tls_g, so the GS read is safe. */
+    if (gp && __atomic_load_n(&getm()->ong0, __ATOMIC_RELAXED))
+        return NULL;
+    return gp;
 }
 
 uint32_t sched_gstatus(struct g *gp)
@@ -137,10 +146,14 @@ struct m *acquirem(void)
 void releasem(struct m *mp)
 {
     /* Not a locked instruction: only this thread writes locks, and a signal
-     * handler that runs between the load and the store gives back what it took. */
-    if (mp)
+     * handler that runs between the load and the store gives back what it took.
+     * The current M's, not mp's: runtime code that waited for a program's lock
+     * (gfutex_wait) may have moved to another M, its count with it. */
+    if (mp) {
+        mp = getm();
         __atomic_store_n(&mp->locks, __atomic_load_n(&mp->locks, __ATOMIC_RELAXED) - 1,
                          __ATOMIC_RELEASE);
+    }
 }
 
 bool m_in_runtime(void)
@@ -274,7 +287,7 @@ struct g *gfget(struct p *pp)
 
 struct g *malg(void)
 {
-    struct g *gp = calloc(1, sizeof *gp);
+    struct g *gp = rt_calloc(1, sizeof *gp);
     if (!gp)
         return NULL;
     gp->atomicstatus = Gdead;
@@ -409,10 +422,13 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
     gp->want_guard = guard;
     gp->want_stackaddr = a ? a->stackaddr : NULL;
     if (a && a->eager_tls && tls_full() && tls_bind_eager(pp, gp) != 0) {
-        gfput(pp, gp);
+        gfput(self ? getm()->p : NULL, gp);
         *err = EAGAIN;
         return NULL;
     }
+    /* The TCB's DTV is the program's calloc: a G that waited there for a program's lock
+     * may be on another M and P now (gfutex_wait). */
+    pp = self ? getm()->p : NULL;
     /* A pthread's stack, if its TCB did not bring one: mapped now, so that a failure is
      * pthread_create's EAGAIN, as glibc's, not a thread that cannot start (bind_stack). */
     if (a && a->eager_tls && !a->stackaddr && !stack_fits(gp) && g_stack_alloc(pp, gp) != 0) {
@@ -594,7 +610,7 @@ void goready(struct g *gp)
     setgstatus_owned(gp, Gwaiting, Grunnable, "goready");
     /* From a G or from an M's scheduler context (timers, netpoll in
      * findrunnable): to this P. From any other thread: the global queue. */
-    struct p *pp = sched_self() ? getm()->p : tls_own_m ? tls_own_m->p : NULL;
+    struct p *pp = sched.started && getg() ? getm()->p : tls_own_m ? tls_own_m->p : NULL;
     if (pp)
         pp->nready++;
     runnable_to(pp, gp);

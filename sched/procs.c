@@ -9,6 +9,7 @@
  */
 #include <stdlib.h>
 
+#include "libc.h"
 #include "sched.h"
 #include "throw.h"
 
@@ -18,7 +19,7 @@ int procresize(int32_t nprocs)
     if (nprocs < 1 || nprocs > MAX_PROCS)
         return -1;
     for (int32_t i = 0; i < nprocs; i++) {
-        struct p *pp = calloc(1, sizeof *pp);
+        struct p *pp = rt_calloc(1, sizeof *pp);
         if (!pp)
             return -1;
         pp->id = i;

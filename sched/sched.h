@@ -209,6 +209,20 @@ struct p *pidleget(void);
 
 /* machines.c */
 void startm(struct p *pp, bool spinning);
+/* Create an M for pp (NULL: one that starts idle), for a G's work, the scheduler's,
+ * or as a reserve (no message if it cannot be made); machines.c. */
+enum newm_for { NEWM_G, NEWM_SCHED, NEWM_RESERVE };
+void newm(struct p *pp, bool spinning, enum newm_for why);
+/* Hand pp to nmp, just taken off sched.midle, and wake it. */
+void mwake(struct m *nmp, struct p *pp, bool spinning);
+/* Move pp's runnable Gs to the global queue (pp has no M). */
+void runq_to_global(struct p *pp);
+/* mmaker.c: the thread that makes Ms. ask: pp goes idle and an M is made for an idle P
+ * (false: no maker, the caller makes it); poke: the last idle M was taken. */
+bool mmaker_ask(struct p *pp, bool spinning);
+void mmaker_poke(void);
+int mmaker_init(void);
+void mmaker_fork_child(void);
 /* sysmon: start an M for an idle P that work waits for, after a failed newm. */
 void m_retry(int64_t now);
 void stopm(void);

@@ -234,5 +234,6 @@ int sched_adopt_main(void)
     if (!pp)
         goshim_throw("sched_adopt_main: no idle P");
     acquirep(pp);
+    mmaker_init(); /* after M0 took its id and P: the maker's first act is a reserve M */
     return 0;
 }

@@ -187,6 +187,14 @@ void g_drop_stack(struct p *pp, struct g *gp)
  * fresh slot (a TCB made on zero pages). Returns 0, 1 when the stack is too
  * small to hold a TCB (the caller gives a malloc'ed one), or EAGAIN.
  */
+/* pp again after a call that may run the program's free or calloc (the TCB's DTV and
+ * dynamic TLS): waiting there for a program's lock, the G may resume on another M and P
+ * (gfutex_wait). NULL stays NULL (not called from a G with a P). */
+static struct p *p_again(struct p *pp)
+{
+    return pp ? getm()->p : NULL;
+}
+
 static int tcb_bind_block(struct p *pp, struct g *gp)
 {
     if (gp->want_stackaddr || gp->want_stacksize < tcbl.keep + TCB_MIN_STACK)
@@ -198,6 +206,7 @@ static int tcb_bind_block(struct p *pp, struct g *gp)
     if (gp->tcb && gp->tcb != st->tcb) { /* a malloc'ed one, from an earlier life */
         tls_tcb_destroy(gp->tcb);
         gp->tcb = NULL;
+        pp = p_again(pp);
     }
     if (!st->lo && g_stack_alloc(pp, gp) != 0)
         return EAGAIN;
@@ -206,7 +215,7 @@ static int tcb_bind_block(struct p *pp, struct g *gp)
     } else {
         st->tcb = tls_tcb_new_at(st->hi, tcbl.extra, st->fresh != 0);
         if (!st->tcb) {
-            g_drop_stack(pp, gp);
+            g_drop_stack(p_again(pp), gp);
             return EAGAIN;
         }
         st->keep = tcbl.keep;
@@ -279,6 +288,7 @@ int tls_bind_eager(struct p *pp, struct g *gp)
         }
         if (r != 1)
             return r;
+        pp = p_again(pp);
         if (gp->tcb && gp->tcb == gp->stack.tcb) /* too small a stack wanted: not this one's */
             g_drop_stack(pp, gp);
     }

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libc.h"
 #include "sched.h"
 #include "throw.h"
 #include "timer.h"
@@ -148,9 +149,9 @@ void timer_add(struct timer *t)
     while (h->len == h->cap) {
         uint32_t cap = h->cap;
         runtime_unlock(&h->lock);
-        free(spare);
+        rt_free(spare);
         uint32_t ncap = cap ? 2 * cap : 64;
-        struct timer **a = malloc(ncap * sizeof *a);
+        struct timer **a = rt_malloc(ncap * sizeof *a);
         if (a == NULL)
             goshim_throw("timer_add: out of memory");
         runtime_lock(&h->lock);
@@ -172,7 +173,7 @@ void timer_add(struct timer *t)
     update_when0(h);
     runtime_unlock(&h->lock);
     releasem(held);
-    free(spare);
+    rt_free(spare);
     if (first) {
         timer_wakeup(when);
         sysmon_kick(when);

@@ -1,0 +1,159 @@
+/*
+ * The M maker: a helper thread that creates the Ms the scheduler asks for
+ * (Go has one, its template thread, for another reason).
+ *
+ * glibc's pthread_create calls the program's calloc (the new thread's DTV),
+ * and a program's malloc may take a pthread mutex: jemalloc's do (redis,
+ * mariadb). Where the scheduler needs an M, the caller holds what that
+ * lock's holder may need to let it go: an M's scheduler context has the G
+ * it is about to run in hand (the holder itself, when it yielded or was
+ * preempted with the lock held), a G on its way into a blocking call is
+ * handing its P off (its run queue, where the holder may wait, is nobody's
+ * meanwhile), sysmon is the one that preempts and retakes. Waiting there
+ * for the lock, the process hung. The maker holds nothing: while it waits
+ * for the lock, every M goes on, and the holder runs.
+ *
+ * startm without an idle M (mmaker_ask): the P goes idle, its Gs to the
+ * global queue (where the running Ms find them), and the maker makes an M,
+ * which takes an idle P in stopm if work is queued by then. From its
+ * start the maker keeps one M idle in reserve, and makes another when
+ * startm takes the last: a G handing off its P on its way into a blocking
+ * call finds an M at once, even when every other M is blocked in the
+ * kernel and the lock's holder waits in a run queue (at one P nothing else
+ * could run it until an M was made: the first hand-off of a process hung
+ * so without the reserve). The reserve costs a process that makes threads
+ * one idle OS thread; it is made silently: a refusal (RLIMIT_NPROC) is said
+ * when an M is needed, not when one is merely kept.
+ *
+ * Without a maker (it could not be started; a fork child whose helpers are
+ * not started yet: it has one thread, no other holder) startm makes the M
+ * itself, as before. What is left: a reserve used up by hand-offs faster
+ * than the maker replaces it, every M blocked in the kernel, and the
+ * holder waiting in a queue: the maker waits for the lock as long as those
+ * calls block (natively, the holder would run on its own thread).
+ */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sched.h"
+#include "throw.h"
+
+static struct {
+    uint32_t bell;    /* futex word: bumped by each request */
+    uint32_t up;      /* the maker runs (atomic) */
+    uint32_t want;    /* Ms asked for and not made yet (sched.lock) */
+    uint32_t forg;    /* of which a G's work asked for (sched.lock; warn_no_m) */
+    uint32_t reserve; /* keep an idle M (atomic): once the maker runs */
+} mk;
+
+bool mmaker_ask(struct p *pp, bool spinning)
+{
+    if (!__atomic_load_n(&mk.up, __ATOMIC_ACQUIRE))
+        return false;
+    runq_to_global(pp);
+    runtime_lock(&sched.lock);
+    pidleput(pp);
+    if (mk.want < (uint32_t)sched.gomaxprocs) {
+        mk.want++;
+        mk.forg += sched_self() != NULL;
+    }
+    runtime_unlock(&sched.lock);
+    if (spinning) /* the M comes later, not spinning: it finds pp idle and the work queued */
+        __atomic_fetch_sub(&sched.nmspinning, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&mk.bell, 1, __ATOMIC_RELEASE);
+    futexwakeup(&mk.bell, 1);
+    return true;
+}
+
+/* One request: an M for an idle P, if one is still idle: an idle M if one came back
+ * meanwhile (the reserve, just made), else a new one. A new M takes no P here: it
+ * starts idle, and stopm gives it an idle P if work is queued by then. Were pp
+ * reserved for it while the maker waits in pthread_create for the program's lock,
+ * the Gs that pp's owner moved to the global queue (the holder among them) might
+ * have no P to run on. */
+static void make_asked(void)
+{
+    runtime_lock(&sched.lock);
+    mk.want--;
+    bool forg = mk.forg > 0;
+    mk.forg -= forg;
+    struct p *pp = pidleget();
+    struct m *nmp = pp ? mget() : NULL;
+    if (pp && !nmp)
+        pidleput(pp);
+    runtime_unlock(&sched.lock);
+    if (nmp)
+        mwake(nmp, pp, false);
+    else if (pp)
+        newm(NULL, false, forg ? NEWM_G : NEWM_SCHED);
+}
+
+static void keep_reserve(void)
+{
+    if (!__atomic_load_n(&mk.reserve, __ATOMIC_RELAXED))
+        return;
+    runtime_lock(&sched.lock);
+    bool none = sched.nmidle == 0 && sched.mcount < sched.maxmcount;
+    runtime_unlock(&sched.lock);
+    if (none)
+        newm(NULL, false, NEWM_RESERVE);
+}
+
+static void *maker(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        uint32_t bell = __atomic_load_n(&mk.bell, __ATOMIC_ACQUIRE);
+        for (;;) {
+            runtime_lock(&sched.lock);
+            bool asked = mk.want > 0;
+            runtime_unlock(&sched.lock);
+            if (!asked)
+                break;
+            make_asked();
+        }
+        keep_reserve();
+        futexsleep(&mk.bell, bell, -1);
+    }
+    return NULL;
+}
+
+/* The bell of an M that went idle or was taken: the reserve may need a new one. */
+void mmaker_poke(void)
+{
+    if (__atomic_load_n(&mk.reserve, __ATOMIC_RELAXED)) {
+        __atomic_add_fetch(&mk.bell, 1, __ATOMIC_RELEASE);
+        futexwakeup(&mk.bell, 1);
+    }
+}
+
+int mmaker_init(void)
+{
+    int err = sched_helper_thread(maker);
+    if (err == 0) {
+        __atomic_store_n(&mk.up, 1, __ATOMIC_RELEASE);
+        /* The first reserve here, made by the caller (the main thread starting the
+         * runtime, or a fork child's), which alone may hold the program's lock now:
+         * made by the maker, it could wait for a holder that a first hand-off strands.
+         * The maker is up first: a switch inside the program's calloc (chaos) that
+         * wants an M asks it. */
+        newm(NULL, false, NEWM_RESERVE);
+        __atomic_store_n(&mk.reserve, 1, __ATOMIC_RELAXED);
+    } else
+        rt_print(2,
+                 "goshim: cannot start the thread that makes OS threads (error %d): the "
+                 "scheduler makes them itself\n",
+                 err);
+    return err;
+}
+
+/* Fork child: the maker is gone; a new one now, or when the child needs it. */
+void mmaker_fork_child(void)
+{
+    mk.up = 0;
+    mk.want = 0;
+    mk.forg = 0;
+    mk.reserve = 0;
+    if (!sched_helper_defer(mmaker_init))
+        mmaker_init();
+}
