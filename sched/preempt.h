@@ -55,6 +55,7 @@ struct preempt_stats {
     uint64_t ticks, tickcuts; /* slice-timer signals, and the preemptions they began */
     uint64_t timerfail;       /* Ms without a slice timer */
     uint64_t walks, walk_ns;  /* safety walks and their total time */
+    uint64_t walk_faults;     /* walks that faulted (refused: stack_fault_escape) */
     const char *walker;       /* "libgcc", "libunwind" or "both" */
     struct {
         uint64_t n, ns, p50_ns,

@@ -12,6 +12,7 @@
 #ifndef GOSHIM_STACK_H
 #define GOSHIM_STACK_H
 
+#include <setjmp.h>
 #include <stddef.h>
 
 enum {
@@ -152,6 +153,11 @@ static inline char *stack_sp_top(const struct gstack *st)
  * this OS thread. It runs in a signal handler: async-signal-safe only.
  */
 typedef int (*stack_lookup_fn)(void *fault_addr, unsigned long *id, size_t *size);
+/* While set on a thread, a SIGSEGV or SIGBUS it raises (si_code > 0) jumps there
+ * (siglongjmp, value 1), cleared, instead of reaching a handler: the preemption walk
+ * (preempt.c) reads stacks through code whose unwind info may not describe it. The
+ * jump leaves the two signals blocked: the caller unblocks them. */
+extern __thread sigjmp_buf *stack_fault_escape __attribute__((tls_model("initial-exec")));
 
 /*
  * stack_overflow_init installs the SIGSEGV and SIGBUS handler

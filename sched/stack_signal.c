@@ -75,8 +75,15 @@ static void chain(int sig, siginfo_t *si, void *uc, struct sigaction *old)
  * sigfault_handler runs on the M's alternate signal stack for SIGSEGV and
  * SIGBUS. Async-signal-safe: lookup, rt_print and raw syscalls only.
  */
+__thread sigjmp_buf *stack_fault_escape __attribute__((tls_model("initial-exec")));
+
 static void sigfault_handler(int sig, siginfo_t *si, void *uc)
 {
+    sigjmp_buf *escape = stack_fault_escape;
+    if (escape && si->si_code > 0) {
+        stack_fault_escape = NULL;
+        siglongjmp(*escape, 1);
+    }
     unsigned long id;
     size_t size;
     stack_lookup_fn lookup = __atomic_load_n(&overflow_lookup, __ATOMIC_RELAXED);

@@ -595,3 +595,25 @@ Test(preload_preempt, libc_loop_lets_a_sleeper_wake_fixed_slice, .timeout = 60)
 {
     pp_preloaded("prog_libc_loop", NULL, "GOSHIM_PROCS=1 GOSHIM_PREEMPT=10", LIBC_LOOP_OK);
 }
+
+/*
+ * A frame whose unwind info sends the walk to unmapped memory (node's V8 code did, and
+ * its main thread died of SIGSEGV in libgcc: 5 runs in 60 of the soak at P=2): the fault
+ * refuses that preemption (walk_faults counts it) and the program runs on, as natively.
+ */
+Test(preload_preempt, walk_that_faults_refuses, .timeout = 60)
+{
+    static char nat[1 << 12], out[1 << 14];
+    int sn = run_native("prog_preempt_badcfi", NULL, NULL, nat, sizeof nat);
+    cr_assert(WIFEXITED(sn) && WEXITSTATUS(sn) == 0, "natively: status %d\n%s", sn, nat);
+    for (int i = 0; i < 2; i++) { /* walkers[]: libgcc, libunwind */
+        char env[128];
+        snprintf(env, sizeof env, "GOSHIM_PROCS=1 GOSHIM_STATS=1 GOSHIM_PREEMPT_WALK=%s",
+                 walkers[i]);
+        int st = run_preloaded("prog_preempt_badcfi", NULL, env, out, sizeof out);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, nat),
+                  "under %s: status %d\n%s", env, st, out);
+        long faults = stat_of(out, "walk_faults");
+        cr_assert(faults >= (i == 0 ? 1 : 0), "under %s: walk_faults=%ld\n%s", env, faults, out);
+    }
+}

@@ -17,7 +17,10 @@ Test(preload_sleep, sleeping_threads_do_not_hold_ms, .timeout = 60)
     static char out[1 << 14];
     int st = run_preloaded("prog_sleep", NULL, "GOSHIM_PROCS=1 GOSHIM_STATS=1", out, sizeof out);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d:\n%s", st, out);
-    cr_assert(strstr(out, "goshim stats: procs=1 threads=1 "),
+    long threads = stat_of(out, "threads");
+    /* M0, the M maker's idle reserve, and its next one if it saw the reserve taken while
+     * M0 was on its way to idle (sched/mmaker.c) */
+    cr_assert(threads >= 1 && threads <= 3,
               "100 sleeping threads should need no OS thread beyond M0:\n%s", out);
 }
 
