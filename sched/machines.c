@@ -159,7 +159,8 @@ static void warn_no_m(int err, bool injected, bool for_g)
                      err, fault_note(injected));
         return;
     }
-    if (!for_g || !any_runnable() || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+    /* (the maker's: the G saw its work queued when it asked; it may have run since) */
+    if (!for_g || (!any_runnable() && sched_self() != NULL) || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
         return;
     rt_print(2,
              "goshim: thread limit reached (%d OS threads, GOSHIM_MAXTHREADS): "
