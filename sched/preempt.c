@@ -470,23 +470,28 @@ void goshim_preempt_point(const uint64_t *saved)
         verdict = walk(pr.walker, saved, gp);
         __atomic_add_fetch(&pr.nwalks, 1, __ATOMIC_RELAXED);
     }
+    /* Chosen before locks drops, when a hand-off signal may take the P (sched_gosched
+     * gets one back). A spinner (no wrapped call since its last preemption) goes behind
+     * every waiting G (the global queue's tail); any other G behind those of its P, or
+     * when none waits there, those of the global queue. */
+    mp = getm(); /* a walk that met a program's lock parked, maybe resumed elsewhere */
+    struct p *pp = mp->p;
+    bool ok = verdict == 1 && gp && pp;
+    bool spinner = ok && gp->ncalls_preempted == sched_ncalls;
+    bool behind =
+        ok && pr.when_waiting &&
+        (spinner || (runqempty(pp) && __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0));
     __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
-    if (verdict != 1 || !gp || mp->p == NULL) {
+    if (!ok) {
         refuse(mp);
         return;
     }
     __atomic_add_fetch(&pr.ndone, 1, __ATOMIC_RELAXED);
-    /* No wrapped call since its last preemption: a spinner. It goes
-     * behind every G that waits (the global queue's tail); any other G
-     * behind those of its own P, or, when none waits there, behind those
-     * of the global queue (else it would run again at once, before them). */
-    bool spinner = gp->ncalls_preempted == sched_ncalls;
     if (spinner) { /* a computing waiter from now until it runs (sysmon.c) */
         gp->flags |= G_PREEMPTQ;
         __atomic_add_fetch(&sched.npreemptq, 1, __ATOMIC_RELAXED);
     }
-    if (pr.when_waiting &&
-        (spinner || (runqempty(mp->p) && __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0))) {
+    if (behind) {
         if (spinner)
             __atomic_add_fetch(&pr.ndemoted, 1, __ATOMIC_RELAXED);
         sched_gosched();

@@ -55,7 +55,7 @@ if [ -f "$lib" ] && compgen -G "$build/sched/*.o" >/dev/null; then
     for sym in "${calls[@]}"; do
         [ -n "$sym" ] || continue
         users=$(for o in "$build"/sched/*.o; do
-            if nm -u "$o" | awk '{ print $2 }' | grep -qx "$sym"; then basename "$o"; fi
+            if nm -u "$o" | awk '{ print $2 }' | grep -x "$sym" >/dev/null; then basename "$o"; fi
         done | tr '\n' ' ')
         breach "${users% }: sched/ calls '$sym', which libgoshim.so interposes: call glibc's through libc.c or a raw system call"
     done

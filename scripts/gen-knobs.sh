@@ -214,7 +214,7 @@ elif ! diff -u "$page" "$tmp/knobs.md" >"$tmp/diff"; then
 fi
 
 "$tmp/gen" names >"$tmp/names"
-listed() { awk '{ print $2 }' "$tmp/names" | grep -qx "$1"; }
+listed() { awk '{ print $2 }' "$tmp/names" | grep -x "$1" >/dev/null; }
 # Variables the tree reads, with the first place that reads each.
 mapfile -t reads < <(
     {

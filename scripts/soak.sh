@@ -43,7 +43,8 @@
 # the slowest run's wall time, including the wrapper, and its ratio to
 # native), then the replay line of every failing seed. A hang is a command
 # still running at the per-command timeout (or at stress's own, a bound on
-# the whole run); a crash is a command killed by a signal.
+# the whole run); a crash is a command killed by a signal, or a server whose log
+# says it crashed (redis reports a SIGSEGV and lives on).
 #
 # At P=1 a seed is one schedule and its replay line gives it again; at P=2 the
 # Ms run in parallel and the schedule also depends on timing: those seeds are

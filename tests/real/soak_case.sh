@@ -23,7 +23,8 @@
 # directory) makes it first. Exit status: 0 passed every check; 1 a check
 # failed; 3 a command hung (killed at the per-command timeout,
 # GOSHIM_SOAK_TIMEOUT seconds, default 60); 4 a command crashed (killed by
-# a signal); 2 bad usage or setup. The first line of stderr says why; a
+# a signal, or a server's log says it crashed: redis catches SIGSEGV, reports
+# and hangs); 2 bad usage or setup. The first line of stderr says why; a
 # failing run's directory is kept (its path is on stderr).
 set -euo pipefail
 
@@ -101,6 +102,6 @@ cat "$w"/stderr.goshim "$w"/server.goshim "$w"/client.goshim 2>/dev/null |
 GOSHIM_REAL_KEEP=1
 case $run_detail in
 *"hung (killed after"* | *"did not exit within"* | *"never answered"*) exit 3 ;;
-*"crashed (signal"*) exit 4 ;;
+*"crashed (signal"* | *"crashed by signal"*) exit 4 ;; # killed, or a server's own report
 esac
 exit 1
