@@ -116,6 +116,7 @@ static void reset_sched(struct m *mp)
     mp->alllink = NULL;
     sched.midle = NULL;
     sched.nmidle = 0;
+    sched.nmcoming = 0;
     sched.mcount = 1;
     sched.nmspinning = 0;
     sched.runq.head = sched.runq.tail = NULL;

@@ -160,7 +160,8 @@ static void warn_no_m(int err, bool injected, bool for_g)
         return;
     }
     /* (the maker's: the G saw its work queued when it asked; it may have run since) */
-    if (!for_g || (!any_runnable() && sched_self() != NULL) || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+    if (!for_g || (!any_runnable() && sched_self() != NULL) ||
+        __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
         return;
     rt_print(2,
              "goshim: thread limit reached (%d OS threads, GOSHIM_MAXTHREADS): "
@@ -205,6 +206,7 @@ void newm(struct p *pp, bool spinning, enum newm_for why)
         goto fail;
     }
     sched.mcount++;
+    sched.nmcoming += pp == NULL;
     runtime_unlock(&sched.lock);
 
     if (pp)
@@ -215,6 +217,7 @@ void newm(struct p *pp, bool spinning, enum newm_for why)
         goto undo;
     mp->nextp = pp;
     mp->spinning = spinning;
+    mp->coming = pp == NULL;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -244,6 +247,7 @@ void newm(struct p *pp, bool spinning, enum newm_for why)
 undo:
     runtime_lock(&sched.lock);
     sched.mcount--;
+    sched.nmcoming -= pp == NULL;
     runtime_unlock(&sched.lock);
 fail:
     if (why == NEWM_RESERVE)
@@ -488,6 +492,21 @@ static struct p *p_for_queued_work(void)
     return sched.runqsize > 0 && sched.pidle ? pidleget() : NULL;
 }
 
+/* An M going idle (sched.lock held): it becomes the one that wakes for the
+ * earliest timer if none does it sooner; when it is to wake, or -1. Read under
+ * sched.lock: timer_add publishes when0 before it takes sched.lock in
+ * timer_wakeup, so either this sees the new timer or timer_wakeup sees the M
+ * on the idle list. */
+static int64_t watch_timers(struct m *mp)
+{
+    int64_t when = timers_next();
+    if (when < 0 || (timer_m != NULL && timer_m_until <= when))
+        return -1;
+    timer_m = mp;
+    timer_m_until = when;
+    return when;
+}
+
 void stopm(void)
 {
     struct m *mp = getm();
@@ -504,6 +523,10 @@ void stopm(void)
         int64_t until = -1;
         block_while_idle(mp);
         runtime_lock(&sched.lock);
+        if (mp->coming) { /* the maker's new M is here: idle below, or it takes a P */
+            mp->coming = false;
+            sched.nmcoming--;
+        }
         if (idle_unblocked(mp)) { /* sched_idle_block came meanwhile */
             runtime_unlock(&sched.lock);
             continue;
@@ -526,16 +549,8 @@ void stopm(void)
             return;
         }
         mput(mp);
-        if (watch) {
-            /* Read under sched.lock: timer_add publishes when0 before it
-             * takes sched.lock in timer_wakeup, so either we see the new
-             * timer or timer_wakeup sees us on the idle list. */
-            int64_t when = timers_next();
-            if (when >= 0 && (timer_m == NULL || timer_m_until > when)) {
-                timer_m = mp;
-                timer_m_until = until = when;
-            }
-        }
+        if (watch)
+            until = watch_timers(mp);
         runtime_unlock(&sched.lock);
         __atomic_fetch_add(&mp->nstopm, 1, __ATOMIC_RELAXED);
         if (stack_scavenge_due() && stays_idle(mp, until))

@@ -93,7 +93,9 @@ static void keep_reserve(void)
     if (!__atomic_load_n(&mk.reserve, __ATOMIC_RELAXED))
         return;
     runtime_lock(&sched.lock);
-    bool none = sched.nmidle == 0 && sched.mcount < sched.maxmcount;
+    /* An M the maker made that has not reached stopm yet will be idle, or take a
+     * P whose work the reserve would otherwise have had to take: no second one. */
+    bool none = sched.nmidle == 0 && sched.nmcoming == 0 && sched.mcount < sched.maxmcount;
     runtime_unlock(&sched.lock);
     if (none)
         newm(NULL, false, NEWM_RESERVE);

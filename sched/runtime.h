@@ -171,6 +171,7 @@ struct m {
      */
     int32_t locks;
     uint32_t ong0;
+    bool coming;    /* counted in sched.nmcoming until its first stopm */
     struct p *oldp; /* the P it gave up in entersyscall; owner */
     /* Async preemption (preempt.c): sysmon's request (the P's schedtick + 1
      * it saw, 0 = none; exchanged by the handler) and an injection that
@@ -249,7 +250,8 @@ struct schedt {
     uint64_t goidgen __attribute__((aligned(64)));
     struct m *midle __attribute__((aligned(64))); /* idle Ms; sched.lock */
     int32_t nmidle;                               /* sched.lock */
-    int32_t mcount;                               /* Ms created; sched.lock */
+    int32_t nmcoming; /* made idle (the maker's) and not at stopm yet; sched.lock */
+    int32_t mcount;   /* Ms created; sched.lock */
     int32_t maxmcount;
     struct m *allm;     /* sched.lock */
     struct p *pidle;    /* idle Ps; sched.lock */
