@@ -7,6 +7,7 @@
  * (shim/net.c, shim/poll.c). errno is the G's own (its TCB stays installed on this M
  * through the call).
  */
+#include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -22,13 +23,22 @@
 
 #include "shim/io.h"
 #include "shim/shim.h"
+#include "shim/sigdeliver.h"
 
+/* EINTR only for a handler of the program's: goshim's own signals (a preemption request
+ * that found the G gone into the call, a bell) end msgrcv, msgsnd, semop and pause, which
+ * the kernel never restarts; the call is made again. None of these has a timeout. */
 #define BLOCKING(ret, name, entry, params, args)                                                   \
     GOSHIM_EXPORT ret name params                                                                  \
     {                                                                                              \
         if (!goshim_active())                                                                      \
             return REAL(name) args;                                                                \
-        return HANDOFF_WITH(entry, REAL(name) args);                                               \
+        uint32_t ran = shim_handlers_ran();                                                        \
+        ret r;                                                                                     \
+        do                                                                                         \
+            r = HANDOFF_WITH(entry, REAL(name) args);                                              \
+        while ((long)r == -1 && errno == EINTR && shim_handlers_ran() == ran);                     \
+        return r;                                                                                  \
     }
 #include "shim/blocking.def"
 #undef BLOCKING
@@ -250,5 +260,5 @@ GOSHIM_EXPORT long syscall(long nr, ...)
         return REAL(syscall)(nr, a, b, c, d, e, f);
     if (kind == 1)
         return HANDOFF(REAL(syscall)(nr, a, b, c, d, e, f));
-    return HANDOFF_WITH(entersyscallblock, REAL(syscall)(nr, a, b, c, d, e, f));
+    return HANDOFF_WITH(entersyscallblock_waiting, REAL(syscall)(nr, a, b, c, d, e, f));
 }
