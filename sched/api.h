@@ -334,6 +334,9 @@ __attribute__((noreturn)) void goexit(void);
  * a signal handler inside another call, or g0); then skip exitsyscall. */
 bool entersyscall(void);
 bool entersyscallblock(void); /* the same, handing the P off at once */
+/* entersyscallblock, having waited first, parked, while no OS thread could be had for the
+ * Gs its P leaves (sched/mmaker.c): for a call that prepared nothing on its OS thread. */
+bool entersyscallblock_waiting(void);
 void exitsyscall(void);
 /* A G whose P was handed off while it stayed away from the runtime takes
  * one back at a wrapper's entry, yielding to the Gs that wait meanwhile. */

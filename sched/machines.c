@@ -196,7 +196,7 @@ void runq_to_global(struct p *pp)
  * it, only another M can let it go, and none steals from pp meanwhile. So pp's Gs go to
  * the global queue first (mmaker.c says more).
  */
-void newm(struct p *pp, bool spinning, enum newm_for why)
+bool newm(struct p *pp, bool spinning, enum newm_for why)
 {
     int err = 0;
     bool injected = false;
@@ -206,7 +206,6 @@ void newm(struct p *pp, bool spinning, enum newm_for why)
         goto fail;
     }
     sched.mcount++;
-    sched.nmcoming += pp == NULL;
     runtime_unlock(&sched.lock);
 
     if (pp)
@@ -241,21 +240,27 @@ void newm(struct p *pp, bool spinning, enum newm_for why)
     err = injected ? EAGAIN : libc_pthread_create(&th, &attr, mstart, mp);
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
     pthread_attr_destroy(&attr);
-    if (err == 0)
-        return;
+    if (err == 0) {
+        /* Counted once its thread exists (it may reach stopm first: -1 for a moment).
+         * Not before: a G that sees one coming does not wait for the maker
+         * (mmaker_before_block), which may be waiting for the program's lock in there. */
+        runtime_lock(&sched.lock);
+        sched.nmcoming += pp == NULL;
+        runtime_unlock(&sched.lock);
+        return true;
+    }
     /* The M stays on allm, never started: harmless, and allm stays simple. */
 undo:
     runtime_lock(&sched.lock);
     sched.mcount--;
-    sched.nmcoming -= pp == NULL;
     runtime_unlock(&sched.lock);
 fail:
     if (why == NEWM_RESERVE)
-        return; /* a reserve, not needed yet: said when one is */
+        return false; /* a reserve, not needed yet: said when one is */
     __atomic_fetch_add(&sched.nmthreadfail, 1, __ATOMIC_RELAXED);
     warn_no_m(err, injected, why == NEWM_G);
     if (!pp)
-        return; /* the maker's: the P it was for stays idle, its Gs queued (m_retry) */
+        return false; /* the maker's: the P it was for stays idle, its Gs queued (m_retry) */
     /* No M for pp: its Gs go to the global queue, where the next M that
      * comes back (from a system call, say) finds them; pp goes idle. */
     runq_to_global(pp);
@@ -264,6 +269,7 @@ fail:
     runtime_unlock(&sched.lock);
     if (spinning)
         __atomic_fetch_sub(&sched.nmspinning, 1, __ATOMIC_RELAXED);
+    return false;
 }
 
 /*

@@ -25,16 +25,23 @@
  * one idle OS thread; it is made silently: a refusal (RLIMIT_NPROC) is said
  * when an M is needed, not when one is merely kept.
  *
+ * A G entering a call that blocks as a rule (entersyscallblock) takes an idle
+ * M for its P's queued work itself, and with none waits for the maker first,
+ * parked as a G, while its P runs the queue (mmaker_m_for_block): Gs that
+ * block in a row use the reserve up faster than the maker replaces it, and
+ * the last M would go into the kernel with the holder queued behind it.
+ *
  * Without a maker (it could not be started; a fork child whose helpers are
  * not started yet: it has one thread, no other holder) startm makes the M
- * itself, as before. What is left: a reserve used up by hand-offs faster
- * than the maker replaces it, every M blocked in the kernel, and the
- * holder waiting in a queue: the maker waits for the lock as long as those
- * calls block (natively, the holder would run on its own thread).
+ * itself, as before. What is left: calls that block only sometimes
+ * (entersyscall: sysmon hands their P off once they last) do not wait, so
+ * with every M blocked in such calls and the holder queued, the maker waits
+ * for the lock until one returns (natively the holder runs on its own thread).
  */
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "gfutex.h"
 #include "sched.h"
 #include "throw.h"
 
@@ -44,7 +51,17 @@ static struct {
     uint32_t want;    /* Ms asked for and not made yet (sched.lock) */
     uint32_t forg;    /* of which a G's work asked for (sched.lock; warn_no_m) */
     uint32_t reserve; /* keep an idle M (atomic): once the maker runs */
+    uint32_t made;    /* gfutex word: bumped after each of the maker's rounds */
+    uint32_t refused; /* its last newm failed (atomic): Gs do not wait for it */
 } mk;
+
+/* After each round (an M made, refused, or found not needed): the Gs waiting in
+ * mmaker_before_block go on. */
+static void round_done(void)
+{
+    __atomic_add_fetch(&mk.made, 1, __ATOMIC_RELEASE);
+    gfutex_wake(&mk.made, INT32_MAX);
+}
 
 bool mmaker_ask(struct p *pp, bool spinning)
 {
@@ -85,7 +102,8 @@ static void make_asked(void)
     if (nmp)
         mwake(nmp, pp, false);
     else if (pp)
-        newm(NULL, false, forg ? NEWM_G : NEWM_SCHED);
+        __atomic_store_n(&mk.refused, !newm(NULL, false, forg ? NEWM_G : NEWM_SCHED),
+                         __ATOMIC_RELAXED);
 }
 
 static void keep_reserve(void)
@@ -98,7 +116,7 @@ static void keep_reserve(void)
     bool none = sched.nmidle == 0 && sched.nmcoming == 0 && sched.mcount < sched.maxmcount;
     runtime_unlock(&sched.lock);
     if (none)
-        newm(NULL, false, NEWM_RESERVE);
+        __atomic_store_n(&mk.refused, !newm(NULL, false, NEWM_RESERVE), __ATOMIC_RELAXED);
 }
 
 static void *maker(void *arg)
@@ -115,6 +133,7 @@ static void *maker(void *arg)
             make_asked();
         }
         keep_reserve();
+        round_done();
         futexsleep(&mk.bell, bell, -1);
     }
     return NULL;
@@ -127,6 +146,41 @@ void mmaker_poke(void)
         __atomic_add_fetch(&mk.bell, 1, __ATOMIC_RELEASE);
         futexwakeup(&mk.bell, 1);
     }
+}
+
+/*
+ * For a G about to block in the kernel (entersyscallblock, its M inside the
+ * runtime): the P is handed off, to an idle M if Gs are queued. With none idle,
+ * the maker makes one, and may wait for the program's malloc lock meanwhile;
+ * its holder may be one of those queued Gs, and once every M is blocked in the
+ * kernel, nothing runs it. So the G takes an idle M for its P here (*nmp), and
+ * with none, waits for the maker first (true: mmaker_wait), parked as a G: its
+ * P runs the queued Gs (the holder among them) meanwhile. It goes on with none
+ * when its P needs none, when one is on its way to stopm (a new M takes an idle
+ * P with work queued), or when none can be made (no maker, the cap, a refusal).
+ */
+bool mmaker_m_for_block(struct p *pp, struct m **nmp, uint32_t *seen)
+{
+    *nmp = NULL;
+    *seen = __atomic_load_n(&mk.made, __ATOMIC_ACQUIRE);
+    if (!__atomic_load_n(&mk.up, __ATOMIC_ACQUIRE))
+        return false;
+    runtime_lock(&sched.lock);
+    bool work = !runqempty(pp) || sched.runqsize > 0;
+    if (work)
+        *nmp = mget();
+    bool last = *nmp && sched.nmidle == 0;
+    bool wait = work && !*nmp && sched.nmcoming <= 0 && sched.mcount < sched.maxmcount &&
+                !__atomic_load_n(&mk.refused, __ATOMIC_RELAXED);
+    runtime_unlock(&sched.lock);
+    if (last || wait)
+        mmaker_poke();
+    return wait;
+}
+
+void mmaker_wait(uint32_t seen)
+{
+    gfutex_wait(&mk.made, seen, -1);
 }
 
 int mmaker_init(void)

@@ -212,7 +212,7 @@ void startm(struct p *pp, bool spinning);
 /* Create an M for pp (NULL: one that starts idle), for a G's work, the scheduler's,
  * or as a reserve (no message if it cannot be made); machines.c. */
 enum newm_for { NEWM_G, NEWM_SCHED, NEWM_RESERVE };
-void newm(struct p *pp, bool spinning, enum newm_for why);
+bool newm(struct p *pp, bool spinning, enum newm_for why); /* false: not made */
 /* Hand pp to nmp, just taken off sched.midle, and wake it. */
 void mwake(struct m *nmp, struct p *pp, bool spinning);
 /* Move pp's runnable Gs to the global queue (pp has no M). */
@@ -221,6 +221,9 @@ void runq_to_global(struct p *pp);
  * (false: no maker, the caller makes it); poke: the last idle M was taken. */
 bool mmaker_ask(struct p *pp, bool spinning);
 void mmaker_poke(void);
+/* entersyscallblock: an idle M for pp's queued work, or true: mmaker_wait(seen) first. */
+bool mmaker_m_for_block(struct p *pp, struct m **nmp, uint32_t *seen);
+void mmaker_wait(uint32_t seen);
 int mmaker_init(void);
 void mmaker_fork_child(void);
 /* sysmon: start an M for an idle P that work waits for, after a failed newm. */

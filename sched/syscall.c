@@ -85,18 +85,47 @@ bool entersyscall(void)
     return pp != NULL;
 }
 
-bool entersyscallblock(void)
+/* wait: parks first, while no M can be had for the P's queued work (mmaker.c). */
+static bool enter_block(bool wait)
 {
-    struct m *mp = getm();
-    m_locks_enter(mp);
+    struct m *mp, *nmp;
+    uint32_t seen;
+    for (;;) {
+        mp = getm();
+        nmp = NULL;
+        m_locks_enter(mp);
+        if (!mp->p || __atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST) ||
+            !mmaker_m_for_block(mp->p, &nmp, &seen) || !wait)
+            break;
+        m_locks_leave(mp);
+        mmaker_wait(seen); /* parked: the G may resume on another M */
+    }
     struct p *pp = syscall_enter(mp);
     if (pp) {
         releasep();
-        handoffp(pp);
+        if (nmp)
+            mwake(nmp, pp, false);
+        else
+            handoffp(pp);
+    } else if (nmp) { /* still asleep on its note: back on the list */
+        runtime_lock(&sched.lock);
+        mput(nmp);
+        runtime_unlock(&sched.lock);
     }
     m_locks_leave(mp);
     return pp != NULL;
 }
+
+bool entersyscallblock(void)
+{
+    return enter_block(false);
+}
+
+bool entersyscallblock_waiting(void)
+{
+    return enter_block(true);
+}
+
 /*
  * The handoff of a P whose G does not come back to the runtime: sysmon
  * asks, the preemption signal's handler runs this on the M itself, outside

@@ -178,7 +178,7 @@ GOSHIM_EXPORT int pclose(FILE *fp)
             netpoll_close(fd);
     }
     if (io_active())
-        return HANDOFF_WITH(entersyscallblock, REAL(pclose)(fp)); /* waits for the child */
+        return HANDOFF_WITH(entersyscallblock_waiting, REAL(pclose)(fp)); /* waits for the child */
     return REAL(pclose)(fp);
 }
 
@@ -389,7 +389,7 @@ static int do_fcntl(int (*real)(int, int, ...), int fd, int cmd, unsigned long a
     case F_SETLKW:
     case F_OFD_SETLKW:
         if (io_active())
-            return HANDOFF_WITH(entersyscallblock, real(fd, cmd, arg));
+            return HANDOFF_WITH(entersyscallblock_waiting, real(fd, cmd, arg));
         return real(fd, cmd, arg);
     default:
         return real(fd, cmd, arg);
