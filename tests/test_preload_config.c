@@ -49,10 +49,15 @@ Test(preload_config, bad_variable_reported_once_per_process_tree, .timeout = 60)
 
 Test(preload_config, thread_limit_said_once_and_only_when_work_waits, .timeout = 60)
 {
-    /* prog_hello's four threads cannot all run at once with one OS thread: once. */
+    /* Three spinners and a worker, two Ps, one OS thread: the second P's work waits for an
+     * OS thread for as long as the worker runs: said once. (prog_hello's threads print and
+     * end before the maker, on the other CPU, has woken to try: no line, rightly, as often
+     * as not.) */
+    static char *const argv[] = {"prog_spinners", "3", NULL};
     int st =
-        run_preloaded("prog_hello", NULL, "GOSHIM_MAXTHREADS=1 GOSHIM_PROCS=2", out, sizeof out);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x\n%s", st, out);
+        run_preloaded("prog_spinners", argv, "GOSHIM_MAXTHREADS=1 GOSHIM_PROCS=2", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "3 spinners stopped"),
+              "status %#x\n%s", st, out);
     cr_assert_eq(count(out, "goshim: thread limit reached (1 OS threads"), 1, "%s", out);
 
     /* A shell's command substitutions: nothing ever waits for a second OS thread. */
