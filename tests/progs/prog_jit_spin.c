@@ -15,9 +15,12 @@
  * Natively the kernel runs both. Under goshim with one P the worker runs
  * only if the spinner is switched out or its P handed to another OS
  * thread: its frames cannot be walked, so preemption must not be the
- * only way out.
+ * only way out. main makes the worker only once the JIT thread is about to
+ * spin (yielding meanwhile): made at once, the worker could run first and
+ * finish before the spinner ever spun.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,7 @@ static long units = 200;
 static long done_units;
 typedef void (*spin_fn)(volatile uint32_t *);
 static spin_fn jit;
+static volatile uint32_t spinning; /* the JIT thread is about to call the loop */
 
 /* x86-64: 1: mov (%rdi),%eax; test %eax,%eax; jz 1b; ret
  * (the loop body a JIT emits for "while (!*p);", frameless, no CFI). */
@@ -40,6 +44,7 @@ static const unsigned char code[] = {0x8b, 0x07, 0x85, 0xc0, 0x74, 0xfa, 0xc3};
 static void *jit_thread(void *arg)
 {
     (void)arg;
+    spinning = 1;
     jit(&word);
     return NULL;
 }
@@ -71,6 +76,8 @@ int main(int argc, char **argv)
     jit = (spin_fn)page;
     pthread_t j, w;
     EXPECT(pthread_create(&j, NULL, jit_thread, NULL), 0);
+    while (!spinning)
+        sched_yield();
     EXPECT(pthread_create(&w, NULL, worker, NULL), 0);
     EXPECT(pthread_join(w, NULL), 0);
     EXPECT(pthread_join(j, NULL), 0);
