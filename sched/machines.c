@@ -243,7 +243,7 @@ bool newm(struct p *pp, bool spinning, enum newm_for why)
     if (err == 0) {
         /* Counted once its thread exists (it may reach stopm first: -1 for a moment).
          * Not before: a G that sees one coming does not wait for the maker
-         * (mmaker_before_block), which may be waiting for the program's lock in there. */
+         * (mmaker_m_for_block), which may be waiting for the program's lock in there. */
         runtime_lock(&sched.lock);
         sched.nmcoming += pp == NULL;
         runtime_unlock(&sched.lock);

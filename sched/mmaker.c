@@ -56,7 +56,7 @@ static struct {
 } mk;
 
 /* After each round (an M made, refused, or found not needed): the Gs waiting in
- * mmaker_before_block go on. */
+ * mmaker_wait look again. */
 static void round_done(void)
 {
     __atomic_add_fetch(&mk.made, 1, __ATOMIC_RELEASE);
@@ -163,7 +163,10 @@ bool mmaker_m_for_block(struct p *pp, struct m **nmp, uint32_t *seen)
 {
     *nmp = NULL;
     *seen = __atomic_load_n(&mk.made, __ATOMIC_ACQUIRE);
-    if (!__atomic_load_n(&mk.up, __ATOMIC_ACQUIRE))
+    /* Nothing queued (read racily): handoffp puts the P idle, as before, and work that
+     * comes meanwhile finds its way there; sched.lock is not taken for nothing. */
+    if (!__atomic_load_n(&mk.up, __ATOMIC_ACQUIRE) ||
+        (runqempty(pp) && __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) == 0))
         return false;
     runtime_lock(&sched.lock);
     bool work = !runqempty(pp) || sched.runqsize > 0;
