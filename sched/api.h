@@ -155,6 +155,12 @@ struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a,
  * child (fork.c).
  */
 bool sched_lone(void);
+/* Whether a G that found a lock held should spin a while before it parks: more than one P,
+ * another P running a G (the holder may be about to let go), no chaos, and Gs queued on
+ * the caller's P. Parking would switch to one of those (two G switches, one FS-base write
+ * each), which is dearer than the spin; with none queued, parking idles the P and leaves the
+ * holder to run uncontended, which is what a lock taken in a tight loop does best. */
+bool sched_spin_worth(void);
 /* Throw away a G spawned suspended that never ran (its creation failed later). */
 void sched_spawn_abandon(struct g *gp);
 /* Hand over the TCB of a joined thread (installed nowhere): cached on the

@@ -464,6 +464,20 @@ bool sched_lone(void)
     return !__atomic_load_n(&sched.multi, __ATOMIC_RELAXED) && !sched_chaos;
 }
 
+bool sched_spin_worth(void)
+{
+    int32_t n = sched.gomaxprocs;
+    if (n < 2 || sched_chaos)
+        return false;
+    /* Some other P runs a G (the holder, perhaps), not merely an M looking for work. */
+    if (n <= __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) +
+                 __atomic_load_n(&sched.nmspinning, __ATOMIC_RELAXED) + 1)
+        return false;
+    struct m *mp = getm();
+    struct p *pp = mp ? __atomic_load_n(&mp->p, __ATOMIC_RELAXED) : NULL;
+    return pp && mp->curg && getg() == mp->curg && !runqempty(pp);
+}
+
 struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err)
 {
     struct m *mp = acquirem(); /* newproc works on this P's queues and caches */

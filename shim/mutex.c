@@ -65,6 +65,7 @@ enum {
     MX_PI = 32,                   /* PTHREAD_MUTEX_PRIO_INHERIT_NP */
     MX_ELISION_FLAGS = 256 | 512, /* elision hints: ignored, the kind is what counts */
     MX_SPIN = 100,                /* adaptive: PAUSEs before parking (glibc's default max) */
+    MX_SPIN_ROUNDS = 4,           /* rounds of 30 PAUSEs of a contended lock (lock_slow) */
 };
 
 /* The owner id of gp (sync.h: gsync_self). */
@@ -139,6 +140,14 @@ static int lock_slow(int *word, bool timed, clockid_t clk, const struct timespec
         int r = gfutex_deadline(clk, abstime, &deadline);
         if (r != 0)
             return r;
+    }
+    /* Go's sync.Mutex spins as much (runtime_canSpin: 4 rounds of 30 PAUSEs) before it parks;
+     * sched_spin_worth says when (glibc's waiter gets the same grace from the system call). */
+    for (int round = 0; round < MX_SPIN_ROUNDS && sched_spin_worth(); round++) {
+        for (int i = 0; i < 30; i++)
+            __builtin_ia32_pause();
+        if (__atomic_load_n(word, __ATOMIC_RELAXED) == 0 && lock_try(word))
+            return 0;
     }
     if (__atomic_load_n(word, __ATOMIC_RELAXED) == 2)
         goto wait;
