@@ -38,6 +38,7 @@
 #include "throw.h"
 #include "tls.h"
 
+#include <string.h>
 #include <sys/syscall.h>
 
 /* Set in the TCB glibc forks on, from prepare to child/parent: NULL on a
@@ -80,6 +81,24 @@ void sched_fork_parent(void)
         netpoll_fork_parent();
     if (mp)
         releasem(mp);
+}
+
+void fork_zero(void *p, size_t n)
+{
+    unsigned char *b = p, *end = b + n;
+    while (b < end) {
+        /* Up to the next page boundary, so that a page with one non-zero byte is the only
+         * one written. */
+        unsigned char *stop = (unsigned char *)(((uintptr_t)b | 4095) + 1);
+        if (stop > end)
+            stop = end;
+        for (unsigned char *q = b; q < stop; q++)
+            if (*q) {
+                memset(b, 0, (size_t)(stop - b));
+                break;
+            }
+        b = stop;
+    }
 }
 
 /* Child: make mp, its G and one P the whole runtime. */
@@ -130,13 +149,14 @@ static void reset_sched(struct m *mp)
     sched.npidle = 0;
     for (int32_t i = sched.gomaxprocs - 1; i >= 0; i--) {
         struct p *pp = sched.allp[i];
-        pp->runqhead = pp->runqtail = 0;
-        pp->runnext = NULL;
-        pp->link = NULL;
+        FORK_SET(pp->runqhead, 0);
+        FORK_SET(pp->runqtail, 0);
+        FORK_SET(pp->runnext, NULL);
+        FORK_SET(pp->link, NULL);
         if (pp == mine && mp->p == pp)
             continue;
-        pp->status = Pidle;
-        pp->m = NULL;
+        FORK_SET(pp->status, Pidle);
+        FORK_SET(pp->m, NULL);
         if (pp != mine)
             pidleput(pp);
     }
@@ -168,7 +188,6 @@ void sched_fork_child(void)
     }
     reset_sched(mp);
     sched_helpers_fork_child();
-    m_fence_init();   /* alone now (the kernel keeps the registration across fork: cheap) */
     ldt_fork_child(); /* the LDT is inherited; its allocator's lock may be another thread's */
     machines_fork_child();
     stack_fork_child();

@@ -776,14 +776,14 @@ static int waker_restart(void)
  * or when the child needs it. */
 void gfutex_fork_child(void)
 {
-    memset(&table0.b, 0, sizeof table0.b);
-    table = &table0.t; /* the parent's grown tables stay mapped, unused */
-    nqueues = 0;
-    grow.lock.key = 0;
-    memset(nthreads, 0, sizeof nthreads);
-    memset(defer_slot, 0, sizeof defer_slot);
-    defer_full = 0;
-    defer_seq = 0;
+    fork_zero(&table0.b, sizeof table0.b);
+    FORK_SET(table, &table0.t); /* the parent's grown tables stay mapped, unused */
+    FORK_SET(nqueues, 0);
+    FORK_SET(grow.lock.key, 0);
+    fork_zero(nthreads, sizeof nthreads);
+    fork_zero(defer_slot, sizeof defer_slot);
+    FORK_SET(defer_full, 0);
+    FORK_SET(defer_seq, 0);
     if (!sched_helper_defer(waker_restart))
         waker_restart();
 }

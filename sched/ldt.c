@@ -253,5 +253,5 @@ void ldt_get_stats(struct ldt_stats *out)
 
 void ldt_fork_child(void)
 {
-    arena.lock.key = 0;
+    FORK_SET(arena.lock.key, 0);
 }

@@ -351,8 +351,8 @@ static int64_t poll_m_until;
 /* Fork child: the Ms that watched the timers or polled were the parent's. */
 void machines_fork_child(void)
 {
-    timer_m = NULL;
-    poll_m = NULL;
+    FORK_SET(timer_m, NULL);
+    FORK_SET(poll_m, NULL);
 }
 
 /*
@@ -718,7 +718,7 @@ int sched_helper_thread(void *(*fn)(void *))
  *     scheduler (sched_helpers_check) or changes or reads its signal state.
  * A child that execs or exits before any of these makes no helper at all.
  */
-enum { HELPERS = 4 };
+enum { HELPERS = 8 }; /* waker, sysmon, maker, router, slice timer, and room */
 static struct {
     int (*start[HELPERS])(void);
     uint32_t n;
@@ -776,7 +776,7 @@ bool sched_helpers_check(void)
 /* Fork child: what the parent deferred is its own (its helpers are running or were). */
 void sched_helpers_fork_child(void)
 {
-    lone_helpers.n = 0;
-    lone_helpers.deferred = 0;
-    lone_helpers.wanted = 0;
+    FORK_SET(lone_helpers.n, 0);
+    FORK_SET(lone_helpers.deferred, 0);
+    FORK_SET(lone_helpers.wanted, 0);
 }

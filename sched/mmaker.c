@@ -209,10 +209,10 @@ int mmaker_init(void)
 /* Fork child: the maker is gone; a new one now, or when the child needs it. */
 void mmaker_fork_child(void)
 {
-    mk.up = 0;
-    mk.want = 0;
-    mk.forg = 0;
-    mk.reserve = 0;
+    FORK_SET(mk.up, 0);
+    FORK_SET(mk.want, 0);
+    FORK_SET(mk.forg, 0);
+    FORK_SET(mk.reserve, 0);
     if (!sched_helper_defer(mmaker_init))
         mmaker_init();
 }

@@ -672,7 +672,7 @@ void netpoll_dup(int oldfd, int newfd)
 
 void netpoll_fork_parent(void)
 {
-    np.no_own_pairs = true;
+    FORK_SET(np.no_own_pairs, true);
 }
 
 void netpoll_fork_child(void)
@@ -682,13 +682,18 @@ void netpoll_fork_child(void)
     for (int d = 0; d < PD_DIR; d++) {
         struct pdesc *chunk = pd_dir[d];
         for (int i = 0; chunk && i < PD_CHUNK; i++) {
-            chunk[i].lock.key = 0; /* a thread the child does not have may have held it */
-            chunk[i].epoll = 0;
-            chunk[i].subs = NULL;
-            chunk[i].waiters[0] = chunk[i].waiters[1] = 0;
+            struct pdesc *pd = &chunk[i];
+            if (pd->lock.key == 0 && pd->epoll == 0 && pd->subs == NULL && pd->waiters[0] == 0 &&
+                pd->waiters[1] == 0)
+                continue;     /* a read: writing a chunk's 1,024 entries copied all its pages */
+            pd->lock.key = 0; /* a thread the child does not have may have held it */
+            pd->epoll = 0;
+            pd->subs = NULL;
+            pd->waiters[0] = pd->waiters[1] = 0;
         }
     }
-    np.epoll_waiters = np.nregistered = 0;
+    FORK_SET(np.epoll_waiters, 0);
+    FORK_SET(np.nregistered, 0);
 }
 
 /* ---- poll subscribers --------------------------------------------------------- */

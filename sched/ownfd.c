@@ -261,7 +261,8 @@ void ownfd_counts(uint64_t *moved, uint64_t *lost)
 
 void ownfd_fork_child(void)
 {
-    own.lock.key = 0; /* another thread of the parent may have held it */
-    own.phase = 0;
-    own.holds[0] = own.holds[1] = 0;
+    FORK_SET(own.lock.key, 0); /* another thread of the parent may have held it */
+    FORK_SET(own.phase, 0);
+    FORK_SET(own.holds[0], 0);
+    FORK_SET(own.holds[1], 0);
 }

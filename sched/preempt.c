@@ -160,15 +160,6 @@ static struct {
     uint64_t ndiffer;                       /* walker both: verdicts that differed */
 } pr;
 
-/* Each unwinder's walks (libgcc's, libunwind's): count, total and
- * histogram of their times. */
-enum { HIST_BUCKETS = 8 * 62 };
-struct walkstat {
-    uint64_t n, ns;
-    uint64_t hist[HIST_BUCKETS];
-};
-static struct walkstat walkstats[2];
-
 void preempt_refresh(void)
 {
     if (!pr.on)
@@ -383,24 +374,6 @@ static bool unw_frame(void *arg, uintptr_t pc, bool exact)
     return walk_frame(arg, pc, exact);
 }
 
-/* The bucket of a walk of ns nanoseconds: eight per power of two. */
-static unsigned hist_bucket(uint64_t ns)
-{
-    if (ns < 8)
-        return (unsigned)ns;
-    int msb = 63 - __builtin_clzll(ns);
-    return (unsigned)((msb - 2) * 8 + ((ns >> (msb - 3)) & 7));
-}
-
-/* The middle of bucket i, in ns. */
-static uint64_t hist_value(unsigned i)
-{
-    if (i < 8)
-        return i;
-    unsigned msb = i / 8 + 2;
-    return ((8ULL + i % 8) << (msb - 3)) + (1ULL << (msb - 3)) / 2;
-}
-
 /*
  * Walk gp's stack, interrupted with the registers saved, with walker's
  * unwinder, timed: the verdict (1 safe, else not). libgcc's walks from
@@ -432,10 +405,7 @@ static int walk(int walker, const uint64_t *saved, struct g *gp)
     }
     stack_fault_escape = NULL;
     uint64_t ns = (uint64_t)(nanotime() - t0);
-    struct walkstat *ws = &walkstats[walker == PREEMPT_WALK_LIBUNWIND];
-    __atomic_add_fetch(&ws->n, 1, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&ws->ns, ns, __ATOMIC_RELAXED);
-    __atomic_add_fetch(&ws->hist[hist_bucket(ns)], 1, __ATOMIC_RELAXED);
+    walkstat_add(walker == PREEMPT_WALK_LIBUNWIND, ns);
     __atomic_add_fetch(&pr.walk_ns, ns, __ATOMIC_RELAXED);
     if (w.verdict == 0 && w.main && w.in_libc && w.app_after <= 1)
         w.verdict = 1; /* main ... libc start code ... _start */
@@ -751,15 +721,26 @@ int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff, int walke
     return 0;
 }
 
+/* A fork child's M has no slice timer (timers are not inherited): it gets one once a second
+ * thread may wait. With one thread there is nothing to switch to, and a tick costs a signal;
+ * nor is there a walk to count before then. */
+static int slicetimer_late(void)
+{
+    walkstat_reset(); /* none before */
+    preempt_m_init(getm());
+    return 0;
+}
+
 void preempt_after_fork(void)
 {
     pr.pid = getpid();
     __atomic_store_n(&sched.npreemptq, 0, __ATOMIC_RELAXED); /* the parent's queued Gs are gone */
-    memset(walkstats, 0, sizeof walkstats);                  /* the child's walks are its own */
-    pr.ndiffer = 0;
-    struct m *mp = getm(); /* timers are not inherited: the one M needs a new one */
-    if (mp)
-        preempt_m_init(mp);
+    FORK_SET(pr.ndiffer, 0);
+    struct m *mp = getm();
+    mp->slicetimer_sig = 0;
+    mp->tick_p = NULL;
+    if (!sched_helper_defer(slicetimer_late))
+        slicetimer_late();
 }
 
 void preempt_stats(struct preempt_stats *s)
@@ -780,21 +761,7 @@ void preempt_stats(struct preempt_stats *s)
     s->walker = pr.walker == PREEMPT_WALK_LIBUNWIND ? "libunwind"
                 : pr.walker == PREEMPT_WALK_BOTH    ? "both"
                                                     : "libgcc";
-    for (int k = 0; k < 2; k++) {
-        const struct walkstat *ws = &walkstats[k];
-        uint64_t n = __atomic_load_n(&ws->n, __ATOMIC_RELAXED), seen = 0;
-        s->by[k].n = n;
-        s->by[k].ns = __atomic_load_n(&ws->ns, __ATOMIC_RELAXED);
-        s->by[k].p50_ns = s->by[k].p99_ns = 0;
-        for (unsigned i = 0; i < HIST_BUCKETS && n; i++) {
-            seen += __atomic_load_n(&ws->hist[i], __ATOMIC_RELAXED);
-            if (!s->by[k].p50_ns && seen * 2 >= n)
-                s->by[k].p50_ns = hist_value(i);
-            if (seen * 100 >= n * 99) {
-                s->by[k].p99_ns = hist_value(i);
-                break;
-            }
-        }
-    }
+    for (int k = 0; k < 2; k++)
+        walkstat_read(k, &s->by[k]);
     s->differ = __atomic_load_n(&pr.ndiffer, __ATOMIC_RELAXED);
 }

@@ -57,12 +57,17 @@ struct preempt_stats {
     uint64_t walks, walk_ns;  /* safety walks and their total time */
     uint64_t walk_faults;     /* walks that faulted (refused: stack_fault_escape) */
     const char *walker;       /* "libgcc", "libunwind" or "both" */
-    struct {
+    struct walk_times {
         uint64_t n, ns, p50_ns,
             p99_ns;  /* walks, their total time, the median, the 99th percentile */
     } by[2];         /* libgcc's walks, libunwind's (since start, or the fork) */
     uint64_t differ; /* walker both: walks whose verdicts differed */
 };
 void preempt_stats(struct preempt_stats *s);
+
+/* walkstat.c: each unwinder's walk times (k: 0 libgcc's, 1 libunwind's), as a histogram. */
+void walkstat_add(int k, uint64_t ns);
+void walkstat_read(int k, struct walk_times *t);
+void walkstat_reset(void); /* a fork child's: its walks are its own */
 
 #endif

@@ -613,6 +613,6 @@ int stack_test_batch_prepare(void)
 /* Fork child: another thread may have held the cache's lock at the fork. */
 void stack_fork_child(void)
 {
-    stk.lock.key = 0;
-    stack_flush_lock.key = 0;
+    FORK_SET(stk.lock.key, 0);
+    FORK_SET(stack_flush_lock.key, 0);
 }

@@ -636,10 +636,10 @@ static int sysmon_restart(void)
 void sysmon_fork_child(void)
 {
     bool was = sm.running || sm.deferred;
-    memset(pticks, 0, sizeof pticks[0] * (size_t)sched.gomaxprocs); /* no more: copied pages */
-    sm.note.key = 0;
-    sched.sysmon_longsleep = 0;
-    sm.running = false;
+    fork_zero(pticks, sizeof pticks[0] * (size_t)sched.gomaxprocs);
+    FORK_SET(sm.note.key, 0);
+    FORK_SET(sched.sysmon_longsleep, 0);
+    FORK_SET(sm.running, false);
     sm.deferred = was && sched_helper_defer(sysmon_restart);
     if (was && !sm.deferred)
         sysmon_restart();

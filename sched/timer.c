@@ -246,7 +246,7 @@ void timers_fork_child(void)
         h->len = 0;
         h->when0 = -1;
     }
-    offp.lock.key = 0;
-    offp.len = 0;
-    offp.when0 = -1;
+    FORK_SET(offp.lock.key, 0);
+    FORK_SET(offp.len, 0);
+    FORK_SET(offp.when0, -1);
 }
