@@ -52,6 +52,10 @@
 enum { PD_CHUNK = 1024, PD_DIR = 1024, PD_MAX = PD_CHUNK * PD_DIR };
 
 static struct pdesc *pd_dir[PD_DIR];
+/* 1 + the highest fd given a slot (atomic): a fork child resets the slots below it only, and
+ * reads no page of the others (a page read costs a fork child too: a PVM guest's shadow
+ * page table is made on first touch). */
+static uint32_t pd_top;
 
 static struct {
     uint32_t epoll_waiters; /* Gs parked that only epoll can wake; atomic */
@@ -107,6 +111,10 @@ static struct pdesc *pd_slot(int fd, bool create)
         else
             rt_free(fresh); /* someone else published one */
     }
+    uint32_t top = __atomic_load_n(&pd_top, __ATOMIC_RELAXED);
+    while ((uint32_t)fd >= top && !__atomic_compare_exchange_n(&pd_top, &top, (uint32_t)fd + 1, true,
+                                                               __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
     return &chunk[fd % PD_CHUNK];
 }
 
@@ -677,11 +685,12 @@ void netpoll_fork_parent(void)
 
 void netpoll_fork_child(void)
 {
-    np.no_own_pairs = true;
+    FORK_SET(np.no_own_pairs, true);
     np_fork_child(); /* the parent's epoll instance: closed, never touched again */
-    for (int d = 0; d < PD_DIR; d++) {
+    uint32_t top = pd_top;
+    for (uint32_t d = 0; d * PD_CHUNK < top; d++) {
         struct pdesc *chunk = pd_dir[d];
-        for (int i = 0; chunk && i < PD_CHUNK; i++) {
+        for (uint32_t i = 0; chunk && i < PD_CHUNK && d * PD_CHUNK + i < top; i++) {
             struct pdesc *pd = &chunk[i];
             if (pd->lock.key == 0 && pd->epoll == 0 && pd->subs == NULL && pd->waiters[0] == 0 &&
                 pd->waiters[1] == 0)

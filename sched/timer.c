@@ -238,7 +238,9 @@ int64_t timers_run(int64_t now)
 /* Fork child: every timer belonged to a wait of a thread that is gone. */
 void timers_fork_child(void)
 {
-    for (int32_t i = 0; i < MAX_PROCS; i++) {
+    /* Only the Ps that exist: the rest were never used, and even a read of a page costs a
+     * fork child (here, a PVM guest: a shadow page-table entry made on first touch). */
+    for (int32_t i = 0; i < sched.gomaxprocs; i++) {
         struct theap *h = &pheaps[i];
         if (h->lock.key == 0 && h->len == 0 && h->when0 == -1)
             continue; /* as it should be: a read, where a write would copy the page */
