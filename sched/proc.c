@@ -473,9 +473,10 @@ bool sched_spin_worth(void)
     if (n <= __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) +
                  __atomic_load_n(&sched.nmspinning, __ATOMIC_RELAXED) + 1)
         return false;
-    struct m *mp = getm();
-    struct p *pp = mp ? __atomic_load_n(&mp->p, __ATOMIC_RELAXED) : NULL;
-    return pp && mp->curg && getg() == mp->curg && !runqempty(pp);
+    if (sched_self() == NULL)
+        return false; /* not a G: another thread, or an M's scheduler (no GS base on others) */
+    struct p *pp = __atomic_load_n(&getm()->p, __ATOMIC_RELAXED);
+    return pp && !runqempty(pp);
 }
 
 struct g *sched_spawn(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err)
