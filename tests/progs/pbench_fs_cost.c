@@ -166,6 +166,33 @@ static int write_ldt(unsigned entry, unsigned long base)
     return (int)syscall(SYS_modify_ldt, 1, &d, sizeof d);
 }
 
+/* ns a selector load into %fs (entries 1 and 2 written), 0 where the CPU refuses the
+ * selectors, -1 (said) where a read through one gave the wrong word. */
+static double time_selectors(long nldt, unsigned long base, double prctl_ns)
+{
+    unsigned sel_a = (1 << 3) | 4 | 3, sel_b = (2 << 3) | 4 | 3;
+    unsigned long sum;
+    double v[RUNS];
+    /* Some virtual machines accept modify_ldt but never load the process's LDT: lar then
+     * refuses the selector, and a mov of it to %fs would raise #GP (sched/ldt.c). */
+    if (!selector_usable(sel_a) || !selector_usable(sel_b)) {
+        fprintf(stderr, "fs_cost: the CPU refuses the LDT entries modify_ldt wrote (a virtual "
+                        "machine that does not load the process's LDT): no ldt figure\n");
+        return 0;
+    }
+    for (int r = 0; r < RUNS; r++) {
+        double t = now_ns();
+        ldt_loop(nldt, sel_a, sel_b, base, &sum);
+        v[r] = (now_ns() - t - prctl_ns) / (2.0 * nldt);
+        if (sum != 1001UL * nldt) {
+            fprintf(stderr, "fs_cost: reads through the LDT selectors summed %lu, not %lu\n", sum,
+                    1001UL * nldt);
+            return -1;
+        }
+    }
+    return median(v, RUNS);
+}
+
 int main(void)
 {
     unsigned long hwcap2 = getauxval(AT_HWCAP2);
@@ -210,29 +237,15 @@ int main(void)
     /* both entries written by now: 1 -> low[0], 2 -> low[8] */
     write_ldt(1, (unsigned long)&low[0]);
     write_ldt(2, (unsigned long)&low[8]);
-    unsigned sel_a = (1 << 3) | 4 | 3, sel_b = (2 << 3) | 4 | 3;
-    unsigned long sum;
-    /* Some virtual machines accept modify_ldt but never load the process's LDT: lar then
-     * refuses the selector, and a mov of it to %fs would raise #GP (sched/ldt.c). */
-    if (!selector_usable(sel_a) || !selector_usable(sel_b)) {
-        fprintf(stderr, "fs_cost: the CPU refuses the LDT entries modify_ldt wrote (a virtual "
-                        "machine that does not load the process's LDT): no ldt figure\n");
+    double ldt_ns = time_selectors(nldt, base, prctl_ns);
+    if (ldt_ns < 0)
+        return 1;
+    if (ldt_ns == 0) {
         printf("fs_cost: hwcap2=%#lx fsgsbase=%d syscall_ns=%.1f arch_prctl_ns=%.1f "
                "ldt_load_ns=n/a modify_ldt_us=%.1f\n",
                hwcap2, fsgsbase, sys_ns, prctl_ns, median(wr_us, RUNS));
         return 0;
     }
-    for (int r = 0; r < RUNS; r++) {
-        t = now_ns();
-        ldt_loop(nldt, sel_a, sel_b, base, &sum);
-        v[r] = (now_ns() - t - prctl_ns) / (2.0 * nldt);
-        if (sum != 1001UL * nldt) {
-            fprintf(stderr, "fs_cost: reads through the LDT selectors summed %lu, not %lu\n", sum,
-                    1001UL * nldt);
-            return 1;
-        }
-    }
-    double ldt_ns = median(v, RUNS);
     if (fs_base() != base) {
         fprintf(stderr, "fs_cost: the FS base was not restored\n");
         return 1;
@@ -242,6 +255,7 @@ int main(void)
     if (fsgsbase) {
         for (int r = 0; r < RUNS; r++) {
             t = now_ns();
+            unsigned long sum;
             wrfsbase_loop(nldt, (unsigned long)&low[0], (unsigned long)&low[8], base, &sum);
             v[r] = (now_ns() - t) / (2.0 * nldt);
         }
