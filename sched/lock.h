@@ -48,8 +48,8 @@ void procyield(uint32_t cycles);
 void osyield(void);
 
 /* In a fork child's reset, set lv to v only if it differs: a fork child's first write to a
- * page copies it (sched.h: fork_zero), most of what it resets (a lock the parent's other
- * threads did not hold) is right already. */
+ * page copies it (sched.h), and most of what it resets (a lock the parent's other threads
+ * did not hold) is right already. */
 #define FORK_SET(lv, v)                                                                            \
     do {                                                                                           \
         if ((lv) != (v))                                                                           \

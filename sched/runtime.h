@@ -319,7 +319,7 @@ __attribute__((always_inline)) static inline struct m *getm(void)
  * that barrier before its store, after its load, or between them, either
  * sysmon sees the store or the M sees the mark. Without it (old kernels, a
  * seccomp filter), the M's half is a locked add. m_asym_fence is chosen at
- * start-up, before any M runs, and again in a fork child.
+ * start-up, before any M runs; a fork child inherits it with the registration.
  */
 extern bool m_asym_fence;
 

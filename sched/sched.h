@@ -168,9 +168,9 @@ bool sysmon_deferred(void);  /* not running yet in a fork child (sched_helper_de
 /* machines.c: the helpers of a one-thread fork child, started when it needs them. */
 bool sched_helpers_may_defer(void);
 void sched_helpers_fork_child(void);
-/* Fork child resets of each part of the runtime (fork.c calls them). A fork child's first
- * write to a page copies it (a fault, dear in a VM with shadow page tables) where a read
- * does not: resets read first and write only what differs. */
+/* Fork child resets of each part of the runtime (fork.c calls them). A fork child pays for
+ * each page it first touches (a write copies it; in a VM with shadow page tables a read
+ * costs too): resets look at as few pages as they can and write only what differs. */
 void fork_zero(void *p, size_t n); /* zero p[0..n) but the pages already zero */
 /* FORK_SET (lock.h) sets a value only if it differs. */
 void sysmon_fork_child(void);
