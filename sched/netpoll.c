@@ -112,8 +112,9 @@ static struct pdesc *pd_slot(int fd, bool create)
             rt_free(fresh); /* someone else published one */
     }
     uint32_t top = __atomic_load_n(&pd_top, __ATOMIC_RELAXED);
-    while ((uint32_t)fd >= top && !__atomic_compare_exchange_n(&pd_top, &top, (uint32_t)fd + 1, true,
-                                                               __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    while ((uint32_t)fd >= top &&
+           !__atomic_compare_exchange_n(&pd_top, &top, (uint32_t)fd + 1, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED))
         ;
     return &chunk[fd % PD_CHUNK];
 }
