@@ -77,7 +77,7 @@ void *sched_g_take_tcb(struct g *gp)
 struct g *sched_g_find_locked(bool (*match)(struct g *gp, void *arg), void *arg)
 {
     for (struct g *gp = sched.allg; gp; gp = gp->alllink)
-        if (readgstatus(gp) != Gdead && match(gp, arg))
+        if (g_status(gp) != Gdead && match(gp, arg))
             return gp;
     return NULL;
 }
@@ -98,12 +98,12 @@ struct g *sched_g_find(bool (*match)(struct g *gp, void *arg), void *arg, bool t
 
 bool sched_g_dead(struct g *gp)
 {
-    return readgstatus(gp) == Gdead;
+    return g_status(gp) == Gdead;
 }
 
 int sched_g_cpu_tid(struct g *gp)
 {
-    uint32_t s = readgstatus(gp);
+    uint32_t s = g_status(gp);
     return s == Grunning || s == Gsyscall ? sched_gtid(gp) : 0;
 }
 

@@ -139,7 +139,7 @@ int64_t cputime_of(struct g *gp)
         }
         int64_t ns = gp->cpu_ns;
         uint64_t tsc = gp->cpu_tsc;
-        uint32_t st = readgstatus(gp);
+        uint32_t st = g_status(gp);
         struct m *mp = __atomic_load_n(&gp->m, __ATOMIC_ACQUIRE);
         int64_t live = 0;
         if ((st == Grunning || st == Gsyscall) && mp &&
@@ -163,7 +163,7 @@ struct g *cputime_g_by_tid(unsigned tid)
     struct g *found = NULL;
     runtime_lock(&sched.allglock);
     for (struct g *gp = sched.allg; gp && !found; gp = gp->alllink) {
-        uint32_t st = readgstatus(gp);
+        uint32_t st = g_status(gp);
         if (st != Gdead && st != Gidle && gp->tcb && tls_tcb_tid(gp->tcb) == tid)
             found = gp;
     }

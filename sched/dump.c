@@ -184,7 +184,7 @@ static void describe_wait(struct g *gp, char *buf, size_t len)
 
 void sched_describe(struct g *gp, char *buf, size_t len)
 {
-    if (readgstatus(gp) == Gwaiting) {
+    if (g_status(gp) == Gwaiting) {
         describe_wait(gp, buf, len);
         return;
     }
@@ -242,7 +242,7 @@ static int waits_forever(struct g *gp)
     struct g *slow = gp, *fast = gp;
     for (uint64_t n = 0; n <= 2 * sched.allglen + 2; n++) {
         bool gone;
-        if (readgstatus(fast) != Gwaiting)
+        if (g_status(fast) != Gwaiting)
             return WAITS_MAYBE;
         struct g *next = blocker(fast, &gone);
         if (gone)
@@ -267,7 +267,7 @@ void leaks_print(int fd)
     };
     runtime_lock(&sched.allglock);
     for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
-        if (readgstatus(gp) != Gwaiting || !(gp->flags & G_STARTED) || gp->waitkind == WAIT_SLEEP)
+        if (g_status(gp) != Gwaiting || !(gp->flags & G_STARTED) || gp->waitkind == WAIT_SLEEP)
             continue;
         char what[320];
         describe_wait(gp, what, sizeof what);
@@ -287,7 +287,7 @@ static void dump_threads(int fd)
 {
     runtime_lock(&sched.allglock);
     for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
-        uint32_t st = readgstatus(gp);
+        uint32_t st = g_status(gp);
         if (st == Gdead || !(gp->flags & G_STARTED))
             continue;
         char what[320];
@@ -339,7 +339,7 @@ static bool all_asleep(void)
     int waiting = 0;
     runtime_lock(&sched.allglock);
     for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
-        uint32_t st = readgstatus(gp);
+        uint32_t st = g_status(gp);
         /* A G in an I/O wait may be woken through epoll even on the
          * program's own pipe (a close, a write goshim did not see): sysmon
          * polls for it; never a deadlock. */

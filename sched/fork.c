@@ -49,6 +49,7 @@ void sched_fork_prepare(void)
 {
     if (!sched.started || sched_self() == NULL)
         return;
+    machines_fork_shed();
     struct m *mp = acquirem(); /* released by the parent or child handler */
     void *real = mp->real_tcb;
     if (tls_full() && mp->curfs != real) {
@@ -133,6 +134,8 @@ static void reset_sched(struct m *mp)
     sched.tls_static_walking = 0; /* a walk in the parent's other threads: gone here */
     sched.allm = mp;
     mp->alllink = NULL;
+    mp->exitctx.sp = 0; /* the child's main thread now: it never ends as an M (m_retire) */
+    sched.mfree = NULL;
     sched.midle = NULL;
     sched.nmidle = 0;
     sched.nmcoming = 0;
@@ -167,11 +170,11 @@ static void reset_sched(struct m *mp)
         casgstatus(self, Gsyscall, Grunning);
     }
 
-    /* Every other thread is gone: its G is dead (not reused: its stack
-     * and TCB hold what the parent's thread left there). */
-    for (struct g *gp = sched.allg; gp; gp = gp->alllink)
-        if (gp != self && readgstatus(gp) != Gdead)
-            __atomic_store_n(&gp->atomicstatus, Gdead, __ATOMIC_RELEASE);
+    /* Every other thread is gone: its G is dead (g_status), not reused (its stack and TCB
+     * hold what the parent's thread left there; it is on no free list). */
+    sched.forkgen++;
+    if (self)
+        self->forkgen = sched.forkgen;
 }
 
 void sched_fork_child(void)

@@ -4,8 +4,11 @@
  * An M is created (with the real pthread_create) only when there is a P to
  * run and no idle M to run it: startm takes an idle M from sched.midle or
  * makes a new one, hands it the P through m->nextp and wakes it. An M with
- * nothing to do releases its P and sleeps on its note in stopm; it never
- * exits. One idle M at a time sleeps with a timeout, until the earliest
+ * nothing to do releases its P and sleeps on its note in stopm. Idle Ms
+ * beyond one per P and a few more end their threads after M_RETIRE_NS of
+ * idleness (m_retire): a program that once had a thousand threads blocked
+ * in the kernel would otherwise keep a thousand OS threads, and copy them
+ * at every fork. One idle M at a time sleeps with a timeout, until the earliest
  * timer (stopm, timer_wakeup): an idle process wakes up exactly for its
  * timers, and one with no timers sleeps forever. While Gs wait for fds,
  * one idle M blocks in netpoll instead of on its note (poll_m). The count is capped by
@@ -91,7 +94,21 @@ static void m_low_g0tcb(struct m *mp)
     mp->curfs = t;
 }
 
-/* Thread body of every M but none: bind GS, then schedule forever. */
+/* An M's g0, on the stack below mstart's frame: its first P, or idle; then it schedules. */
+GOSHIM_NO_TSAN static void m_run(void *arg)
+{
+    struct m *mp = arg;
+    struct p *pp = mp->nextp;
+    mp->nextp = NULL;
+    if (pp)
+        acquirep(pp);
+    else
+        stopm(); /* made by the maker: idle until startm needs it, unless work waits */
+    cputime_m_ready(mp);
+    schedule();
+}
+
+/* Thread body of every M but M0: bind GS, then schedule until it retires. */
 GOSHIM_NO_TSAN static void *mstart(void *arg)
 {
     struct m *mp = arg;
@@ -109,21 +126,19 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     mp->sigmask = thread_sigmask();
     __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
     m_mark_own_tls(mp, mp->g0tcb);
-    stack_thread_init();
+    stack_thread_init(&mp->altmade);
     m_record_altstack(mp);
-    /* Everything below this point of the thread stack is the g0 stack. */
-    mp->g0_sp = ((uintptr_t)__builtin_frame_address(0) - 1024) & ~(uintptr_t)15;
+    /* Everything below this point of the thread stack is the g0 stack; mstart's frame,
+     * above it, holds the context m_retire resumes (ctx_mcall saves it there). */
+    uintptr_t sp;
+    __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
+    mp->g0_sp = (sp - 1024) & ~(uintptr_t)15;
     mp->g0_lo = (char *)mp->g0_sp - M_STACK_SIZE / 2;
     mp->g0_fiber = san_fiber_current();
     m_low_g0tcb(mp);
-    struct p *pp = mp->nextp;
-    mp->nextp = NULL;
-    if (pp)
-        acquirep(pp);
-    else
-        stopm(); /* made by the maker: idle until startm needs it, unless work waits */
-    cputime_m_ready(mp);
-    schedule();
+    ctx_mcall(&mp->exitctx, m_run, mp, mp->g0_sp);
+    m_exit(mp);
+    return NULL;
 }
 
 /* Whether a G is runnable anywhere (a hint: queues read racily). */
@@ -206,13 +221,13 @@ bool newm(struct p *pp, bool spinning, enum newm_for why)
         goto fail;
     }
     sched.mcount++;
+    struct m *mp = m_reuse();
     runtime_unlock(&sched.lock);
 
     if (pp)
         runq_to_global(pp);
-    struct m *mp = allocm();
     err = ENOMEM;
-    if (!mp)
+    if (!mp && !(mp = m_alloc_listed()))
         goto undo;
     mp->nextp = pp;
     mp->spinning = spinning;
@@ -221,11 +236,6 @@ bool newm(struct p *pp, bool spinning, enum newm_for why)
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, M_STACK_SIZE);
-    runtime_lock(&sched.lock);
-    mp->id = sched.mcount - 1;
-    mp->alllink = sched.allm;
-    sched.allm = mp;
-    runtime_unlock(&sched.lock);
     /* The new thread inherits the creator's mask and GS base: until mstart points GS at
      * the new M, the dispatcher would take it for the creator's M, running the
      * creator's G, and run a process signal's handler here, on no thread of the program
@@ -249,10 +259,11 @@ bool newm(struct p *pp, bool spinning, enum newm_for why)
         runtime_unlock(&sched.lock);
         return true;
     }
-    /* The M stays on allm, never started: harmless, and allm stays simple. */
 undo:
     runtime_lock(&sched.lock);
     sched.mcount--;
+    if (mp)
+        m_unstarted(mp);
     runtime_unlock(&sched.lock);
 fail:
     if (why == NEWM_RESERVE)
@@ -461,7 +472,7 @@ void sched_idle_block(uint64_t set)
         runtime_lock(&sched.lock);
         for (struct m *mp = sched.allm; mp && settled; mp = mp->alllink)
             settled = (__atomic_load_n(&mp->sigmask, __ATOMIC_RELAXED) & set) == set ||
-                      !__atomic_load_n(&mp->ong0, __ATOMIC_ACQUIRE);
+                      !__atomic_load_n(&mp->ong0, __ATOMIC_ACQUIRE) || mp->retired;
         runtime_unlock(&sched.lock);
         if (settled || nanotime() > until)
             return;
@@ -513,6 +524,27 @@ static int64_t watch_timers(struct m *mp)
     return when;
 }
 
+/*
+ * mp's timed sleep in stopm ended with nobody waking it. Returns a P to run the timers
+ * with, or NULL: then *again says it looks again (stopm's loop) rather than waits for
+ * the wake-up that is coming (someone took it off sched.midle). A surplus M ends here
+ * unless the idle Ms fell to idle_keep meanwhile.
+ */
+static struct p *idle_timed_out(struct m *mp, bool surplus, bool *again)
+{
+    runtime_lock(&sched.lock);
+    *again = mremove(mp);
+    if (!*again || surplus) {
+        if (surplus && *again && sched.nmidle >= m_idle_keep())
+            m_retire(mp);
+        runtime_unlock(&sched.lock);
+        return NULL;
+    }
+    struct p *pp = pidleget();
+    runtime_unlock(&sched.lock);
+    return pp;
+}
+
 void stopm(void)
 {
     struct m *mp = getm();
@@ -557,6 +589,7 @@ void stopm(void)
         mput(mp);
         if (watch)
             until = watch_timers(mp);
+        bool surplus = until < 0 && (until = m_surplus_until(mp)) >= 0;
         runtime_unlock(&sched.lock);
         __atomic_fetch_add(&mp->nstopm, 1, __ATOMIC_RELAXED);
         if (stack_scavenge_due() && stays_idle(mp, until))
@@ -564,22 +597,21 @@ void stopm(void)
         if (until < 0) {
             notesleep(&mp->park);
         } else if (!m_sleep_until(mp, until)) {
-            /* Timed out: the timers need a P. */
-            runtime_lock(&sched.lock);
-            if (mremove(mp)) {
-                struct p *pp = pidleget();
-                runtime_unlock(&sched.lock);
-                if (pp) {
-                    acquirep(pp);
-                    return;
-                }
-                watch = false; /* every P is running: their Ms run the timers */
+            /* Timed out: the timers need a P, or a surplus M ends. */
+            bool again;
+            struct p *pp = idle_timed_out(mp, surplus, &again);
+            if (pp) {
+                acquirep(pp);
+                return;
+            }
+            if (again) {
+                watch = watch && surplus; /* else every P runs: their Ms run the timers */
                 continue;
             }
-            runtime_unlock(&sched.lock);
             notesleep(&mp->park); /* startm or timer_wakeup is waking us */
         }
         noteclear(&mp->park);
+        m_end_if_shed(mp);
         struct p *pp = mp->nextp;
         mp->nextp = NULL;
         if (pp) {
@@ -670,113 +702,14 @@ struct m *mget(void)
     return mp;
 }
 
-/* ---- helper threads: the runtime's own, which are no M (sysmon, the signal router) ---- */
-
-/* A helper's first act: it is no M. A new thread inherits its creator's GS base, an M's
- * when an M starts it (a fork child restarting sysmon): setxid.c would take it for that M
- * and clear the M's set*id mark instead of its own (seteuid in a fork child would hang). */
-static void *helper_start(void *fn)
+struct m *mget_surplus(void)
 {
-    rt_syscall(SYS_arch_prctl, ARCH_SET_GS, 0, 0);
-    return ((void *(*)(void *))fn)(NULL);
-}
-
-int sched_helper_thread(void *(*fn)(void *))
-{
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    /* The new thread inherits the creator's mask: all blocked from its first
-     * instruction, but for glibc's SIGCANCEL and SIGSETXID (32, 33): set*id
-     * waits for every thread to take SIGSETXID (setxid.c). */
-    uint64_t all = ~((1ULL << 31) | (1ULL << 32)), old = 0;
-    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
-    int err = libc_pthread_create(&t, &attr, helper_start, (void *)fn);
-    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
-    pthread_attr_destroy(&attr);
-    return err;
-}
-
-/*
- * A fork child of a threaded program is one thread again, and most such
- * children exec or exit at once: starting sysmon, the waker and the router
- * there (three clones, and an exit_group that must reap them) made a fork
- * with threads alive cost three times native's. While the child has one
- * thread, with nothing for them to do (sched_helpers_may_defer: no second
- * thread, no SCHEDTRACE, no chaos, no fixed slice, so no preemption either),
- * each helper is recorded here instead, and all start together from a
- * context that may make threads, at the first of:
- *   - a spawn (newproc, when the process stops being single-threaded);
- *   - the thread parking in the scheduler (stopm: sysmon's deadlock check,
- *     the waker's deferred wakes and the router's interrupted waits serve a
- *     parked thread);
- *   - a signal sent to the own process (kill, sigqueue: the router hands it on);
- *   - a signal a handler posted to the absent router (sched_helpers_want,
- *     async-signal-safe), acted on when the thread is next back from the
- *     scheduler (sched_helpers_check) or changes or reads its signal state.
- * A child that execs or exits before any of these makes no helper at all.
- */
-enum { HELPERS = 8 }; /* waker, sysmon, maker, router, slice timer, and room */
-static struct {
-    int (*start[HELPERS])(void);
-    uint32_t n;
-    uint32_t deferred; /* atomic: helpers wait in start[] */
-    uint32_t wanted;   /* atomic: a signal handler asked for them */
-} lone_helpers;
-
-bool sched_helpers_may_defer(void)
-{
-    return sched_lone() && sysmon_traces() == 0 && preempt_when_waiting();
-}
-
-bool sched_helper_defer(int (*start)(void))
-{
-    if (lone_helpers.n == HELPERS || !sched_helpers_may_defer())
-        return false;
-    lone_helpers.start[lone_helpers.n++] = start;
-    __atomic_store_n(&lone_helpers.deferred, 1, __ATOMIC_SEQ_CST);
-    return true;
-}
-
-bool sched_helpers_deferred(void)
-{
-    return __atomic_load_n(&lone_helpers.deferred, __ATOMIC_SEQ_CST) != 0;
-}
-
-void sched_helpers_want(void)
-{
-    if (sched_helpers_deferred())
-        __atomic_store_n(&lone_helpers.wanted, 1, __ATOMIC_SEQ_CST);
-}
-
-/* Start what was deferred: from a G at a call of its own (not a signal handler, not a
- * preemption), or from an M's scheduler context holding no lock. The process has one
- * thread, so no two callers race; the exchange keeps a second call from starting twice. */
-void sched_helpers_start(void)
-{
-    if (!__atomic_exchange_n(&lone_helpers.deferred, 0, __ATOMIC_SEQ_CST))
-        return;
-    __atomic_store_n(&lone_helpers.wanted, 0, __ATOMIC_SEQ_CST);
-    uint32_t n = lone_helpers.n;
-    lone_helpers.n = 0;
-    for (uint32_t i = 0; i < n; i++)
-        lone_helpers.start[i]();
-}
-
-bool sched_helpers_check(void)
-{
-    if (__builtin_expect(__atomic_load_n(&lone_helpers.wanted, __ATOMIC_RELAXED) == 0, 1))
-        return false;
-    sched_helpers_start();
-    return true;
-}
-
-/* Fork child: what the parent deferred is its own (its helpers are running or were). */
-void sched_helpers_fork_child(void)
-{
-    FORK_SET(lone_helpers.n, 0);
-    FORK_SET(lone_helpers.deferred, 0);
-    FORK_SET(lone_helpers.wanted, 0);
+    if (sched.nmidle <= m_idle_keep())
+        return NULL;
+    for (struct m *mp = sched.midle; mp; mp = mp->schedlink)
+        if (mp != timer_m && m_can_end(mp)) {
+            mremove(mp);
+            return mp;
+        }
+    return NULL;
 }

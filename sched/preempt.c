@@ -525,6 +525,13 @@ void preempt_m_init(struct m *mp)
         slicetimer_create(mp, __atomic_load_n(&pr.sig, __ATOMIC_RELAXED));
 }
 
+void preempt_m_fini(struct m *mp)
+{
+    if (mp->slicetimer_sig)
+        rt_syscall(SYS_timer_delete, mp->slicetimer, 0, 0);
+    mp->slicetimer_sig = 0;
+}
+
 bool preempt_timers_ok(void)
 {
     return pr.on && pr.when_waiting && !pr.notimers &&

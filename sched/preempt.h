@@ -44,6 +44,8 @@ void preempt_after_fork(void);
  * kernel's policy only). */
 struct m;
 void preempt_m_init(struct m *mp);
+/* On an M's own thread, before the thread ends: its slice timer deleted. */
+void preempt_m_fini(struct m *mp);
 /* Every M has its slice timer: sysmon leaves the rotation of Gs that were
  * only preempted to them. */
 bool preempt_timers_ok(void);

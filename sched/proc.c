@@ -450,6 +450,7 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
         __atomic_store_n(&pp->nspawn, pp->nspawn + 1, __ATOMIC_RELAXED);
     else
         __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&gp->forkgen, sched.forkgen, __ATOMIC_RELEASE);
     if (a && a->suspended) {
         castatus_or_throw(gp, Gdead, Gwaiting, "newproc");
         return gp;

@@ -112,6 +112,7 @@ struct g {
     /* sched.tls_static_gen when its TCB last got every static TLS image (bind, then
      * tls_static_catch_up at its first run; tls_static.c); owner. */
     uint64_t tls_gen;
+    uint32_t forkgen; /* sched.forkgen when it was last made (newproc): g_status */
 };
 
 /*
@@ -200,6 +201,14 @@ struct m {
      * away from a G, or its wake-up from idleness. Owner. */
     uint64_t tsc_mark;
     int64_t cpu_mark;
+    /* Retirement (machines.c, m_retire): mstart's context, resumed when the M's thread is
+     * to end (sp 0: an M that cannot end, M0 or a fork child's); the alternate stack its
+     * thread was given; set once the thread gave everything back (the struct is on
+     * sched.mfree, or never started), until newm uses it again. */
+    struct gobuf exitctx;
+    struct gstack altmade;
+    bool retired;
+    bool shed; /* taken off sched.midle to end at once (machines_fork_shed) */
 };
 
 struct p {
@@ -253,7 +262,10 @@ struct schedt {
     int32_t nmcoming; /* made idle (the maker's) and not at stopm yet; sched.lock */
     int32_t mcount;   /* Ms created; sched.lock */
     int32_t maxmcount;
-    struct m *allm;     /* sched.lock */
+    struct m *allm;     /* sched.lock; retired ones too (m->retired) */
+    struct m *mfree;    /* retired Ms, linked by schedlink, for newm; sched.lock */
+    int64_t mids;       /* ids given to M structs; sched.lock */
+    uint64_t nmretired; /* Ms whose threads ended; sched.lock */
     struct p *pidle;    /* idle Ps; sched.lock */
     int32_t npidle;     /* atomic (written under sched.lock) */
     int32_t nmspinning; /* atomic */
@@ -282,6 +294,7 @@ struct schedt {
                               stats add every P's nspawn) */
     uint64_t nmthreadfail; /* atomic: M creations that failed or hit the cap */
     uint32_t multi;        /* atomic: a G was spawned since start-up or the fork (sched_lone) */
+    uint32_t forkgen;      /* forks this process is removed from its first (g_status) */
     int64_t starttime;     /* nanotime at sched_init */
     bool started;
 };
@@ -369,6 +382,20 @@ static inline uint32_t fastrandn(struct m *mp, uint32_t n)
 static inline uint32_t readgstatus(struct g *gp)
 {
     return __atomic_load_n(&gp->atomicstatus, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * gp's status as a walk of allg or a question from the shim sees it: Gdead for a G of a
+ * parent process. A fork child keeps only the forking thread's G, and tells the others
+ * dead by one increment of sched.forkgen instead of a write to each (which would touch a
+ * page a G: fork.c); a G made since (newproc) carries the new count. Its own status
+ * (readgstatus) is what the G's life in this process changes.
+ */
+static inline uint32_t g_status(struct g *gp)
+{
+    if (__atomic_load_n(&gp->forkgen, __ATOMIC_ACQUIRE) != sched.forkgen)
+        return Gdead;
+    return readgstatus(gp);
 }
 
 #endif

@@ -175,6 +175,35 @@ void fork_zero(void *p, size_t n); /* zero p[0..n) but the pages already zero */
 /* FORK_SET (lock.h) sets a value only if it differs. */
 void sysmon_fork_child(void);
 void machines_fork_child(void);
+/* Before a fork (the parent, on the forking G): the surplus idle Ms end now, and this
+ * waits (briefly) until their threads are gone. */
+void machines_fork_shed(void);
+
+/* ---- the end of surplus Ms (mretire.c) ---- */
+/* Idle Ms that stay however long they idle: one per P (a wave of Gs blocking in the
+ * kernel hands them all off at once) and a few more (the maker's reserve). sched.lock. */
+int32_t m_idle_keep(void);
+/* Whether mp's thread can end (mretire.c says which can). */
+bool m_can_end(struct m *mp);
+/* mp, just put on sched.midle (sched.lock held): -1, or, if it is one too many idle Ms,
+ * when it ends unless it is woken before (stopm sleeps until then). */
+int64_t m_surplus_until(struct m *mp);
+/* mp, off sched.midle, ends its thread (sched.lock held; released): back in mstart. */
+GOSHIM_NO_TSAN __attribute__((noreturn)) void m_retire(struct m *mp);
+/* mp was shed for a fork (machines_fork_shed) and just woken: it ends. */
+void m_end_if_shed(struct m *mp);
+/* In mstart, once m_retire came back there: the thread gives back what it holds. */
+void m_exit(struct m *mp);
+/* A retired M's struct for newm (sched.lock held), or NULL: on allm with its id and
+ * counters, the rest afresh. */
+struct m *m_reuse(void);
+/* A new M struct, given an id and put on allm; NULL without memory. */
+struct m *m_alloc_listed(void);
+/* mp's thread could not be made (sched.lock held): the struct waits for the next newm. */
+void m_unstarted(struct m *mp);
+/* Take off sched.midle an M that can end, not the timer watcher, while more than
+ * m_idle_keep() idle; NULL if none. sched.lock held. */
+struct m *mget_surplus(void);
 /* setxid.c: set*id calls work while Gs run on Ms (call once, at start-up). */
 void setxid_init(void);
 void timers_fork_child(void);

@@ -145,7 +145,7 @@ static stack_t adopt_altstack(struct m *mp)
         stack_t off = {.ss_flags = SS_DISABLE};
         rt_syscall(SYS_sigaltstack, &off, 0, 0);
     }
-    stack_thread_init();
+    stack_thread_init(NULL);
     m_record_altstack(mp);
     return alt;
 }
@@ -227,7 +227,8 @@ int sched_adopt_main(void)
 
     runtime_lock(&sched.lock);
     struct p *pp = pidleget();
-    mp->id = sched.mcount++;
+    mp->id = sched.mids++;
+    sched.mcount++;
     mp->alllink = sched.allm;
     sched.allm = mp;
     runtime_unlock(&sched.lock);

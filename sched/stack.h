@@ -171,9 +171,15 @@ int stack_overflow_init(stack_lookup_fn lookup);
 /*
  * stack_thread_init gives the calling OS thread (an M) a 64 KiB alternate
  * signal stack with a guard, unless it already has one. Once per M; the
- * memory lives as long as the process. Returns 0 or -errno.
+ * memory lives as long as the thread: what it made is in *made (map NULL:
+ * nothing), for stack_thread_fini; made may be NULL (kept for the process).
+ * Returns 0 or -errno.
  */
-int stack_thread_init(void);
+int stack_thread_init(struct gstack *made);
+
+/* stack_thread_fini: the calling thread, about to end, gives back the alternate stack
+ * stack_thread_init made for it (*made), uninstalling it first. */
+void stack_thread_fini(struct gstack *made);
 
 struct stack_stats {
     unsigned long mmaps;        /* mmap calls (G stacks, arena chunks, signal stacks) */

@@ -125,8 +125,10 @@ int stack_overflow_init(stack_lookup_fn lookup)
 /*
  * stack_thread_init: see stack.h. Runs on the new M before it runs any G.
  */
-int stack_thread_init(void)
+int stack_thread_init(struct gstack *made)
 {
+    if (made)
+        made->map = NULL;
     stack_t cur;
     if (rt_syscall(SYS_sigaltstack, 0, &cur, 0) == 0 && !(cur.ss_flags & SS_DISABLE) &&
         cur.ss_size >= ALTSTACK_SIZE / 2)
@@ -150,5 +152,19 @@ int stack_thread_init(void)
         vmas_add(-(long)st.vmas);
         return (int)e;
     }
+    if (made)
+        *made = st;
     return 0;
+}
+
+void stack_thread_fini(struct gstack *made)
+{
+    if (!made->map)
+        return;
+    stack_t cur, off = {.ss_flags = SS_DISABLE};
+    if (rt_syscall(SYS_sigaltstack, 0, &cur, 0) == 0 && cur.ss_sp == made->lo)
+        rt_syscall(SYS_sigaltstack, &off, 0, 0);
+    rt_syscall(SYS_munmap, made->map, made->maplen, 0);
+    vmas_add(-(long)made->vmas);
+    made->map = NULL;
 }

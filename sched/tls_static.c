@@ -97,7 +97,7 @@ static void late_copy(void *tcb, const struct tls_late *e)
 /* The TCB the walk copies into, or NULL: a started G, alive, with a TCB of goshim's. */
 static void *walk_tcb(struct g *gp)
 {
-    uint32_t st = readgstatus(gp);
+    uint32_t st = g_status(gp);
     if (st == Gdead || st == Gidle)
         return NULL;
     uint32_t fl = __atomic_load_n(&gp->flags, __ATOMIC_RELAXED);

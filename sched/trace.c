@@ -66,6 +66,8 @@ void schedtrace(bool detailed)
                  pp->runnext != NULL, pp->gfreecnt);
     }
     for (struct m *mp = sched.allm; mp; mp = mp->alllink) {
+        if (mp->retired)
+            continue;
         struct p *pp = mp->p;
         struct g *gp = mp->curg;
         rt_print(2, "  M%ld: p=%d curg=%ld spinning=%s tid=%d\n", (long)mp->id, pp ? pp->id : -1,
@@ -74,7 +76,7 @@ void schedtrace(bool detailed)
     runtime_unlock(&sched.lock);
     runtime_lock(&sched.allglock);
     for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
-        uint32_t st = readgstatus(gp);
+        uint32_t st = g_status(gp);
         if (st == Gdead)
             continue;
         struct m *mp = gp->m;

@@ -213,3 +213,19 @@ Test(preload_thread, fork_handlers_registered_before_the_first_thread_run_in_ord
     expect_native_prints("prog_lazy_start", "atfork", want);
     expect_prints_at_p1_and_p2("prog_lazy_start", "atfork", want, 2);
 }
+
+/* Threads that blocked in the kernel (each on an M) leave no surplus OS threads behind once
+ * they are done, round after round, and a fork child after them runs. */
+Test(preload_thread, os_threads_of_blocked_threads_retire, .timeout = 180)
+{
+    char want[512];
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int limit = 8 + 2 * (int)(cpus > 0 ? cpus : 1);
+    snprintf(want, sizeof want,
+             "round 1: 100 threads blocked in the kernel, then at most %d OS threads\n"
+             "round 2: 100 threads blocked in the kernel, then at most %d OS threads\n"
+             "fork child: ran, exited 0\n",
+             limit, limit);
+    expect_native_prints("prog_thread_retire", "100 2", want);
+    expect_prints_at_p1_and_p2("prog_thread_retire", "100 2", want, 201);
+}

@@ -581,7 +581,7 @@ static void overflow_entry(void)
 static void child_overflow(void)
 {
     static ucontext_t main_uc, uc;
-    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init())
+    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init(NULL))
         _exit(2);
     if (stack_alloc(NULL, 64 * 1024, page(), &ov_st))
         _exit(3);
@@ -635,7 +635,7 @@ static void child_chain_handler(void)
     sa.sa_sigaction = prev_handler_exit7;
     sa.sa_flags = SA_SIGINFO;
     sigaction(SIGSEGV, &sa, NULL);
-    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init())
+    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init(NULL))
         _exit(2);
     fault_on_prot_none();
     _exit(6);
@@ -653,7 +653,7 @@ Test(stack, other_faults_chain_to_previous_handler, .timeout = 10)
 static void child_chain_default(void)
 {
     signal(SIGSEGV, SIG_DFL);
-    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init())
+    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init(NULL))
         _exit(2);
     fault_on_prot_none();
     _exit(6);
@@ -687,11 +687,11 @@ Test(stack, thread_init_installs_guarded_altstack, .timeout = 10)
 {
     stack_t ss, ss2;
     cr_assert_eq(stack_init(0), 0);
-    cr_assert_eq(stack_thread_init(), 0);
+    cr_assert_eq(stack_thread_init(NULL), 0);
     cr_assert_eq(sigaltstack(NULL, &ss), 0);
     cr_assert_eq(ss.ss_flags & SS_DISABLE, 0);
     cr_assert_eq(ss.ss_size, 64 * 1024);
-    cr_assert_eq(stack_thread_init(), 0);
+    cr_assert_eq(stack_thread_init(NULL), 0);
     cr_assert_eq(sigaltstack(NULL, &ss2), 0);
     cr_assert_eq(ss2.ss_sp, ss.ss_sp, "a second call keeps the existing stack");
     char out[64];

@@ -1,0 +1,180 @@
+/*
+ * The end of surplus Ms. An M that idles while more than m_idle_keep() Ms idle ends its
+ * thread after M_RETIRE_NS (stopm, m_retire): a program that once had a thousand
+ * threads blocked in the kernel (each on an M) would otherwise keep a thousand OS threads
+ * for good, and copy them at every fork. Before a fork the surplus ends at once
+ * (machines_fork_shed).
+ *
+ * An M ends by going back up its own stack: mstart saved its context above the g0 stack
+ * (ctx_mcall into m_run), m_retire resumes it, and mstart returns once m_exit has given
+ * back the slice timer and the alternate stack, so glibc ends the thread as any other.
+ * The struct stays on sched.allm (nothing that still points to it - sysmon's look at a
+ * P's M, a G's last M - reads freed memory) and waits on sched.mfree for the next newm.
+ * Only an M that mstart began can end: not M0 (the process's main thread), nor a fork
+ * child's (its main thread now), nor one whose scheduler runs on a low TCB of the ldt
+ * method (m_can_end); nor any in a sanitizer build, whose runtimes are told of every
+ * stack switch (context.c) but not of this jump up the stack.
+ */
+#include <asm/prctl.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+#include "preempt.h"
+#include "sched.h"
+
+#define M_RETIRE_NS  1000000000 /* a surplus idle M ends its thread after this long */
+#define SHED_WAIT_NS 200000000  /* a fork waits at most this long for the shed Ms to end */
+enum { M_IDLE_KEEP_EXTRA = 2 }; /* idle Ms kept beyond one per P (m_idle_keep) */
+
+int32_t m_idle_keep(void)
+{
+    return sched.gomaxprocs + M_IDLE_KEEP_EXTRA;
+}
+
+bool m_can_end(struct m *mp)
+{
+#ifdef GOSHIM_SAN
+    (void)mp;
+    return false; /* the sanitizers follow each stack switch (context.c): not this one */
+#else
+    return mp->exitctx.sp && mp->g0tcb == mp->real_tcb;
+#endif
+}
+
+int64_t m_surplus_until(struct m *mp)
+{
+    if (!m_can_end(mp) || sched.nmidle <= m_idle_keep())
+        return -1;
+    return nanotime() + M_RETIRE_NS;
+}
+
+GOSHIM_NO_TSAN void m_retire(struct m *mp)
+{
+    sched.mcount--;
+    sched.nmretired++;
+    runtime_unlock(&sched.lock);
+    restore_own_fs_altstack(mp);
+    ctx_gogo(&mp->exitctx);
+}
+
+void m_end_if_shed(struct m *mp)
+{
+    if (!mp->shed)
+        return;
+    runtime_lock(&sched.lock);
+    m_retire(mp);
+}
+
+/*
+ * Signals are blocked first but glibc's two: no slice tick recreates the timer deleted
+ * here. With GS 0 the thread is no M: a signal it takes meanwhile passes goshim's
+ * handlers by, and mp, once on sched.mfree, is the next newm's.
+ */
+void m_exit(struct m *mp)
+{
+    uint64_t all = ~((1ULL << 31) | (1ULL << 32));
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, 0, sizeof all, 0, 0);
+    preempt_m_fini(mp);
+    stack_thread_fini(&mp->altmade);
+    rt_syscall(SYS_arch_prctl, ARCH_SET_GS, 0, 0);
+    runtime_lock(&sched.lock);
+    mp->retired = true;
+    mp->schedlink = sched.mfree;
+    sched.mfree = mp;
+    runtime_unlock(&sched.lock);
+}
+
+struct m *m_reuse(void)
+{
+    struct m *mp = sched.mfree;
+    if (!mp)
+        return NULL;
+    sched.mfree = mp->schedlink;
+    struct m keep = *mp;
+    memset(mp, 0, sizeof *mp);
+    mp->self = mp;
+    mp->id = keep.id;
+    mp->alllink = keep.alllink;
+    mp->fastrand = keep.fastrand;
+    mp->nstopm = keep.nstopm;
+    mp->nwoken = keep.nwoken;
+    mp->nsyscall = keep.nsyscall;
+    return mp;
+}
+
+struct m *m_alloc_listed(void)
+{
+    struct m *mp = allocm();
+    if (!mp)
+        return NULL;
+    runtime_lock(&sched.lock);
+    mp->id = sched.mids++;
+    mp->alllink = sched.allm;
+    sched.allm = mp;
+    runtime_unlock(&sched.lock);
+    return mp;
+}
+
+void m_unstarted(struct m *mp)
+{
+    mp->retired = true;
+    mp->schedlink = sched.mfree;
+    sched.mfree = mp;
+}
+
+/* The process's OS threads (/proc/self/stat), or -1. */
+static long os_threads(void)
+{
+    char buf[512];
+    long fd = rt_syscall(SYS_openat, AT_FDCWD, (long)"/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    long n = rt_syscall(SYS_read, fd, (long)buf, sizeof buf - 1);
+    rt_syscall(SYS_close, fd, 0, 0);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')'); /* then the state; num_threads is the 18th field on */
+    for (int field = 0; p && field < 18; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtol(p + 1, NULL, 10) : -1;
+}
+
+/*
+ * A fork copies every thread's stacks, and glibc walks every thread's descriptor in the
+ * child: a program whose thousand blocked threads have ended has one thread to copy
+ * natively, and should have here too, not the thousand Ms they left idle. Nor can those
+ * Ms end while the program forks in a loop: each fork holds the address space, an ending
+ * thread's munmap waits for it under glibc's stack lock, and the other ending threads
+ * wait for that lock - about one thread ends a fork. So the surplus ends now, and the
+ * fork waits until those threads are gone, at most SHED_WAIT_NS: an ending thread frees
+ * memory, and a program's allocator that the program's own prepare handler locked stays
+ * locked until the fork is done.
+ */
+void machines_fork_shed(void)
+{
+    struct m *shed = NULL;
+    long n = 0;
+    runtime_lock(&sched.lock);
+    for (struct m *mp; (mp = mget_surplus()); n++) {
+        mp->schedlink = shed;
+        shed = mp;
+    }
+    runtime_unlock(&sched.lock);
+    if (n == 0)
+        return;
+    long before = os_threads();
+    while (shed) {
+        struct m *mp = shed;
+        shed = mp->schedlink;
+        mp->schedlink = NULL;
+        mp->shed = true;
+        notewakeup(&mp->park);
+    }
+    int64_t until = nanotime() + SHED_WAIT_NS;
+    while (before > 0 && os_threads() > before - n && nanotime() < until)
+        osusleep(100);
+}
