@@ -448,6 +448,14 @@ unsigned tls_fake_tid(void);
  * shim's job.
  */
 void tls_thread_exit(void);
+/*
+ * Then, once its key destructors ran: what the kernel does with an OS thread's robust
+ * list when the thread ends, for the G's own list (the kernel knows only the Ms' lists,
+ * by their real tids): each mutex the thread still owns gets FUTEX_OWNER_DIED and one
+ * waiter is woken, so the next lock returns EOWNERDEAD, as natively. Full mode only (in
+ * errno mode the Gs of an M share its list). Not for priority-inheritance mutexes.
+ */
+void tls_robust_exit(void);
 
 /* ---- preemption (preempt.c) ------------------------------------------- */
 

@@ -108,10 +108,12 @@
 #include "throw.h"
 
 #include <dlfcn.h>
+#include <linux/futex.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 
 /* Fake tids: above PID_MAX_LIMIT (2^22), below FUTEX_TID_MASK (0x3fffffff). */
 #define TID_MIN 0x01000000u
@@ -397,6 +399,44 @@ void tls_thread_exit(void)
     /* The first call hands out a pending message, the second frees glibc's per-thread result. */
     dlerror();
     dlerror();
+}
+
+/* What the kernel's handle_futex_death does for an ending thread's robust mutex at w. */
+static void owner_died(uint32_t *w, uint32_t tid)
+{
+    uint32_t v = __atomic_load_n(w, __ATOMIC_RELAXED);
+    while ((v & FUTEX_TID_MASK) == tid) {
+        uint32_t nv = (v & FUTEX_WAITERS) | FUTEX_OWNER_DIED;
+        if (__atomic_compare_exchange_n(w, &v, nv, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+            if (v & FUTEX_WAITERS) /* robust mutexes wait on shared futexes (glibc) */
+                rt_syscall(SYS_futex, (long)w, FUTEX_WAKE, 1);
+            return;
+        }
+    }
+}
+
+void tls_robust_exit(void)
+{
+    if (!tls_full())
+        return;
+    char *tcb = tls_self();
+    size_t off = tls_info.robust_head_off;
+    uintptr_t head = (uintptr_t)(tcb + off);
+    uint32_t tid = *(uint32_t *)(tcb + tls_info.tid_off);
+    long futex_off = (long)WORD(tcb, off + 8);
+    uintptr_t pending = WORD(tcb, off + 16);
+    /* Entries are tagged with bit 0 for priority inheritance (the kernel's own work). */
+    uintptr_t e = WORD(tcb, off);
+    for (int n = 0; e != head && n < ROBUST_LIST_LIMIT; n++) { /* the kernel's bound */
+        uintptr_t next = *(uintptr_t *)(e & ~(uintptr_t)1);    /* before a waiter may free it */
+        if (e != pending && !(e & 1))
+            owner_died((uint32_t *)(e + futex_off), tid);
+        e = next;
+    }
+    if (pending && !(pending & 1))
+        owner_died((uint32_t *)(pending + futex_off), tid);
+    WORD(tcb, off) = head;
+    WORD(tcb, off + 16) = 0;
 }
 
 void tls_malloc_move(void *from_tcb, void *to_tcb)

@@ -47,6 +47,8 @@ for n in 1000 10000 100000 1000000; do
 done
 [ "$max" -ge 1000000 ] &&
     cases+=("cond_1M_default_stack|pbench_blocked_threads 1000000 cond 0|blocked 1000000 cond|blocked|1000000|900")
+# Process-shared waits are glibc's (each holds an OS thread natively and under goshim): no Go twin.
+cases+=("pshared_1k|pbench_blocked_threads 1000 pshared 64|-|blocked|1000|600")
 # Lean TLS (goshim run --lean-tls): goshim only; native and Go are the rows without _lean.
 lean_tunables=glibc.rtld.optional_static_tls=0:glibc.rtld.nns=1
 for n in 10000 1000000; do
@@ -81,6 +83,10 @@ run_case() {
     fi
     if [[ $name == *_lean ]] && [ "$mode" != goshim ]; then
         fail[$name,$mode]="see ${name%_lean}"
+        return
+    fi
+    if [ "$mode" = go ] && [ "$gargs" = - ]; then
+        fail[$name,$mode]="no Go twin"
         return
     fi
     if [ "$mode" = go ] && [ $have_go -eq 0 ]; then

@@ -96,7 +96,7 @@ GOSHIM_EXPORT int pthread_barrier_wait(pthread_barrier_t *b)
     bool serial;
 
     if (!barrier_ours(gb))
-        return REAL(pthread_barrier_wait)(b);
+        return GLIBC_WAIT(REAL(pthread_barrier_wait)(b));
     count = gb->count;
     for (;;) {
         /* acq_rel: the round's last arrival sees every arrival's earlier writes. */

@@ -108,15 +108,16 @@ static void cond_wake(pthread_cond_t *c, int n)
 }
 
 /* A wait on a process-shared cond, glibc's, made a cancellation point (pthread_cancel wakes
- * it: shim_pshared_cond_wait): on entry and once back, with the mutex held. */
+ * it: shim_pshared_cond_wait): on entry and once back, with the mutex held. It blocks in the
+ * kernel as a rule: its P goes to another M at once. */
 #define SHARED_WAIT(call)                                                                          \
     ({                                                                                             \
         shim_testcancel();                                                                         \
         shim_pshared_cond_wait(c, m);                                                              \
-        int r_ = shim_cancel_pending() ? 0 : (call);                                               \
+        int sr_ = shim_cancel_pending() ? 0 : GLIBC_WAIT_WITH(entersyscallblock, call);            \
         shim_pshared_cond_wait(NULL, NULL);                                                        \
         shim_testcancel();                                                                         \
-        r_;                                                                                        \
+        sr_;                                                                                       \
     })
 
 GOSHIM_EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)

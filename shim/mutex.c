@@ -249,7 +249,7 @@ GOSHIM_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
 
     chaos_point();
     if (!sync_on() || !mx_simple(kind))
-        return REAL(pthread_mutex_lock)(m);
+        return GLIBC_LOCK(REAL(pthread_mutex_trylock)(m), REAL(pthread_mutex_lock)(m));
     /* Fast path of the default kind: glibc's own sequence. */
     if (__builtin_expect(kind == MX_TIMED, 1) && lock_try(&m->__data.__lock)) {
         m->__data.__owner = gsync_self();
@@ -264,7 +264,7 @@ GOSHIM_EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct times
     int kind = mx_kind(m);
 
     if (!sync_on() || !mx_simple(kind))
-        return REAL(pthread_mutex_timedlock)(m, abstime);
+        return GLIBC_WAIT(REAL(pthread_mutex_timedlock)(m, abstime));
     return mutex_lock(m, kind, true, CLOCK_REALTIME, abstime);
 }
 
@@ -274,7 +274,7 @@ GOSHIM_EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clk,
     int kind = mx_kind(m);
 
     if (!sync_on() || !mx_simple(kind))
-        return REAL(pthread_mutex_clocklock)(m, clk, abstime);
+        return GLIBC_WAIT(REAL(pthread_mutex_clocklock)(m, clk, abstime));
     if (!clock_ok(clk))
         return EINVAL;
     return mutex_lock(m, kind, true, clk, abstime);
@@ -347,7 +347,7 @@ int gmutex_cond_lock(pthread_mutex_t *m, unsigned saved_count)
     int kind = mx_kind(m);
 
     if (!mx_simple(kind))
-        return REAL(pthread_mutex_lock)(m);
+        return GLIBC_LOCK(REAL(pthread_mutex_trylock)(m), REAL(pthread_mutex_lock)(m));
     lock_word(m, kind & MX_KIND_MASK, false, CLOCK_REALTIME, NULL);
     m->__data.__owner = gsync_self();
     if ((kind & MX_KIND_MASK) == MX_RECURSIVE)

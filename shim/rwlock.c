@@ -230,7 +230,7 @@ static int wrlock(pthread_rwlock_t *rw, bool timed, clockid_t clk, const struct 
 GOSHIM_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
 {
     if (!rw_ours(rw))
-        return REAL(pthread_rwlock_rdlock)(rw);
+        return GLIBC_LOCK(REAL(pthread_rwlock_tryrdlock)(rw), REAL(pthread_rwlock_rdlock)(rw));
     chaos_point();
     return rdlock(rw, false, CLOCK_REALTIME, NULL);
 }
@@ -238,7 +238,7 @@ GOSHIM_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
 GOSHIM_EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t *rw, const struct timespec *abstime)
 {
     if (!rw_ours(rw))
-        return REAL(pthread_rwlock_timedrdlock)(rw, abstime);
+        return GLIBC_WAIT(REAL(pthread_rwlock_timedrdlock)(rw, abstime));
     return rdlock(rw, true, CLOCK_REALTIME, abstime);
 }
 
@@ -246,14 +246,14 @@ GOSHIM_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *rw, clockid_t clk
                                              const struct timespec *abstime)
 {
     if (!rw_ours(rw))
-        return REAL(pthread_rwlock_clockrdlock)(rw, clk, abstime);
+        return GLIBC_WAIT(REAL(pthread_rwlock_clockrdlock)(rw, clk, abstime));
     return rdlock(rw, true, clk, abstime);
 }
 
 GOSHIM_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *rw)
 {
     if (!rw_ours(rw))
-        return REAL(pthread_rwlock_wrlock)(rw);
+        return GLIBC_LOCK(REAL(pthread_rwlock_trywrlock)(rw), REAL(pthread_rwlock_wrlock)(rw));
     chaos_point();
     return wrlock(rw, false, CLOCK_REALTIME, NULL);
 }
@@ -261,7 +261,7 @@ GOSHIM_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *rw)
 GOSHIM_EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t *rw, const struct timespec *abstime)
 {
     if (!rw_ours(rw))
-        return REAL(pthread_rwlock_timedwrlock)(rw, abstime);
+        return GLIBC_WAIT(REAL(pthread_rwlock_timedwrlock)(rw, abstime));
     return wrlock(rw, true, CLOCK_REALTIME, abstime);
 }
 
@@ -269,7 +269,7 @@ GOSHIM_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *rw, clockid_t clk
                                              const struct timespec *abstime)
 {
     if (!rw_ours(rw))
-        return REAL(pthread_rwlock_clockwrlock)(rw, clk, abstime);
+        return GLIBC_WAIT(REAL(pthread_rwlock_clockwrlock)(rw, clk, abstime));
     return wrlock(rw, true, clk, abstime);
 }
 

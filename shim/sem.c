@@ -118,12 +118,24 @@ static int sem_timed(sem_t *s, clockid_t clk, const struct timespec *abstime)
     return 0;
 }
 
+/* glibc's wait on its own semaphore: tried first, as GLIBC_LOCK (not the timed waits:
+ * glibc checks their arguments first). */
+#define SEM_GLIBC(wait)                                                                            \
+    ({                                                                                             \
+        int e_ = errno, sr_ = REAL(sem_trywait)(s);                                                \
+        if (sr_ != 0 && errno == EAGAIN) {                                                         \
+            errno = e_; /* as glibc's wait leaves it, unless it fails */                           \
+            sr_ = GLIBC_WAIT(wait);                                                                \
+        }                                                                                          \
+        sr_;                                                                                       \
+    })
+
 GOSHIM_EXPORT int sem_wait(sem_t *s)
 {
     struct gsem *gs = gsem_of(s);
 
     if (!sem_ours(gs))
-        return REAL(sem_wait)(s);
+        return SEM_GLIBC(REAL(sem_wait)(s));
     chaos_point();
     if (sem_take(gs))
         return 0;
@@ -138,14 +150,14 @@ GOSHIM_EXPORT int sem_wait(sem_t *s)
 GOSHIM_EXPORT int sem_timedwait(sem_t *s, const struct timespec *abstime)
 {
     if (!sem_ours(gsem_of(s)))
-        return REAL(sem_timedwait)(s, abstime);
+        return GLIBC_WAIT(REAL(sem_timedwait)(s, abstime));
     return sem_timed(s, CLOCK_REALTIME, abstime);
 }
 
 GOSHIM_EXPORT int sem_clockwait(sem_t *s, clockid_t clk, const struct timespec *abstime)
 {
     if (!sem_ours(gsem_of(s)))
-        return REAL(sem_clockwait)(s, clk, abstime);
+        return GLIBC_WAIT(REAL(sem_clockwait)(s, clk, abstime));
     if (clk != CLOCK_REALTIME && clk != CLOCK_MONOTONIC) {
         errno = EINVAL;
         return -1;

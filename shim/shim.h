@@ -123,6 +123,20 @@ enum shim_wait shim_wait_word(int kind, const void *obj, uint32_t *addr, uint32_
  * (entersyscallblock, for calls that block as a rule); when entry declines
  * (no G, the P already handed off) the call is simply made. */
 #define HANDOFF(call) HANDOFF_WITH(entersyscall, call)
+/* A wait of glibc's own (a process-shared, robust or priority mutex, cond, rwlock, barrier
+ * or semaphore): it blocks its M in the kernel, so on a G it is made between entersyscall
+ * and exitsyscall (entry: entersyscallblock for a wait that blocks as a rule), and the P
+ * goes on without it rather than when sysmon finds the thread asleep. */
+#define GLIBC_WAIT_WITH(entry, call) (goshim_active() ? HANDOFF_WITH(entry, call) : (call))
+#define GLIBC_WAIT(call)             GLIBC_WAIT_WITH(entersyscall, call)
+/* A lock of glibc's own kinds: tried first, then waited for (GLIBC_WAIT): the hand-off's
+ * bookkeeping would make an uncontended lock cost several times glibc's. Not for the timed
+ * kinds: glibc checks their arguments (the time, the clock) before it takes a free lock. */
+#define GLIBC_LOCK(try, lock)                                                                      \
+    ({                                                                                             \
+        int lr_ = (try);                                                                           \
+        lr_ == EBUSY ? GLIBC_WAIT(lock) : lr_;                                                     \
+    })
 #define HANDOFF_WITH(entry, call)                                                                  \
     ({                                                                                             \
         __typeof__(call) r_;                                                                       \

@@ -155,6 +155,7 @@ void sthread_finish(struct sthread *st)
     if (tls_full())
         tls_thread_exit(); /* C++ thread_local destructors first, as glibc */
     sthread_run_key_destructors();
+    tls_robust_exit();
     runtime_lock(&st->lock);
     if (st->joinstate != JS_DETACHED && !st->is_main)
         sched_keep_tcb();

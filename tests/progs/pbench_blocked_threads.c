@@ -3,9 +3,11 @@
  * pthread_cond_wait, released by one broadcast, then joined. Reports the
  * wall time of the whole and the peak RSS (getrusage ru_maxrss).
  *
- *   usage: pbench_blocked_threads N [cond|sleep [STACK_KIB]]
+ *   usage: pbench_blocked_threads N [cond|pshared|sleep [STACK_KIB]]
  *
- * cond (the default): as above. sleep: each thread sleeps SLEEP_MS once
+ * cond (the default): as above. pshared: the same with a process-shared mutex and
+ * conditions, which are glibc's (under goshim each waiting thread holds an OS thread in
+ * the kernel, as natively). sleep: each thread sleeps SLEEP_MS once
  * (nanosleep) instead of waiting for the broadcast, then exits; the time
  * reported is the whole minus that sleep (the sleepers' cost, not their
  * sleep). Threads get 64 KiB stacks (STACK_KIB; 0 = the default size) so
@@ -66,10 +68,22 @@ int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 10000;
     int sleep_mode = argc > 2 && strcmp(argv[2], "sleep") == 0;
+    int pshared = argc > 2 && strcmp(argv[2], "pshared") == 0;
     long kib = argc > 3 ? atol(argv[3]) : 64;
-    if (n < 1 || kib < 0 || (argc > 2 && !sleep_mode && strcmp(argv[2], "cond") != 0)) {
-        fprintf(stderr, "usage: %s N [cond|sleep [STACK_KIB]]\n", argv[0]);
+    if (n < 1 || kib < 0 || (argc > 2 && !sleep_mode && !pshared && strcmp(argv[2], "cond") != 0)) {
+        fprintf(stderr, "usage: %s N [cond|pshared|sleep [STACK_KIB]]\n", argv[0]);
         return 1;
+    }
+    if (pshared) {
+        pthread_mutexattr_t ma;
+        pthread_condattr_t ca;
+        pthread_mutexattr_init(&ma);
+        pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+        pthread_mutex_init(&m, &ma);
+        pthread_condattr_init(&ca);
+        pthread_condattr_setpshared(&ca, PTHREAD_PROCESS_SHARED);
+        pthread_cond_init(&started_cv, &ca);
+        pthread_cond_init(&go_cv, &ca);
     }
     pthread_t *t = calloc((size_t)n, sizeof *t);
     if (t == NULL)

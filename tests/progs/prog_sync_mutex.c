@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,48 @@ static void with_attr(int type, int pshared, int robust, int protocol, const cha
     EXPECT(pthread_mutex_destroy(&m), 0);
 }
 
+struct dying {
+    pthread_mutex_t m;
+    sem_t locked, go;
+};
+
+static void *lock_and_die(void *arg)
+{
+    struct dying *d = arg;
+    EXPECT(pthread_mutex_lock(&d->m), 0);
+    CHECK(sem_post(&d->locked) == 0);
+    CHECK(sem_wait(&d->go) == 0);
+    return NULL; /* ends holding it */
+}
+
+/* A robust mutex whose owner ended holding it: the next lock, made before or after the end
+ * (the owner ends as the main thread goes to lock), gets it with EOWNERDEAD; made
+ * consistent, it works again. Under goshim, glibc's kind: tried first, then waited for. */
+static void check_owner_died(int pshared, const char *name)
+{
+    struct dying d;
+    pthread_mutexattr_t a;
+    pthread_t t;
+    EXPECT(pthread_mutexattr_init(&a), 0);
+    EXPECT(pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST), 0);
+    EXPECT(pthread_mutexattr_setpshared(&a, pshared), 0);
+    EXPECT(pthread_mutex_init(&d.m, &a), 0);
+    CHECK(sem_init(&d.locked, 0, 0) == 0 && sem_init(&d.go, 0, 0) == 0);
+    EXPECT(pthread_create(&t, NULL, lock_and_die, &d), 0);
+    CHECK(sem_wait(&d.locked) == 0);
+    CHECK(sem_post(&d.go) == 0);
+    EXPECT(pthread_mutex_lock(&d.m), EOWNERDEAD);
+    EXPECT(pthread_mutex_consistent(&d.m), 0);
+    EXPECT(pthread_mutex_unlock(&d.m), 0);
+    EXPECT(pthread_join(t, NULL), 0);
+    EXPECT(pthread_mutex_lock(&d.m), 0);
+    EXPECT(pthread_mutex_unlock(&d.m), 0);
+    EXPECT(pthread_mutex_destroy(&d.m), 0);
+    EXPECT(pthread_mutexattr_destroy(&a), 0);
+    CHECK(sem_destroy(&d.locked) == 0 && sem_destroy(&d.go) == 0);
+    printf("%s: EOWNERDEAD after its owner ended, consistent again ok\n", name);
+}
+
 int main(void)
 {
     check_normal(&s_default, "PTHREAD_MUTEX_INITIALIZER");
@@ -229,6 +272,10 @@ int main(void)
               PTHREAD_PRIO_NONE, "attr process-shared");
     with_attr(PTHREAD_MUTEX_RECURSIVE, PTHREAD_PROCESS_PRIVATE, PTHREAD_MUTEX_ROBUST,
               PTHREAD_PRIO_NONE, "attr robust recursive");
+    with_attr(PTHREAD_MUTEX_ERRORCHECK, PTHREAD_PROCESS_SHARED, PTHREAD_MUTEX_STALLED,
+              PTHREAD_PRIO_NONE, "attr errorcheck process-shared");
+    check_owner_died(PTHREAD_PROCESS_SHARED, "robust process-shared");
+    check_owner_died(PTHREAD_PROCESS_PRIVATE, "robust private");
     with_attr(PTHREAD_MUTEX_RECURSIVE, PTHREAD_PROCESS_PRIVATE, PTHREAD_MUTEX_STALLED,
               PTHREAD_PRIO_INHERIT, "attr recursive PI");
     with_attr(PTHREAD_MUTEX_NORMAL, PTHREAD_PROCESS_PRIVATE, PTHREAD_MUTEX_STALLED,
