@@ -501,6 +501,10 @@ static void thread_fork_child(void)
         self->lock.key = 0;
         self->tid = getpid();
     }
+    /* Forked by another thread, the child has no main thread: a signal for the process
+     * posted to the parent's would wait for ever for a thread the child does not have. */
+    if (self && self != &sthread_main)
+        __atomic_store_n(&sthread_main.gp, NULL, __ATOMIC_RELEASE);
 }
 
 int shim_thread_atfork(void)

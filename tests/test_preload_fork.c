@@ -196,6 +196,16 @@ Test(preload_fork, child_of_threads_is_one_thread_until_it_needs_more, .timeout 
     expect_prints_at_p1_and_p2("prog_fork_lone", "signals", LONE_OUT, 5);
 }
 
+/* Python's multiprocessing hung here (test_multiprocessing_fork): a pool worker, forked by a
+ * thread that is not main after another thread blocked SIGTERM once, never ended at the
+ * pool's SIGTERM - its dispatcher posted the signal for the parent's main thread, which the
+ * child does not have. */
+Test(preload_fork, sigterm_ends_a_child_forked_by_a_thread, .timeout = 60)
+{
+    expect_native_prints("prog_fork_lone", "term", "child signal Terminated\n");
+    expect_prints_at_p1_and_p2("prog_fork_lone", "term", "child signal Terminated\n", 6);
+}
+
 /* Run prog_fork_lone mode preloaded with env: it exits 0 and its output holds each of want. */
 static void expect_lone_holds(const char *mode, const char *env, const char *const want[])
 {

@@ -15,6 +15,10 @@
  *                            it never returns natively)
  *   prog_fork_lone quit      the same parent; the child computes until the parent's SIGQUIT
  *                            ends it; the parent prints how it ended
+ *   prog_fork_lone term      the same parent, where one thread blocked SIGTERM for a moment
+ *                            (as Python's resource tracker does) and a thread that is not
+ *                            main forks; the child waits in sem_wait, again on EINTR (as
+ *                            Python's SemLock does), until the parent's SIGTERM ends it
  *
  * Each line is fixed for a correct run; exit 0 (parked: the child's end is the test's).
  */
@@ -145,6 +149,55 @@ static void child_quit(void)
         ;
 }
 
+/* The SIGTERM the parent sends ends the child at its default action: nothing posts. */
+static void child_term(void)
+{
+    sem_t shared; /* process-shared: glibc's own wait, as a named semaphore's */
+    CHECK(sem_init(&shared, 1, 0) == 0);
+    tell(to_parent[1], 't');
+    while (sem_wait(&shared) != 0)
+        CHECK(errno == EINTR);
+    _exit(8);
+}
+
+/* A thread that blocks SIGTERM once, and unblocks it. */
+static void *blocks_term(void *arg)
+{
+    (void)arg;
+    sigset_t term, old;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    CHECK(pthread_sigmask(SIG_BLOCK, &term, &old) == 0);
+    CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
+    return NULL;
+}
+
+static void *forks_term(void *arg)
+{
+    (void)arg;
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(to_child[1]);
+        close(to_parent[0]);
+        child_term();
+    }
+    return (void *)(long)pid;
+}
+
+/* The term mode's child, forked by a thread that is not main: its pid. */
+static pid_t fork_from_thread(void)
+{
+    pthread_t t;
+    void *pid = NULL;
+    CHECK(pthread_create(&t, NULL, blocks_term, NULL) == 0);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(pthread_create(&t, NULL, forks_term, NULL) == 0);
+    CHECK(pthread_join(t, &pid) == 0);
+    return (pid_t)(long)pid;
+}
+
 static void parent_serves(pid_t pid)
 {
     char c;
@@ -156,6 +209,8 @@ static void parent_serves(pid_t pid)
             CHECK(kill(pid, SIGUSR1) == 0);
         } else if (c == 'q') {
             CHECK(kill(pid, SIGQUIT) == 0);
+        } else if (c == 't') {
+            CHECK(kill(pid, SIGTERM) == 0);
         }
     }
 }
@@ -163,8 +218,9 @@ static void parent_serves(pid_t pid)
 int main(int argc, char **argv)
 {
     const char *mode = argc == 2 ? argv[1] : "";
-    if (strcmp(mode, "signals") && strcmp(mode, "parked") && strcmp(mode, "quit")) {
-        fprintf(stderr, "usage: prog_fork_lone signals|parked|quit\n");
+    if (strcmp(mode, "signals") && strcmp(mode, "parked") && strcmp(mode, "quit") &&
+        strcmp(mode, "term")) {
+        fprintf(stderr, "usage: prog_fork_lone signals|parked|quit|term\n");
         return 2;
     }
     CHECK(sem_init(&posted, 0, 0) == 0);
@@ -175,7 +231,7 @@ int main(int argc, char **argv)
     CHECK(pipe(to_child) == 0 && pipe(to_parent) == 0);
     CHECK(parked_start(4) == 0);
     fflush(stdout);
-    pid_t pid = fork();
+    pid_t pid = !strcmp(mode, "term") ? fork_from_thread() : fork();
     CHECK(pid >= 0);
     if (pid == 0) {
         close(to_child[1]);
