@@ -191,9 +191,12 @@ int ldt_init(size_t static_size, size_t align, size_t tcb_size, int nslots)
     arena.below = below;
     arena.tcb_size = tcb_size;
     arena.nslots = (uint32_t)nslots;
-    long rc = write_batch();
-    if (rc == 0 && !entry_loadable(1))
-        rc = -ENOEXEC;
+    /* One entry asked first: a CPU that refuses it costs one write, not a batch. */
+    long rc = write_entry(1, (uintptr_t)slot_tp(0));
+    if (rc == 0) {
+        arena.written = 1;
+        rc = entry_loadable(1) ? write_batch() : -ENOEXEC;
+    }
     if (rc != 0) {
         /* Entries already written stay in the LDT, unused and harmless. */
         rt_syscall(SYS_munmap, p, (size_t)nslots * slot, 0);

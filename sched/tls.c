@@ -213,7 +213,6 @@ void tls_dtv_clear(char *tcb)
 /* tcb_fill writes every field a new thread needs, keeping the stack fields. */
 static void tcb_fill(char *tcb)
 {
-    dtv_trim(tcb);
     WORD(tcb, TCB_OFF_TCB) = (uintptr_t)tcb;
     WORD(tcb, TCB_OFF_SELF) = (uintptr_t)tcb;
     *(int *)(tcb + TCB_OFF_MULTI) = 1;
@@ -257,6 +256,19 @@ static void free_thread_buffers(char *tcb)
 
 void *tls_tcb_new(void)
 {
+    char *tcb = tls_tcb_alloc();
+    if (tcb)
+        tcb_fill(tcb);
+    return tcb;
+}
+
+void tls_tcb_fill(void *tcb)
+{
+    tcb_fill(tcb);
+}
+
+void *tls_tcb_alloc(void)
+{
     char *tcb = NULL;
     if (tls_fs_method == TLS_FS_LDT) {
         if ((tcb = ldt_tcb_alloc()) != NULL && tls_info.allocate_tls(tcb) == NULL) {
@@ -267,7 +279,7 @@ void *tls_tcb_new(void)
     }
     if (!tcb && !(tcb = tls_info.allocate_tls(NULL)))
         return NULL;
-    tcb_fill(tcb);
+    dtv_trim(tcb);
     __atomic_add_fetch(&stats.created, 1, __ATOMIC_RELAXED);
     return tcb;
 }
@@ -289,6 +301,7 @@ void *tls_tcb_new_at(void *top, size_t extra, bool zeroed)
         memset(tcb, 0, tls_info.sizeof_pthread);
     if (tls_info.allocate_tls(tcb) == NULL)
         return NULL;
+    dtv_trim(tcb);
     tcb_fill(tcb);
     __atomic_add_fetch(&stats.created, 1, __ATOMIC_RELAXED);
     return tcb;
@@ -345,6 +358,7 @@ void tls_tcb_reset(void *tcbv)
     memset(tcb + TCB_OFF_MULTI, 0, TCB_OFF_STACKGUARD - TCB_OFF_MULTI);
     memset(tcb + TCB_OFF_PTRGUARD + 8, 0, tls_info.list_off - (TCB_OFF_PTRGUARD + 8));
     memset(tcb + tls_info.list_off, 0, tls_info.sizeof_pthread - tls_info.list_off);
+    dtv_trim(tcb);
     tcb_fill(tcb);
     memcpy(tcb + tls_info.stackblock_off, stack, sizeof stack);
     for (int i = 0; i < tls_info.nmalloc; i++)

@@ -65,6 +65,10 @@ extern int tls_test_no_fsgsbase;
  * (no message). Any FS may be installed; uses malloc.
  */
 void *tls_tcb_new(void);
+/* tls_tcb_new in two steps: tls_tcb_alloc the allocation (all of its malloc), tls_tcb_fill
+ * the rest (no malloc: for the probe thread, which must not allocate before its probe). */
+void *tls_tcb_alloc(void);
+void tls_tcb_fill(void *tcb);
 
 /*
  * tls_tcb_reset makes a used TCB fresh for a new thread: every static TLS

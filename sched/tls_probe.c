@@ -9,8 +9,10 @@
  *     from libthread_db's _thread_db_* descriptors ({bits, count, offset});
  *   - specific_1stblock from the calling thread's specific[0];
  *   - robust_head from get_robust_list(0) in a probe pthread;
- *   - stackblock by scanning a probe pthread made with pthread_attr_setstack,
- *     guardsize checked in a second, default-attribute probe pthread;
+ *   - stackblock, stackblock_size and the two guard sizes by scanning the
+ *     probe pthread (made with a known stack size and the default guard)
+ *     for the block that holds its frame, then checked against glibc's
+ *     pthread_getattr_np of that thread;
  *   - res from the probe thread's __resp; __resp itself from dlvsym;
  *   - the strerror/strsignal buffers (tls_state_off) by scanning for the
  *     pointers the probe thread got back;
@@ -406,8 +408,7 @@ static const char *probe_layout(void)
 
 /* State shared between tls_init and its probe threads. */
 struct probe {
-    char *stack;
-    size_t stack_size, guard;
+    size_t guard;
     char *fresh; /* the TCB the malloc probe runs in */
     unsigned char before[LIBC_TLS_MAX], after[LIBC_TLS_MAX];
     bool fresh_ok;
@@ -491,57 +492,96 @@ static const char *probe_malloc_words(struct probe *pr)
     return NULL;
 }
 
-/* probe_stack_thread runs on a pthread_attr_setstack thread: the struct pthread scans. */
-static void *probe_stack_thread(void *arg)
+/*
+ * find_stackblock finds stackblock, stackblock_size, guardsize, reported_guardsize in a
+ * row in the TCB tp of a thread glibc made with stack size asked and guard size guard:
+ * a block holding the frame at sp, of asked bytes or asked plus the guard (glibc adds
+ * it), the guard size twice after. 0 unless exactly one place fits; probe_check_stack
+ * later checks it against glibc's own pthread_getattr_np.
+ */
+static size_t find_stackblock(char *tp, const char *sp, size_t asked, size_t guard)
 {
-    struct probe *pr = arg;
-    char *tp = tls_self();
+    size_t found = 0;
+    int n = 0;
+    for (size_t off = tls_info.list_off; off + 32 <= tls_info.sizeof_pthread; off += 8) {
+        const char *block = (const char *)WORD(tp, off);
+        size_t size = WORD(tp, off + 8);
+        if ((size == asked || size == asked + guard) && sp >= block && sp < block + size &&
+            WORD(tp, off + 16) == guard && WORD(tp, off + 24) == guard) {
+            found = off;
+            n++;
+        }
+    }
+    return n == 1 ? found : 0;
+}
 
-    tls_info.stackblock_off = find_pair(tp, (uintptr_t)pr->stack, pr->stack_size);
+/* The fields of the probe thread's own struct pthread that need no allocation to find. */
+static const char *probe_own_tcb(struct probe *pr)
+{
+    char *tp = tls_self();
+    char here;
+    tls_info.stackblock_off = find_stackblock(tp, &here, PROBE_STACK_SIZE, pr->guard);
     if (!tls_info.stackblock_off)
-        return (void *)fail("stackblock probe", " failed");
+        return fail("stackblock probe", " failed");
 
     long head = 0, len = 0;
     if (rt_syscall(SYS_get_robust_list, 0, &head, &len) != 0 || (char *)head <= tp ||
         (char *)head + 24 > tp + tls_info.sizeof_pthread || len != 24)
-        return (void *)fail("get_robust_list probe", " failed");
+        return fail("get_robust_list probe", " failed");
     tls_info.robust_head_off = (char *)head - tp;
     if (WORD(tp, tls_info.robust_head_off) != (uintptr_t)head ||
         WORD(tp, tls_info.robust_head_off - 8) != (uintptr_t)head)
-        return (void *)fail("robust list layout", " unexpected");
+        return fail("robust list layout", " unexpected");
     tls_info.futex_offset = (long)WORD(tp, tls_info.robust_head_off + 8);
 
     char *res = *(char **)(tp - tls_info.resp_off);
     if (res <= tp || res >= tp + tls_info.sizeof_pthread)
-        return (void *)fail("__resp probe", " failed");
+        return fail("__resp probe", " failed");
     tls_info.res_off = res - tp;
+    return NULL;
+}
 
+/* The strerror/strsignal buffers, and the stack fields against glibc's view (both
+ * allocate: after the malloc probe). */
+static const char *probe_allocating(void)
+{
+    char *tp = tls_self();
     char *e = strerror(987654);
     char *s = strsignal(98765);
     tls_info.tls_state_off[0] = find_pair(tp, (uintptr_t)e, 0);
     tls_info.tls_state_off[1] = find_pair(tp, (uintptr_t)s, 0);
     if (!tls_info.tls_state_off[0] || !tls_info.tls_state_off[1])
-        return (void *)fail("strerror/strsignal buffer probe", " failed");
+        return fail("strerror/strsignal buffer probe", " failed");
+
+    pthread_attr_t attr;
+    void *addr = NULL;
+    size_t size = 0, guard = 0;
+    if (libc_pthread_getattr_np(libc_pthread_self(), &attr) != 0)
+        return fail("pthread_getattr_np", " failed on the probe thread");
+    int err = pthread_attr_getstack(&attr, &addr, &size) | pthread_attr_getguardsize(&attr, &guard);
+    pthread_attr_destroy(&attr);
+    char *block = (char *)WORD(tp, tls_info.stackblock_off);
+    size_t whole = WORD(tp, tls_info.stackblock_off + 8);
+    if (err || guard != WORD(tp, tls_info.stackblock_off + 24) ||
+        (char *)addr + size != block + whole || size + guard != whole)
+        return fail("stackblock probe", ": glibc's pthread_getattr_np disagrees");
     return NULL;
 }
 
 /*
- * probe_guard_thread runs on a default-attribute thread: guardsize and
- * reported_guardsize follow stackblock_size; then the malloc probe, which
- * needs a thread that has not allocated yet.
+ * probe_thread runs on a thread glibc made with the default guard: first what needs no
+ * allocation, then the malloc probe (the thread must not have allocated yet), then the
+ * rest.
  */
-static void *probe_guard_thread(void *arg)
+static void *probe_thread(void *arg)
 {
     struct probe *pr = arg;
-    char *tp = tls_self();
-    char here;
-    char *block = (char *)WORD(tp, tls_info.stackblock_off);
-    size_t size = WORD(tp, tls_info.stackblock_off + 8);
-    if (&here < block || &here >= block + size ||
-        WORD(tp, tls_info.stackblock_off + 16) != pr->guard ||
-        WORD(tp, tls_info.stackblock_off + 24) != pr->guard)
-        return (void *)fail("guardsize probe", " failed");
-    return (void *)probe_malloc_words(pr);
+    const char *why = probe_own_tcb(pr);
+    if (!why) {
+        tls_tcb_fill(pr->fresh); /* its offsets are known now; writes only */
+        why = probe_malloc_words(pr);
+    }
+    return (void *)(why ? why : probe_allocating());
 }
 
 /* resolve_glibc_malloc finds glibc's malloc and free (see probe_malloc_words). */
@@ -553,26 +593,23 @@ static void resolve_glibc_malloc(void)
 }
 
 /*
- * run_probe_thread runs fn on a real pthread and returns its verdict: on
- * the stack given, else on a stack glibc makes with the default guard and
- * PROBE_STACK_SIZE bytes (glibc keeps the stack of an ended thread for its
- * next one of a like size, a helper thread: one of the default size, 8 MiB,
- * would stay reserved for ever, which a small RLIMIT_AS feels).
+ * run_probe_thread runs probe_thread on a real pthread, with the default guard and a
+ * stack of PROBE_STACK_SIZE bytes (glibc keeps the stack of an ended thread for its next
+ * one of a like size, a helper thread: one of the default size, 8 MiB, would stay
+ * reserved for ever, which a small RLIMIT_AS feels), and returns its verdict.
  */
-static const char *run_probe_thread(void *(*fn)(void *), struct probe *pr, bool own_stack)
+static const char *run_probe_thread(struct probe *pr)
 {
     pthread_attr_t attr;
     pthread_t th;
     void *ret = NULL;
     if (pthread_attr_init(&attr) != 0)
         return fail("pthread_attr_init", " failed");
-    if (own_stack)
-        pthread_attr_setstack(&attr, pr->stack, pr->stack_size);
-    else if (pthread_attr_getguardsize(&attr, &pr->guard) != 0 || pr->guard == 0)
+    if (pthread_attr_getguardsize(&attr, &pr->guard) != 0 || pr->guard == 0)
         ret = (void *)fail("default guard size", " is 0");
     else
         pthread_attr_setstacksize(&attr, PROBE_STACK_SIZE);
-    int err = ret ? 0 : libc_pthread_create(&th, &attr, fn, pr);
+    int err = ret ? 0 : libc_pthread_create(&th, &attr, probe_thread, pr);
     if (err) {
         probe_thread_err = err;
         ret = (void *)fail("probe thread", " could not be created");
@@ -584,7 +621,8 @@ static const char *run_probe_thread(void *(*fn)(void *), struct probe *pr, bool 
 
 /*
  * probe_all runs every probe; want_ldt: the ldt method is next in the
- * chain; forced: the GOSHIM_FS value the user gave, or NULL.
+ * chain; forced: the GOSHIM_FS value the user gave, or NULL. One thread
+ * serves them all (a thread made and joined costs 0.2-0.4 ms here).
  */
 static const char *probe_all(bool want_ldt, const char *forced)
 {
@@ -595,21 +633,19 @@ static const char *probe_all(bool want_ldt, const char *forced)
     probe_reinit();
     if (want_ldt)
         start_ldt(forced); /* the TCBs made from here on may come from the arena */
-    struct probe *pr = mmap(NULL, sizeof *pr + PROBE_STACK_SIZE, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    struct probe *pr =
+        mmap(NULL, sizeof *pr, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (pr == MAP_FAILED)
         return fail("probe memory", " unavailable");
-    pr->stack = (char *)pr + ((sizeof *pr + 4095) & ~(size_t)4095);
-    pr->stack_size = PROBE_STACK_SIZE - 4096;
     resolve_glibc_malloc();
-    why = run_probe_thread(probe_stack_thread, pr, true);
-    if (!why && !(pr->fresh = tls_tcb_new()))
+    /* Allocated here: the probe thread fills it once it knows the offsets. */
+    if (!(pr->fresh = tls_tcb_alloc()))
         why = fail("probe TCB allocation", " failed");
-    if (!why)
-        why = run_probe_thread(probe_guard_thread, pr, false);
+    else
+        why = run_probe_thread(pr);
     if (pr->fresh)
         tls_tcb_destroy(pr->fresh);
-    munmap(pr, sizeof *pr + PROBE_STACK_SIZE);
+    munmap(pr, sizeof *pr);
     return why;
 }
 
