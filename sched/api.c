@@ -109,11 +109,21 @@ int sched_g_cpu_tid(struct g *gp)
 
 struct m *m_of_thread(void)
 {
+    struct m *known = m_by_tls();
+    if (known)
+        return known;
     uintptr_t gs = 0;
     if (rt_syscall(SYS_arch_prctl, ARCH_GET_GS, &gs, 0) != 0 || gs == 0)
         return NULL;
     struct m *mp = (struct m *)gs;
     return mp->self == mp ? mp : NULL;
+}
+
+bool sched_g_resuming_here(struct g *gp)
+{
+    struct m *mp = m_by_tls();
+    return mp && __atomic_load_n(&mp->ong0, __ATOMIC_ACQUIRE) &&
+           __atomic_load_n(&gp->m, __ATOMIC_ACQUIRE) == mp && g_status(gp) == Grunning;
 }
 
 bool sched_signal_context(struct g **gp, bool *on_g)

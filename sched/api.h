@@ -261,6 +261,12 @@ struct sched_hooks {
     void (*describe)(struct g *gp, char *name, size_t nlen, char *obj, size_t olen);
     struct g *(*blocker)(struct g *gp, int *gone_id);
     bool (*signal_may_wake)(void);
+    /* An M at a point of its scheduler that holds no lock: hand on the signals posted for
+     * the router that it can (see shim/sigroute.c). */
+    void (*route_posted)(bool here); /* here false: the router, if anything is posted */
+    /* The routed signals an idle M lets through (sched_routed_signals: the rest it blocks):
+     * those it hands on itself when one lands on it (sched_route_asleep). */
+    uint64_t (*idle_lets)(void);
     int deadlock;
 };
 extern struct sched_hooks sched_hooks;
@@ -329,6 +335,19 @@ struct m *acquirem(void);
 void releasem(struct m *mp);
 /* True when the calling thread is an M inside the runtime (see struct m). */
 bool m_in_runtime(void);
+/*
+ * For a signal handler on goshim's scheduler: *where says where the M it interrupted is.
+ * M_ASLEEP: asleep in stopm, holding no lock; then route(sig, info) is called, and returned:
+ * it may take the scheduler's locks, and a G it readies is run by this M (startm wakes it
+ * first). M_ROUTES_SOON: looking for work, and hands on what is posted to the router before
+ * it runs a G or stops. Else -1.
+ */
+enum { M_ELSEWHERE, M_ASLEEP, M_ROUTES_SOON };
+/* gp is the G the calling M is switching to (it hands on posted signals in execute): what
+ * is pending for it is taken as it resumes, no bell needed. */
+bool sched_g_resuming_here(struct g *gp);
+int sched_route_asleep(int (*route)(int, const siginfo_t *), int sig, const siginfo_t *info,
+                       int *where);
 
 /* End the current G (what returning from its function does). */
 __attribute__((noreturn)) void goexit(void);

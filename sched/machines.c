@@ -24,12 +24,16 @@
  *
  * An idle M blocks, besides its last G's mask, the signals the shim
  * routes (sched_routed_signals: those with a program handler, and those
- * at their default action that a thread has blocked), but never
- * the faults it may raise itself or glibc's two (set*id must reach it):
- * it runs no thread of the program, so the kernel must not pick it for
- * such a signal sent to the process (it would reach the router later
- * than one sent after it: real-time signals must stay in order). execute
- * installs the G's mask again. A new M is born with every signal blocked
+ * at their default action that a thread has blocked) but the ones it
+ * hands on itself (sched_hooks.idle_lets: those the dispatcher stands in
+ * for that no thread has left waiting in the kernel), and never
+ * the faults it may raise itself or glibc's two (set*id must reach it).
+ * Asleep in stopm it routes such a signal in its handler and runs the
+ * thread it readied (sched_route_asleep, startm's asleep_self): one
+ * wake-up, as natively, where the router's hand-off cost two. It routes
+ * at once only with nothing queued for the router (real-time signals
+ * stay in order); else it queues behind. execute installs the G's mask
+ * again. A new M is born with every signal blocked
  * but glibc's two, and lets its creator's mask in only once its GS base
  * names it (newm, mstart): before that, it would pass for its creator's M.
  */
@@ -305,6 +309,9 @@ void m_retry(int64_t now)
  * the caller already counted the new M in sched.nmspinning; if no P is
  * idle the count is undone.
  */
+/* The M whose handler routes a signal while it sleeps (sched_route_asleep): startm's pick. */
+static __thread struct m *asleep_self __attribute__((tls_model("initial-exec")));
+
 void startm(struct p *pp, bool spinning)
 {
     runtime_lock(&sched.lock);
@@ -317,7 +324,9 @@ void startm(struct p *pp, bool spinning)
             return;
         }
     }
-    struct m *nmp = mget();
+    /* A handler on an idle M readied the G: that M runs it, woken already. */
+    struct m *self = asleep_self;
+    struct m *nmp = self && mremove(self) ? self : mget();
     bool last = sched.nmidle == 0;
     runtime_unlock(&sched.lock);
     if (nmp == NULL) {
@@ -421,10 +430,17 @@ uint64_t sched_routed_signals;
      (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1)) | (1ULL << (SIGSYS - 1)) | (1ULL << 31) |    \
      (1ULL << 32))
 
+/* The routed signals an idle M blocks: all but those it hands on itself. */
+static uint64_t idle_blocks(void)
+{
+    uint64_t lets = sched_hooks.idle_lets ? sched_hooks.idle_lets() : 0;
+    return __atomic_load_n(&sched_routed_signals, __ATOMIC_SEQ_CST) & ~lets & ~IDLE_OPEN;
+}
+
 static void block_while_idle(struct m *mp)
 {
-    uint64_t want =
-        (mp->sigmask | __atomic_load_n(&sched_routed_signals, __ATOMIC_SEQ_CST)) & ~IDLE_OPEN;
+    uint64_t lets = sched_hooks.idle_lets ? sched_hooks.idle_lets() : 0;
+    uint64_t want = ((mp->sigmask & ~lets) | idle_blocks()) & ~IDLE_OPEN;
     if (mp->sigmask != want)
         m_apply_sigmask(mp, want);
 }
@@ -432,7 +448,26 @@ static void block_while_idle(struct m *mp)
 /* The routed signals mp, idle, does not block yet (sched.lock held: see sched_idle_block). */
 static bool idle_unblocked(struct m *mp)
 {
-    return __atomic_load_n(&sched_routed_signals, __ATOMIC_SEQ_CST) & ~IDLE_OPEN & ~mp->sigmask;
+    return idle_blocks() & ~mp->sigmask;
+}
+
+int sched_route_asleep(int (*route)(int, const siginfo_t *), int sig, const siginfo_t *info,
+                       int *where)
+{
+    struct m *mp = m_of_thread();
+    *where = M_ELSEWHERE;
+    if (!mp)
+        return -1;
+    if (!__atomic_load_n(&mp->idle_sleep, __ATOMIC_ACQUIRE)) {
+        if (__atomic_load_n(&mp->routes_soon, __ATOMIC_ACQUIRE))
+            *where = M_ROUTES_SOON;
+        return -1;
+    }
+    *where = M_ASLEEP;
+    asleep_self = mp;
+    int r = route(sig, info);
+    asleep_self = NULL;
+    return r;
 }
 
 /*
@@ -502,6 +537,15 @@ static bool stays_idle(struct m *mp, int64_t until)
     return notetsleep(&mp->park, ns) == 0;
 }
 
+static bool stays_idle_flagged(struct m *mp, int64_t until)
+{
+    __atomic_store_n(&mp->idle_sleep, 1, __ATOMIC_RELEASE);
+    route_posted_here(); /* see stopm */
+    bool stays = stays_idle(mp, until);
+    __atomic_store_n(&mp->idle_sleep, 0, __ATOMIC_RELEASE);
+    return stays;
+}
+
 /* Work queued with a P idle and no M for it (sched.lock held): what mmaker_ask leaves
  * while the maker makes an M; this may be the one it made, or one back early. */
 static struct p *p_for_queued_work(void)
@@ -552,13 +596,15 @@ void stopm(void)
         goshim_throw("stopm: holding p");
     if (mp->spinning)
         goshim_throw("stopm: spinning");
-    bool watch = true; /* may sleep with a timeout for the timers */
+    bool watch = true;   /* may sleep with a timeout for the timers */
+    routes_soon_end(mp); /* it may sleep: a handler that lands here posts with a kick */
     if (sched_lone()) {
         sched_helpers_start(); /* a fork child's: its thread parks, they serve it now */
         sysmon_lone_parked();
     }
     for (;;) {
         int64_t until = -1;
+        route_posted_here(); /* what it readies goes to the global queue, found below */
         block_while_idle(mp);
         runtime_lock(&sched.lock);
         if (mp->coming) { /* the maker's new M is here: idle below, or it takes a P */
@@ -592,11 +638,13 @@ void stopm(void)
         bool surplus = until < 0 && (until = m_surplus_until(mp)) >= 0;
         runtime_unlock(&sched.lock);
         __atomic_fetch_add(&mp->nstopm, 1, __ATOMIC_RELAXED);
-        if (stack_scavenge_due() && stays_idle(mp, until))
+        if (stack_scavenge_due() && stays_idle_flagged(mp, until))
             stack_scavenge(&mp->park); /* idle time releases exited threads' stack pages */
-        if (until < 0) {
-            notesleep(&mp->park);
-        } else if (!m_sleep_until(mp, until)) {
+        __atomic_store_n(&mp->idle_sleep, 1, __ATOMIC_RELEASE);
+        route_posted_here(); /* posted since the loop's: from now on its handler routes */
+        bool woken = until < 0 ? (notesleep(&mp->park), true) : m_sleep_until(mp, until);
+        __atomic_store_n(&mp->idle_sleep, 0, __ATOMIC_RELEASE);
+        if (!woken) {
             /* Timed out: the timers need a P, or a surplus M ends. */
             bool again;
             struct p *pp = idle_timed_out(mp, surplus, &again);

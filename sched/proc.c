@@ -102,6 +102,26 @@ void m_mark_own_tls(struct m *mp, void *tcb)
     *(struct m **)((char *)tcb + ((char *)&tls_own_m - (char *)tls_self())) = mp;
 }
 
+/*
+ * The calling thread's M as its TLS tells it, without a system call (NULL: TLS cannot tell,
+ * ask the GS base). In full TLS mode every TCB an M installs says whose it is: its own
+ * (tls_own_m) or a G's, whose m is the M that runs it from execute until the G is released
+ * on another M, which happens only once this one's FS points elsewhere (release_commit).
+ * Reading the GS base (arch_prctl) in every signal handler cost 12% of a timer signal's
+ * path on a PVM guest (a trapped MSR read).
+ */
+struct m *m_by_tls(void)
+{
+    if (!tls_full())
+        return NULL;
+    struct m *mp = tls_own_m;
+    if (mp)
+        return mp;
+    struct g *gp = getg();
+    mp = gp ? __atomic_load_n(&gp->m, __ATOMIC_ACQUIRE) : NULL;
+    return mp && mp->self == mp ? mp : NULL;
+}
+
 bool m_asym_fence;
 
 void m_fence_init(void)

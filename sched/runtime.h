@@ -172,7 +172,13 @@ struct m {
      */
     int32_t locks;
     uint32_t ong0;
-    bool coming;    /* counted in sched.nmcoming until its first stopm */
+    bool coming; /* counted in sched.nmcoming until its first stopm */
+    /* Where a signal handler that lands on it finds it (sched_route_asleep): asleep in
+     * stopm on its note, holding no lock (it may take the scheduler's locks there); or in
+     * findrunnable's search or execute, which hand on what is posted to the router before
+     * it runs a G or stops (route_posted_here). Owner writes. */
+    uint32_t idle_sleep;
+    uint32_t routes_soon;
     struct p *oldp; /* the P it gave up in entersyscall; owner */
     /* Async preemption (preempt.c): sysmon's request (the P's schedtick + 1
      * it saw, 0 = none; exchanged by the handler) and an injection that

@@ -28,9 +28,11 @@ bool config_parse_seed(const char *s, uint64_t *out);
  * none); snapshots (proc.c). */
 uint32_t sched_gstatus(struct g *gp);
 int sched_gtid(struct g *gp);
-/* The M the calling thread is, from its GS base (a system call: safe in a
- * signal handler on any thread), or NULL on threads goshim does not run (api.c). */
+/* The M the calling thread is, from its TLS in full mode (m_by_tls), else from its GS base
+ * (a system call): safe in a signal handler on any thread; NULL on threads goshim does not
+ * run (api.c). */
 struct m *m_of_thread(void);
+struct m *m_by_tls(void); /* m_of_thread's answer from TLS alone, or NULL (proc.c) */
 
 /* signal.c: the switch-in steps that install a G's mask and altstack on its M. */
 void m_apply_sigmask(struct m *mp, uint64_t set);  /* on mp's own thread */
@@ -54,6 +56,23 @@ static inline void sysmon_kick(int64_t when)
 {
     if (__builtin_expect(__atomic_load_n(&sched.sysmon_longsleep, __ATOMIC_RELAXED), 0))
         sysmon_kick_slow(when);
+}
+/* An M at a point of its scheduler that holds no lock (its own TCB installed, or in execute
+ * the next G's): the signals posted to the router that it can hand on itself
+ * (sched_hooks.route_posted). */
+static inline void route_posted_here(void)
+{
+    if (sched_hooks.route_posted)
+        sched_hooks.route_posted(true);
+}
+/* The M leaves findrunnable's search (routes_soon): what was posted meanwhile and not
+ * handed on goes to the router. */
+static inline void routes_soon_end(struct m *mp)
+{
+    __atomic_store_n(&mp->routes_soon, 0, __ATOMIC_RELEASE);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    if (sched_hooks.route_posted)
+        sched_hooks.route_posted(false);
 }
 /* A G queued by a preemption runs again (execute): it no longer counts
  * among the preempted waiters sysmon weighs (sysmon.c). Owner only. */

@@ -246,6 +246,7 @@ static struct g *yielded_g(struct m *mp)
  * netpoll: lastpoll 0), or, for a spinning M, anywhere within a short spin. */
 static bool work_appeared(struct m *mp, struct p *pp)
 {
+    route_posted_here(); /* a signal's parked thread lands on this P */
     if (!runqempty(pp))
         return true;
     if (netpoll_anywaiters() && netpoll_lastpoll() != 0 && netpoll(0) > 0 &&
@@ -254,6 +255,7 @@ static bool work_appeared(struct m *mp, struct p *pp)
     if (mp->spinning) {
         int64_t until = nanotime() + IDLE_SPIN_NS;
         while (nanotime() < until) {
+            route_posted_here();
             if (any_runq_nonempty())
                 return true;
             procyield(20);
@@ -312,6 +314,7 @@ static struct g *findrunnable(struct m *mp, bool *inherit, bool *self_resume)
     struct g *gp;
     *self_resume = false;
     for (;;) {
+        __atomic_store_n(&mp->routes_soon, 1, __ATOMIC_RELEASE);
         run_due_timers(mp);
         struct p *pp = mp->p;
         if ((gp = find_local_or_steal(mp, pp, inherit)))
@@ -403,6 +406,10 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
         m_apply_sigmask(mp, gp->sigmask);
     m_apply_altstack(mp, gp);
     release_commit(mp);
+    /* Signals posted while it looked for gp and switched to it (the FS write is where a
+     * timer's land): handed on here, gp's own taken as it resumes. */
+    route_posted_here();
+    routes_soon_end(mp);
     san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
     m_leave_g0(mp);
     ctx_gogo(&gp->sched);
@@ -427,6 +434,7 @@ GOSHIM_NO_TSAN void schedule(void)
         if (gp->sigmask != mp->sigmask)
             m_apply_sigmask(mp, gp->sigmask);
         m_apply_altstack(mp, gp);
+        routes_soon_end(mp);
         san_switch_begin(NULL, gp->stack.lo, (size_t)(gp->stack.hi - gp->stack.lo), gp->san_fiber);
         m_leave_g0(mp);
         ctx_gogo(&gp->sched);

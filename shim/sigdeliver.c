@@ -69,8 +69,11 @@ static bool takes(struct sthread *st, struct g *gp, uint64_t bit);
 /* Ring gp's M: sig, queued to that OS thread with the bell's siginfo. */
 static int ring(struct g *gp, int tid, int sig, bool proc)
 {
-    siginfo_t si;
-    shim_own_info(&si, sig, SHIM_SI_BELL);
+    siginfo_t si; /* goshim's own, never the program's to see: no getpid, no getuid */
+    memset(&si, 0, sizeof si);
+    si.si_signo = sig;
+    si.si_code = SHIM_SI_BELL;
+    si.si_pid = sig_self_pid;
     si.si_errno = proc; /* routed: the router's recheck knows it from the bell */
     si.si_value.sival_ptr = gp;
     bool injected = fault_inject(FAULT_SIGQUEUE);
@@ -131,9 +134,9 @@ static int signal_thread_locked(struct sthread *st, int sig, bool proc)
     if (proc)
         __atomic_or_fetch(&st->procpend, bit, __ATOMIC_SEQ_CST);
     __atomic_or_fetch(&st->sigpending, bit, __ATOMIC_SEQ_CST); /* before the status is read */
-    if (!takes(st, gp, bit) || gp == sched_self())
+    if (!takes(st, gp, bit) || gp == sched_self() || sched_g_resuming_here(gp))
         return 0; /* blocked: it waits for an unblock or a sigwait; or the caller's own,
-                     which it delivers once it has let go of the locks */
+                     which it delivers once it has let go of the locks (or resumes) */
     int tid = sched_g_cpu_tid(gp);
     if (tid > 0)
         ring_other(gp, tid, sig, proc, gen); /* an error (the M is gone): the interrupt below */
@@ -150,7 +153,7 @@ static uint64_t take_marks(struct sthread *st, uint64_t bits)
     return got;
 }
 
-static void keep_info(struct sthread *st, int sig, const siginfo_t *info);
+static bool keep_info(struct sthread *st, int sig, const siginfo_t *info);
 
 /* sig, which the calling thread blocks, waits in its own pending set, with the siginfo
  * glibc's raise (SI_USER) or pthread_kill (SI_TKILL) would give it. */
@@ -269,27 +272,32 @@ GOSHIM_EXPORT int raise(int sig)
 
 /*
  * Keep info as what st's thread sees of sig (sthread_lock held, st alive). A POSIX timer's
- * signal that comes while the same timer's last one still waits for this thread is counted
- * as the kernel counts an expiration while the timer's signal is queued: as an overrun of
- * the waiting one (its si_overrun), not as a signal of its own, which goshim's one pending
- * instance per signal would lose (pbench_signals timer measures it).
+ * signal that comes while the same timer's last one still waits for this thread (its
+ * siginfo not read yet: fwd) is counted as the kernel counts an expiration while the
+ * timer's signal is queued: as an overrun of the waiting one, not as a signal of its own,
+ * which goshim's one pending instance per signal would lose (pbench_signals timer measures
+ * it). True then: nothing more to send. Waiting means until the siginfo is read, not until
+ * the pending mark is taken: between the two the thread rings itself, and a timer signal
+ * kept meanwhile replaced the siginfo it was about to read (its expirations lost) and was
+ * delivered again with a tgkill's siginfo.
  */
-static void keep_info(struct sthread *st, int sig, const siginfo_t *info)
+static bool keep_info(struct sthread *st, int sig, const siginfo_t *info)
 {
     if (!st->fwd_info)
-        st->fwd_info = calloc(64, sizeof *st->fwd_info);
+        st->fwd_info = calloc(1, sizeof *st->fwd_info);
     if (!st->fwd_info)
-        return; /* the handler sees the forwarding tgkill's siginfo instead */
-    siginfo_t *kept = &st->fwd_info[sig - 1];
+        return false; /* the handler sees the forwarding tgkill's siginfo instead */
+    siginfo_t *kept = &st->fwd_info->info[sig - 1];
     if (info->si_code == SI_TIMER && kept->si_code == SI_TIMER &&
         kept->si_timerid == info->si_timerid &&
-        (__atomic_load_n(&st->fwd, __ATOMIC_SEQ_CST) & sigbit(sig)) &&
-        (__atomic_load_n(&st->sigpending, __ATOMIC_SEQ_CST) & sigbit(sig))) {
-        kept->si_overrun += 1 + info->si_overrun;
-        return;
+        (__atomic_load_n(&st->fwd, __ATOMIC_SEQ_CST) & sigbit(sig))) {
+        __atomic_add_fetch(&st->fwd_info->overrun[sig - 1], 1 + (uint32_t)info->si_overrun,
+                           __ATOMIC_SEQ_CST);
+        return true;
     }
     *kept = *info;
     __atomic_or_fetch(&st->fwd, sigbit(sig), __ATOMIC_SEQ_CST);
+    return false;
 }
 
 /* Does gp (st's thread) take sig now: it does not block it or waits for it. */
@@ -364,9 +372,12 @@ static int route_locked(int sig, const siginfo_t *info, bool try)
             return -1; /* keep_info would allocate */
         if (try && !runtime_trylock(&target->lock))
             return -1;
-        keep_info(target, sig, info);
         if (!try)
             runtime_lock(&target->lock);
+        if (keep_info(target, sig, info)) {
+            runtime_unlock(&target->lock);
+            return 1; /* an overrun of the timer signal that waits there */
+        }
         bool done = signal_thread_locked(target, sig, true) == 0;
         runtime_unlock(&target->lock);
         if (done)
@@ -383,13 +394,18 @@ bool shim_route_signal(int sig, const siginfo_t *info)
     return r == 1;
 }
 
-int shim_route_signal_now(int sig, const siginfo_t *info)
+int shim_route_signal_asleep(int sig, const siginfo_t *info)
 {
-    if (m_in_runtime() || !runtime_trylock(&sthread_lock))
+    if (!runtime_trylock(&sthread_lock))
         return -1;
     int r = route_locked(sig, info, true);
     runtime_unlock(&sthread_lock);
     return r;
+}
+
+int shim_route_signal_now(int sig, const siginfo_t *info)
+{
+    return m_in_runtime() ? -1 : shim_route_signal_asleep(sig, info);
 }
 
 void shim_recheck_signal(int sig, const siginfo_t *bell)
@@ -482,7 +498,9 @@ bool shim_forwarded_info(int sig, siginfo_t *out)
         return false;
     if (!(__atomic_fetch_and(&st->fwd, ~sigbit(sig), __ATOMIC_SEQ_CST) & sigbit(sig)))
         return false;
-    *out = st->fwd_info[sig - 1];
+    *out = st->fwd_info->info[sig - 1];
+    out->si_overrun +=
+        (int)__atomic_exchange_n(&st->fwd_info->overrun[sig - 1], 0, __ATOMIC_SEQ_CST);
     return true;
 }
 
@@ -541,9 +559,8 @@ __attribute__((noinline)) static int deliver_pending(struct sthread *st)
     for (int sig = 1; sig <= 64; sig++) {
         if (!(set & sigbit(sig)))
             continue;
-        struct sigaction sa;
-        if (sigaction(sig, NULL, &sa) == 0 && sa.sa_handler != SIG_IGN && sa.sa_handler != SIG_DFL)
-            res = !(sa.sa_flags & SA_RESTART) ? 2 : res > 1 ? res : 1;
+        int r = sig_handler_restarts(sig);
+        res = r > res ? r : res;
         /* The kernel runs the handler before this returns, on this G: a bell to itself
          * (see shim_bell_take; a plain tgkill merged into a bell pending here, and the
          * bell then found nothing to deliver). */
@@ -568,8 +585,8 @@ int shim_take_signal(uint64_t want, siginfo_t *info)
         int sig = __builtin_ctzll(pend) + 1;
         uint64_t bit = sigbit(sig);
         if (take_marks(st, bit)) {
-            if (info)
-                taken_info(sig, info);
+            siginfo_t unused;
+            taken_info(sig, info ? info : &unused); /* read: a timer's next is a signal again */
             return sig;
         }
         pend &= ~bit; /* taken meanwhile by its own delivery */

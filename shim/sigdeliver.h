@@ -45,6 +45,8 @@ bool shim_route_signal(int sig, const siginfo_t *info);
  * thread takes it now, -1 a lock it needs was busy (or the first siginfo of the thread
  * would be allocated): nothing done, the router must do it. */
 int shim_route_signal_now(int sig, const siginfo_t *info);
+/* The same from a handler on an M asleep in stopm (M_ASLEEP), which holds no lock. */
+int shim_route_signal_asleep(int sig, const siginfo_t *info);
 /*
  * The bell (sigdeliver.c): a signal sent to a thread that runs on an M is queued
  * to that OS thread with this si_code, the G in si_value (si_errno 1: it was

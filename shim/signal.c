@@ -21,7 +21,8 @@
  * the program's handler at once if the thread it interrupted is the one
  * the kernel would have chosen; otherwise, and whenever it interrupted
  * goshim's own scheduler context, it posts the signal and its siginfo to
- * the router (shim/sigroute.c), which picks the thread. A handler never
+ * the router (shim/sigroute.c), which picks the thread (an M asleep, or
+ * looking for work, does the router's part itself: route_on_scheduler). A handler never
  * runs on a scheduler stack. SA_RESETHAND is applied when the program's
  * handler actually runs (the kernel's reset would catch the forward).
  *
@@ -95,6 +96,39 @@ uint32_t sig_ringing;
 __thread uint32_t sig_ringing_here __attribute__((tls_model("initial-exec")));
 __thread bool sig_on_router __attribute__((tls_model("initial-exec")));
 
+/*
+ * A signal for the process that lands on goshim's scheduler (an M between two threads, or
+ * idle) used to go to the router, a thread of its own, whose wake-up and the wake-up of an
+ * M for the thread it hands the signal to cost two passes through the kernel's scheduler
+ * where the kernel's own delivery costs none: a POSIX timer's signals reached their handler
+ * at half the kernel's rate. So an M asleep with nothing to run lets the routed signals
+ * through (shim_idle_lets) and hands one that lands on it on itself, the thread it readies
+ * run on this very M; an M looking for work hands it on before it runs a G or sleeps
+ * (sig_route_posted), the router not woken meanwhile. Real-time signals stay in order: an
+ * M routes at once only with nothing queued for the router before it, as kill() to the own
+ * process does (send_own); else it queues the signal behind the others.
+ */
+static int route_if_quiet(int sig, const siginfo_t *info)
+{
+    return sig_router_busy() ? -1 : shim_route_signal_asleep(sig, info);
+}
+
+static void route_on_scheduler(int sig, const siginfo_t *info)
+{
+    int where;
+    if (sched_route_asleep(route_if_quiet, sig, info, &where) == 1)
+        return;
+    sig_post_kick(sig, info, where != M_ROUTES_SOON);
+}
+
+/* The routed signals an idle M lets through (sched_hooks.idle_lets): the dispatched ones
+ * that no thread has left waiting in the kernel (a parked one would come straight back). */
+uint64_t shim_idle_lets(void)
+{
+    return __atomic_load_n(&sig_dispatched, __ATOMIC_SEQ_CST) &
+           ~__atomic_load_n(&sig_parked, __ATOMIC_SEQ_CST);
+}
+
 static void dispatch(int sig, siginfo_t *info, void *uc);
 
 /* Take act_mu, with every signal blocked on this OS thread (the mask before is returned, for
@@ -110,9 +144,9 @@ static uint64_t act_lock(void)
 /*
  * A signal the dispatcher handled gets the kernel's default action back (the program's
  * sigaction to SIG_DFL, or SA_RESETHAND). Bells rung for it (shim/sigdeliver.c) may still
- * wait on an OS thread: an idle M blocks the signals the shim routes (sched/machines.c),
- * so a bell rung for a thread that had just left that M waits there until the M runs a
- * thread again. With the default installed, such a bell acts as a signal of its own when
+ * wait on an OS thread: an idle M blocks those it does not hand on itself
+ * (sched/machines.c), so a bell rung for a thread that had just left that M may wait there
+ * until the M runs a thread again. With the default installed, such a bell acts as a signal of its own when
  * it comes through, for a signal its thread took long before: it ends the process, dumps
  * core or stops it (CPython's test_signal sets SIGALRM back to SIG_DFL after a test that
  * may leave such a bell: "Alarm clock"). The kernel discards every
@@ -350,8 +384,10 @@ static void dispatch(int sig, siginfo_t *info, void *uc)
         sig_post(sig, info); /* blocked here in the program's view: to a thread that takes it */
     } else if (on_g && !shim_main_takes(sig, gp)) {
         call_app(sig, info, uc); /* the thread the kernel would have chosen */
-    } else {
+    } else if (on_g) {
         sig_post(sig, info);
+    } else {
+        route_on_scheduler(sig, info);
     }
     errno = saved;
 }
@@ -459,6 +495,18 @@ void shim_route_defaults(uint64_t blocked)
 
 /* The router's question: a thread that takes sig and does not sigwait for it discards it,
  * its action (its default) ignoring it, as the kernel discards it. */
+int sig_handler_restarts(int sig)
+{
+    struct sigaction a;
+    if (__atomic_load_n(&sig_dispatched, __ATOMIC_SEQ_CST) & (1ULL << (sig - 1)))
+        a = app_act[sig]; /* a racy copy, as sig_discarded's: no system call */
+    else if (REAL(sigaction)(sig, NULL, &a) != 0)
+        return 0;
+    if (a.sa_handler == SIG_IGN || a.sa_handler == SIG_DFL)
+        return 0;
+    return a.sa_flags & SA_RESTART ? 1 : 2;
+}
+
 bool sig_discarded(int sig)
 {
     struct sigaction a = app_act[sig]; /* a racy copy: as one changing at that moment */

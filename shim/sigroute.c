@@ -83,6 +83,11 @@ static void postq_fork_child(void)
  * went to the overflow set. */
 uint64_t sig_post(int sig, const siginfo_t *info)
 {
+    return sig_post_kick(sig, info, true);
+}
+
+uint64_t sig_post_kick(int sig, const siginfo_t *info, bool kick)
+{
     uint64_t pos = __atomic_load_n(&rt.head, __ATOMIC_RELAXED);
     for (;;) {
         uint64_t seq = __atomic_load_n(&rt.slot[pos % POSTQ].seq, __ATOMIC_ACQUIRE);
@@ -94,7 +99,7 @@ uint64_t sig_post(int sig, const siginfo_t *info)
             rt.overflow_info[sig] = *info;
             __atomic_or_fetch(&rt.overflow, 1ULL << (sig - 1), __ATOMIC_SEQ_CST);
             sched_helpers_want();
-            sig_router_kick();
+            sig_router_kick(); /* only the router takes the overflow */
             return UINT64_MAX;
         } else {
             pos = __atomic_load_n(&rt.head, __ATOMIC_RELAXED);
@@ -104,7 +109,8 @@ uint64_t sig_post(int sig, const siginfo_t *info)
     rt.slot[pos % POSTQ].info = *info;
     __atomic_store_n(&rt.slot[pos % POSTQ].seq, pos + 1, __ATOMIC_RELEASE);
     sched_helpers_want(); /* a fork child's router, if not started yet */
-    sig_router_kick();
+    if (kick)
+        sig_router_kick();
     return pos;
 }
 
@@ -142,27 +148,88 @@ static void wait_handed(uint64_t at)
     __atomic_sub_fetch(&rt.handed_waiters, 1, __ATOMIC_SEQ_CST);
 }
 
-/* The router: the next posted signal, in order; 0 if none. */
-static int take_posted(siginfo_t *info, uint64_t *at)
+/* The next posted signal, in order, left in the queue (consume_posted takes it); 0 if none
+ * or if the next is in the overflow set. */
+static int peek_posted(siginfo_t *info, uint64_t *at)
 {
     uint64_t pos = rt.tail;
     *at = pos;
-    if (__atomic_load_n(&rt.slot[pos % POSTQ].seq, __ATOMIC_ACQUIRE) == pos + 1) {
-        int sig = rt.slot[pos % POSTQ].sig;
-        *info = rt.slot[pos % POSTQ].info;
-        __atomic_store_n(&rt.slot[pos % POSTQ].seq, pos + POSTQ, __ATOMIC_RELEASE);
-        __atomic_store_n(&rt.tail, pos + 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&rt.slot[pos % POSTQ].seq, __ATOMIC_ACQUIRE) != pos + 1)
+        return 0;
+    *info = rt.slot[pos % POSTQ].info;
+    return rt.slot[pos % POSTQ].sig;
+}
+
+static void consume_posted(uint64_t pos)
+{
+    __atomic_store_n(&rt.slot[pos % POSTQ].seq, pos + POSTQ, __ATOMIC_RELEASE);
+    __atomic_store_n(&rt.tail, pos + 1, __ATOMIC_SEQ_CST);
+}
+
+/* The router: the next posted signal, in order; 0 if none. */
+static int take_posted(siginfo_t *info, uint64_t *at)
+{
+    int sig = peek_posted(info, at);
+    if (sig) {
+        consume_posted(*at);
         return sig;
     }
     uint64_t o = __atomic_load_n(&rt.overflow, __ATOMIC_SEQ_CST);
     if (o) {
-        int sig = __builtin_ctzll(o) + 1;
+        sig = __builtin_ctzll(o) + 1;
         *at = UINT64_MAX;
         *info = rt.overflow_info[sig];
         __atomic_and_fetch(&rt.overflow, ~(1ULL << (sig - 1)), __ATOMIC_SEQ_CST);
         return sig;
     }
     return 0;
+}
+
+/* Whether the router (or an M in its stead) is handing signals on: then nobody else may. */
+static bool routing_claim(void)
+{
+    uint32_t idle = 0;
+    return __atomic_compare_exchange_n(&rt.routing, &idle, 1, false, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
+}
+
+/*
+ * An M's share of the router's work (sched_hooks.route_posted). A process signal that lands
+ * on an M between two threads (goshim's scheduler runs there) is posted to the router, a
+ * thread of its own, whose wake-up and the wake-up of the thread it hands the signal to
+ * cost two passes through the kernel's scheduler where the kernel's own delivery costs
+ * none: a POSIX timer's signals reached their handler at half the kernel's rate. The M
+ * that got it is about to look for work anyway: it hands on what it can itself, a parked
+ * thread it readies lands on its own P. What it leaves (no thread takes the signal: back to
+ * the kernel, which only the router does; the overflow set) goes on to the router, which
+ * was kicked at the post and waits for the claim meanwhile.
+ */
+void sig_route_posted(bool here)
+{
+    if (!here) {
+        if (sig_router_busy())
+            sig_router_kick();
+        return;
+    }
+    if (__atomic_load_n(&rt.head, __ATOMIC_SEQ_CST) ==
+            __atomic_load_n(&rt.tail, __ATOMIC_SEQ_CST) ||
+        !routing_claim())
+        return;
+    siginfo_t si;
+    uint64_t at;
+    int sig;
+    while ((sig = peek_posted(&si, &at)) != 0) {
+        if (si.si_code == SHIM_SI_BELL && si.si_pid == sig_self_pid)
+            shim_recheck_signal(sig, &si);
+        else if ((__atomic_load_n(&sig_parked, __ATOMIC_SEQ_CST) & (1ULL << (sig - 1))) ||
+                 !shim_route_signal(sig, &si))
+            break;
+        consume_posted(at);
+        handed_on(at);
+    }
+    __atomic_store_n(&rt.routing, 0, __ATOMIC_SEQ_CST);
+    if (sig_router_busy())
+        sig_router_kick(); /* what is left, and whatever came meanwhile */
 }
 
 /*
@@ -221,7 +288,10 @@ static void *router_main(void *arg)
         siginfo_t si;
         int sig, n = 0;
         uint64_t at;
-        __atomic_store_n(&rt.routing, 1, __ATOMIC_SEQ_CST);
+        if (!routing_claim()) { /* an M hands them on (sig_route_posted): it kicks when done */
+            futexsleep(&rt.word, w, -1);
+            continue;
+        }
         while ((sig = take_posted(&si, &at)) != 0) {
             n++;
             uint64_t bit = 1ULL << (sig - 1);
@@ -238,6 +308,7 @@ static void *router_main(void *arg)
                     mask |= bit;
                     applied &= ~bit;
                     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&mask, 0, 8, 0, 0);
+                    sched_idle_block(bit); /* idle Ms no longer let it through either */
                 }
                 sig_park_in_kernel(sig, &si);
             }

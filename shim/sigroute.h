@@ -38,12 +38,25 @@ void sig_router_kick(void);
 /* Signal-safe: queue sig for the router. Its position in the queue, or UINT64_MAX when it
  * went to the overflow set. */
 uint64_t sig_post(int sig, const siginfo_t *info);
+/* sig_post, the router woken only if kick (else the caller's M hands it on soon: see
+ * sig_route_posted). */
+uint64_t sig_post_kick(int sig, const siginfo_t *info, bool kick);
 /* Give sig back to the kernel, pending for the process, with its siginfo (sigroute.c). */
 void sig_park_in_kernel(int sig, const siginfo_t *info);
 /* A signal taken from the kernel: its own siginfo if the router parked it. */
 const siginfo_t *sig_unparked(const siginfo_t *info, siginfo_t *copy);
 /* Signals posted to the router that it has not handed on yet. */
 bool sig_router_busy(void);
+/* The program's action for sig (signal.c): 0 no handler (ignored or default), 1 a handler
+ * with SA_RESTART, 2 one without. */
+int sig_handler_restarts(int sig);
+/* The router's work done by an M that holds no lock (sched_hooks.route_posted, here): the
+ * signals posted so far, in order, each handed to a thread that takes it, up to the first
+ * that needs the router (none takes it, or the queue overflowed), which is left to it. Not
+ * here (an M that may not route now): the router woken if anything is posted. */
+void sig_route_posted(bool here);
+/* The routed signals an idle M lets through and hands on itself (sched_hooks.idle_lets). */
+uint64_t shim_idle_lets(void);
 /* A fork child's router, started if a signal was posted to it before it ran (sigroute.c). */
 void sig_router_settle(void);
 /* signal.c: a thread that takes sig (and does not sigwait for it) discards it: routed, its

@@ -53,6 +53,7 @@
 
 #include "shim/cancel.h"
 #include "shim/shim.h"
+#include "shim/sigroute.h"
 #include "shim/sigdeliver.h"
 #include "shim/sync.h"
 #include "shim/thread.h"
@@ -527,6 +528,8 @@ void shim_thread_hooks(struct sched_hooks *h)
     h->describe = describe;
     h->blocker = blocker;
     h->signal_may_wake = shim_signal_may_wake;
+    h->route_posted = sig_route_posted;
+    h->idle_lets = shim_idle_lets;
 }
 
 /* Signals pending for the main OS thread itself when it became the main G (raised while

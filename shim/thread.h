@@ -46,6 +46,14 @@ void shim_thread_adopted_main(void);
 
 enum { JS_JOINABLE, JS_DETACHED, JS_JOINING };
 
+/* What a thread keeps of the signals forwarded to it: each one's siginfo, and the
+ * expirations of a POSIX timer folded into the one that waits (added to its si_overrun
+ * when it is taken; atomic). */
+struct sig_kept {
+    siginfo_t info[64];
+    uint32_t overrun[64];
+};
+
 struct sthread {
     uint32_t magic;
     uint32_t exited; /* futex word: 1 once the exit hook ran */
@@ -84,7 +92,7 @@ struct sthread {
      * waits for in sigwait and friends, atomic; and the ones of never_blocked() that the
      * program asked to block (reported back, never installed). */
     uint64_t fwd;
-    siginfo_t *fwd_info;
+    struct sig_kept *fwd_info;
     uint64_t sigwaiting;
     uint64_t hidden_mask;
     uint32_t handlers_ran; /* handlers of the program run on it (shim_handler_ran); owner */
