@@ -493,20 +493,21 @@ void shim_route_defaults(uint64_t blocked)
     sched_idle_block(idle);
 }
 
-/* The router's question: a thread that takes sig and does not sigwait for it discards it,
- * its action (its default) ignoring it, as the kernel discards it. */
+/* The program's action for sig, as sigaction reports it to the program (sigroute.h). */
 int sig_handler_restarts(int sig)
 {
     struct sigaction a;
     if (__atomic_load_n(&sig_dispatched, __ATOMIC_SEQ_CST) & (1ULL << (sig - 1)))
-        a = app_act[sig]; /* a racy copy, as sig_discarded's: no system call */
-    else if (REAL(sigaction)(sig, NULL, &a) != 0)
+        a = app_act[sig];                   /* a racy copy, as sig_discarded's: no system call */
+    else if (sigaction(sig, NULL, &a) != 0) /* the program's view: goshim's own are SIG_DFL */
         return 0;
     if (a.sa_handler == SIG_IGN || a.sa_handler == SIG_DFL)
         return 0;
     return a.sa_flags & SA_RESTART ? 1 : 2;
 }
 
+/* The router's question: a thread that takes sig and does not sigwait for it discards it,
+ * its action (its default) ignoring it, as the kernel discards it. */
 bool sig_discarded(int sig)
 {
     struct sigaction a = app_act[sig]; /* a racy copy: as one changing at that moment */
