@@ -106,7 +106,8 @@ void m_mark_own_tls(struct m *mp, void *tcb)
  * The calling thread's M as its TLS tells it, without a system call (NULL: TLS cannot tell,
  * ask the GS base). In full TLS mode every TCB an M installs says whose it is: its own
  * (tls_own_m) or a G's, whose m is the M that runs it from execute until the G is released
- * on another M, which happens only once this one's FS points elsewhere (release_commit).
+ * on another M, which happens only once this one's FS points elsewhere (release_commit);
+ * but the main G's, which M0's fork installs too (the GS base is asked then).
  * Reading the GS base (arch_prctl) in every signal handler cost 12% of a timer signal's
  * path on a PVM guest (a trapped MSR read).
  */
@@ -117,8 +118,12 @@ struct m *m_by_tls(void)
     struct m *mp = tls_own_m;
     if (mp)
         return mp;
+    /* Not the main G's TCB: it is also M0's glibc descriptor, which a fork on M0 installs
+     * (sched_fork_prepare) while the main G may run on another M. */
     struct g *gp = getg();
-    mp = gp ? __atomic_load_n(&gp->m, __ATOMIC_ACQUIRE) : NULL;
+    if (!gp || (gp->flags & G_MAIN))
+        return NULL;
+    mp = __atomic_load_n(&gp->m, __ATOMIC_ACQUIRE);
     return mp && mp->self == mp ? mp : NULL;
 }
 
