@@ -109,9 +109,6 @@ int sched_g_cpu_tid(struct g *gp)
 
 struct m *m_of_thread(void)
 {
-    struct m *known = m_by_tls();
-    if (known)
-        return known;
     uintptr_t gs = 0;
     if (rt_syscall(SYS_arch_prctl, ARCH_GET_GS, &gs, 0) != 0 || gs == 0)
         return NULL;
@@ -126,9 +123,16 @@ bool sched_g_resuming_here(struct g *gp)
            __atomic_load_n(&gp->m, __ATOMIC_ACQUIRE) == mp && g_status(gp) == Grunning;
 }
 
+/* The dispatcher's m_of_thread: TLS first (m_by_tls), the GS base where it cannot tell. */
+static struct m *m_of_signal_thread(void)
+{
+    struct m *known = m_by_tls();
+    return known ? known : m_of_thread();
+}
+
 bool sched_signal_context(struct g **gp, bool *on_g)
 {
-    struct m *mp = m_of_thread();
+    struct m *mp = m_of_signal_thread();
     *gp = mp ? __atomic_load_n(&mp->curg, __ATOMIC_RELAXED) : NULL;
     *on_g = *gp && !__atomic_load_n(&mp->ong0, __ATOMIC_RELAXED);
     return mp != NULL;

@@ -28,11 +28,12 @@ bool config_parse_seed(const char *s, uint64_t *out);
  * none); snapshots (proc.c). */
 uint32_t sched_gstatus(struct g *gp);
 int sched_gtid(struct g *gp);
-/* The M the calling thread is, from its TLS in full mode (m_by_tls), else from its GS base
- * (a system call): safe in a signal handler on any thread; NULL on threads goshim does not
- * run (api.c). */
+/* The M the calling thread is, from its GS base (a system call: safe in a signal handler on
+ * any thread), or NULL on threads goshim does not run (api.c). */
 struct m *m_of_thread(void);
-struct m *m_by_tls(void); /* m_of_thread's answer from TLS alone, or NULL (proc.c) */
+/* The same from TLS alone, no system call (full mode; NULL where TLS cannot tell): for the
+ * dispatcher of the program's signals (proc.c). */
+struct m *m_by_tls(void);
 
 /* signal.c: the switch-in steps that install a G's mask and altstack on its M. */
 void m_apply_sigmask(struct m *mp, uint64_t set);  /* on mp's own thread */

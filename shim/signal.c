@@ -22,8 +22,8 @@
  * the kernel would have chosen; otherwise, and whenever it interrupted
  * goshim's own scheduler context, it posts the signal and its siginfo to
  * the router (shim/sigroute.c), which picks the thread (an M asleep, or
- * looking for work, does the router's part itself: route_on_scheduler). A handler never
- * runs on a scheduler stack. SA_RESETHAND is applied when the program's
+ * looking for work, does the router's part itself: route_on_scheduler).
+ * A handler never runs on a scheduler stack. SA_RESETHAND is applied when the program's
  * handler actually runs (the kernel's reset would catch the forward).
  *
  * Signals left at SIG_IGN are the kernel's alone. So is a signal left at
@@ -146,8 +146,8 @@ static uint64_t act_lock(void)
  * sigaction to SIG_DFL, or SA_RESETHAND). Bells rung for it (shim/sigdeliver.c) may still
  * wait on an OS thread: an idle M blocks those it does not hand on itself
  * (sched/machines.c), so a bell rung for a thread that had just left that M may wait there
- * until the M runs a thread again. With the default installed, such a bell acts as a signal of its own when
- * it comes through, for a signal its thread took long before: it ends the process, dumps
+ * until the M runs a thread again. With the default installed, such a bell acts as a signal
+ * of its own when it comes through, for a signal its thread took long before: it ends the process, dumps
  * core or stops it (CPython's test_signal sets SIGALRM back to SIG_DFL after a test that
  * may leave such a bell: "Alarm clock"). The kernel discards every
  * pending instance of a signal, of each thread and of the process, when it becomes

@@ -201,8 +201,8 @@ static bool routing_claim(void)
  * none: a POSIX timer's signals reached their handler at half the kernel's rate. The M
  * that got it is about to look for work anyway: it hands on what it can itself, a parked
  * thread it readies lands on its own P. What it leaves (no thread takes the signal: back to
- * the kernel, which only the router does; the overflow set) goes on to the router, which
- * was kicked at the post and waits for the claim meanwhile.
+ * the kernel, which only the router does; the overflow set) goes on to the router, woken
+ * here (a post the router was kicked for waits for the claim meanwhile).
  */
 void sig_route_posted(bool here)
 {
