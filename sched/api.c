@@ -123,8 +123,7 @@ bool sched_g_resuming_here(struct g *gp)
            __atomic_load_n(&gp->m, __ATOMIC_ACQUIRE) == mp && g_status(gp) == Grunning;
 }
 
-/* The dispatcher's m_of_thread: TLS first (m_by_tls), the GS base where it cannot tell. */
-static struct m *m_of_signal_thread(void)
+struct m *m_of_signal_thread(void)
 {
     struct m *known = m_by_tls();
     return known ? known : m_of_thread();

@@ -454,9 +454,7 @@ static bool idle_unblocked(struct m *mp)
 int sched_route_asleep(int (*route)(int, const siginfo_t *), int sig, const siginfo_t *info,
                        int *where)
 {
-    struct m *mp = m_by_tls();
-    if (!mp)
-        mp = m_of_thread();
+    struct m *mp = m_of_signal_thread();
     *where = M_ELSEWHERE;
     if (!mp)
         return -1;

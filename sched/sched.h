@@ -34,6 +34,8 @@ struct m *m_of_thread(void);
 /* The same from TLS alone, no system call (full mode; NULL where TLS cannot tell): for the
  * dispatcher of the program's signals (proc.c). */
 struct m *m_by_tls(void);
+/* The dispatcher's m_of_thread: TLS first (m_by_tls), the GS base where it cannot tell. */
+struct m *m_of_signal_thread(void);
 
 /* signal.c: the switch-in steps that install a G's mask and altstack on its M. */
 void m_apply_sigmask(struct m *mp, uint64_t set);  /* on mp's own thread */
