@@ -76,6 +76,21 @@ static void ws_done(struct waitset *ws)
 }
 
 /*
+ * A zero-timeout check, made again while only goshim's own signals (a preemption request
+ * that found the G in the call, a bell) cut it short: the kernel ends a poll with EINTR
+ * for any handler, and under load two of goshim's can come in a row; the program sees
+ * EINTR only when one of its handlers ran (blocking.c does the same for its calls).
+ */
+static long check_once(long (*check)(void *), void *arg)
+{
+    uint32_t ran = shim_handlers_ran();
+    long r;
+    while ((r = check(arg)) == -EINTR && shim_handlers_ran() == ran)
+        ;
+    return r;
+}
+
+/*
  * Park until check() != 0 (its result: ready count or -errno), or until the
  * deadline (returns 0). check is called once per possible change.
  */
@@ -84,9 +99,7 @@ static long ws_wait(struct waitset *ws, long (*check)(void *), void *arg, int64_
     shim_deliver_signals();
     for (;;) {
         uint32_t w = __atomic_load_n(&ws->word, __ATOMIC_SEQ_CST);
-        long r = check(arg);
-        if (r == -EINTR) /* a signal during the zero-timeout check: goshim's own, most likely */
-            r = check(arg);
+        long r = check_once(check, arg);
         if (r != 0)
             return r;
         int64_t until = deadline;
@@ -164,9 +177,7 @@ static int do_poll(struct pollfd *fds, nfds_t n, int64_t deadline)
 {
     shim_testcancel();
     struct pollarg a = {fds, n};
-    long r = poll_check(&a);
-    if (r == -EINTR)
-        r = poll_check(&a);
+    long r = check_once(poll_check, &a);
     if (r != 0 || deadline == 0)
         return (int)io_result(r);
     struct waitset ws;
@@ -229,9 +240,7 @@ static int do_select(int n, fd_set *r, fd_set *w, fd_set *e, int64_t deadline)
     if (n < 0 || n > FD_SETSIZE)
         return (int)io_result(-EINVAL);
     struct selectarg a = {n, {r, w, e}, {{{0}}}};
-    long res = select_check(&a);
-    if (res == -EINTR)
-        res = select_check(&a);
+    long res = check_once(select_check, &a);
     if (res == 0 && deadline != 0) {
         struct waitset ws;
         if (!ws_init(&ws, n))
@@ -306,9 +315,7 @@ static int do_epoll_wait(int epfd, struct epoll_event *ev, int max, int64_t dead
 {
     shim_testcancel();
     struct epollarg a = {epfd, ev, max};
-    long r = epoll_check(&a);
-    if (r == -EINTR)
-        r = epoll_check(&a);
+    long r = check_once(epoll_check, &a);
     if (r != 0 || deadline == 0)
         return (int)io_result(r);
     struct waitset ws;

@@ -251,6 +251,17 @@ Test(preload_io, signals_interrupt_blocking_calls_one_p, .timeout = 60)
     net_compare("prog_eintr", NULL, "GOSHIM_PROCS=1", 6, 0);
 }
 
+/* poll, select and epoll_wait with nothing ready, in a thread goshim keeps preempting:
+ * never EINTR without a handler of the program's. A preemption request that landed in two
+ * zero-timeout checks in a row ended the call with EINTR (prog_fork_fdlock's churn threads
+ * under load; most runs at one P before the fix). */
+Test(preload_io, polls_are_not_cut_short_by_goshims_own_signals, .timeout = 60)
+{
+    const char *want = "zero-timeout and 1 ms polls: no EINTR\n";
+    expect_native_prints("prog_poll_preempted", NULL, want);
+    expect_prints_at_p1_and_p2("prog_poll_preempted", NULL, want, 2);
+}
+
 /* writev/sendmsg over many tries, MSG_WAITALL, SO_SNDTIMEO, a writev cut short by a
  * signal (its partial count), the fortified read and recv. */
 Test(preload_io, io_edges_as_natively, .timeout = 60)
