@@ -28,7 +28,9 @@
  * netpoller (whose descriptors the child closes: it makes its own when it
  * first needs them), the waker and sysmon threads start afresh; runtime locks the
  * parent's other threads held are released. The calling G takes the
- * child's real tid in its TCB: its fake one is its parent's G's too.
+ * child's real tid in its TCB: its fake one is its parent's G's too. Only
+ * what concerns the calling thread is done at once; the rest waits until
+ * the child first needs the runtime (sched_fork_settle).
  */
 #include "libc.h"
 #include "sched.h"
@@ -102,8 +104,9 @@ void fork_zero(void *p, size_t n)
     }
 }
 
-/* Child: make mp, its G and one P the whole runtime. */
-static void reset_sched(struct m *mp)
+/* Child, at once: the forking thread - its M and G - is the process's one thread, and
+ * every other G is dead (g_status). */
+static void fork_own_thread(struct m *mp)
 {
     struct g *self = mp->curg;
     mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
@@ -116,7 +119,9 @@ static void reset_sched(struct m *mp)
     if (tls_full() && self && self->tcb)
         tls_tcb_set_tid(self->tcb, (unsigned)mp->tid);
     mp->cpuclock = libc_thread_cpuclock(mp->tid);
-    mp->preempt_req = mp->handoff_req = mp->preempt_pending = 0;
+    FORK_SET(mp->preempt_req, 0);
+    FORK_SET(mp->handoff_req, 0);
+    FORK_SET(mp->preempt_pending, 0);
     /* A new process's thread: its CPU-time clock starts at 0 (cputime.c). */
     if (self) {
         self->cpu_tsc = 0;
@@ -124,17 +129,28 @@ static void reset_sched(struct m *mp)
     }
     mp->cpu_mark = 0;
     cputime_m_ready(mp);
-    mp->spinning = false;
-    mp->nextp = NULL;
-    mp->schedlink = NULL;
+    FORK_SET(mp->spinning, false);
+    FORK_SET(mp->nextp, NULL);
+    FORK_SET(mp->schedlink, NULL);
+    mp->exitctx.sp = 0;  /* the child's main thread now: it never ends as an M (m_retire) */
+    schedfork.multi = 0; /* one thread again (sched_lone) */
+    /* Every other thread is gone: its G is dead (g_status), not reused (its stack and TCB
+     * hold what the parent's thread left there; it is on no free list). */
+    schedfork.forkgen++;
+    if (self)
+        self->forkgen = schedfork.forkgen;
+}
 
+/* Child: mp and one P the whole scheduler (fork_p: the P mp held at the fork, which the
+ * child's one thread may have put anywhere since, in its own calls). */
+static void reset_sched(struct m *mp, struct p *fork_p)
+{
     sched.lock.key = 0;
     sched.gflock.key = 0;
     sched.allglock.key = 0;
     sched.tls_static_walking = 0; /* a walk in the parent's other threads: gone here */
     sched.allm = mp;
     mp->alllink = NULL;
-    mp->exitctx.sp = 0; /* the child's main thread now: it never ends as an M (m_retire) */
     sched.mfree = NULL;
     sched.midle = NULL;
     sched.nmidle = 0;
@@ -143,11 +159,10 @@ static void reset_sched(struct m *mp)
     sched.nmspinning = 0;
     sched.runq.head = sched.runq.tail = NULL;
     sched.runqsize = 0;
-    sched.multi = 0; /* one thread again (sched_lone) */
 
     /* Its P: the one it runs on, the one it left in a system call or a
      * hand-off, or P0. */
-    struct p *mine = mp->p ? mp->p : mp->oldp ? mp->oldp : sched.allp[0];
+    struct p *mine = fork_p ? fork_p : mp->p ? mp->p : mp->oldp ? mp->oldp : sched.allp[0];
     sched.pidle = NULL;
     sched.npidle = 0;
     for (int32_t i = sched.gomaxprocs - 1; i >= 0; i--) {
@@ -155,26 +170,56 @@ static void reset_sched(struct m *mp)
         FORK_SET(pp->runqhead, 0);
         FORK_SET(pp->runqtail, 0);
         FORK_SET(pp->runnext, NULL);
-        FORK_SET(pp->link, NULL);
-        if (pp == mine && mp->p == pp)
+        if (pp == fork_p || (pp == mine && mp->p == pp))
             continue;
+        FORK_SET(pp->link, NULL);
         FORK_SET(pp->status, Pidle);
         FORK_SET(pp->m, NULL);
         if (pp != mine)
             pidleput(pp);
     }
-    if (mp->p == NULL) {
+    if (mp->p == NULL && fork_p == NULL) {
         acquirep(mine);
         mp->oldp = NULL;
         mp->pless = 0;
-        casgstatus(self, Gsyscall, Grunning);
+        casgstatus(mp->curg, Gsyscall, Grunning);
     }
+}
 
-    /* Every other thread is gone: its G is dead (g_status), not reused (its stack and TCB
-     * hold what the parent's thread left there; it is on no free list). */
-    sched.forkgen++;
-    if (self)
-        self->forkgen = sched.forkgen;
+/* Child: everything of the parent's runtime but the forking thread's own. */
+static void fork_reset_runtime(struct m *mp, struct p *fork_p)
+{
+    reset_sched(mp, fork_p);
+    ldt_fork_child(); /* the LDT is inherited; its allocator's lock may be another thread's */
+    machines_fork_child();
+    stack_fork_child();
+    timers_fork_child();
+    gfutex_fork_child();
+    mmaker_fork_child();
+    netpoll_fork_child();
+    preempt_after_fork();
+    sysmon_fork_child();
+}
+
+/*
+ * A fork child's first touch of a page costs it (a copy for a write; here, a PVM guest,
+ * a shadow page-table entry even for a read): the reset above reads and writes dozens of
+ * pages, most of the cost of a fork with threads alive, and most children exec or exit
+ * before they need any of it. So while the child has one thread and nothing that runs
+ * without it (sched_helpers_may_defer), the reset waits (schedfork.fork_due) until the child
+ * first reaches shared scheduler state: a runtime lock (runtime_lock), a switch, a spawn,
+ * a G made ready, an M woken, or its deferred helpers started - each of which settles it
+ * first. Before that the one thread touches nothing of the parent's runtime but its own
+ * M, G and P, whose state the child keeps.
+ */
+void sched_fork_settle(void)
+{
+    /* Signals blocked: a handler that took a runtime lock would settle again, halfway. */
+    uint64_t all = ~0ULL, old = 0;
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
+    if (__atomic_exchange_n(&schedfork.fork_due, 0, __ATOMIC_SEQ_CST))
+        fork_reset_runtime(getm(), schedfork.fork_p);
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
 }
 
 void sched_fork_child(void)
@@ -185,22 +230,22 @@ void sched_fork_child(void)
          * no G; all it needs is not to share the parent's epoll. */
         if (sched.started) {
             ownfd_fork_child();
+            netpoll_fork_own();
             netpoll_fork_child();
         }
         return;
     }
-    reset_sched(mp);
+    fork_own_thread(mp);
     sched_helpers_fork_child();
-    ldt_fork_child(); /* the LDT is inherited; its allocator's lock may be another thread's */
-    machines_fork_child();
-    stack_fork_child();
-    timers_fork_child();
-    gfutex_fork_child();
-    mmaker_fork_child();
     ownfd_fork_child();
-    netpoll_fork_child();
-    preempt_after_fork();
-    sysmon_fork_child();
-    stats_fork_child();
+    netpoll_fork_own(); /* the parent's epoll instance: closed now, never shared */
+    if (mp->p && sched_helpers_may_defer()) {
+        schedfork.fork_p = mp->p;
+        __atomic_store_n(&schedfork.fork_due, 1, __ATOMIC_SEQ_CST);
+    } else {
+        FORK_SET(schedfork.fork_due, 0); /* a fork of a child that had not settled: now */
+        fork_reset_runtime(mp, NULL);
+    }
+    stats_fork_child(); /* after: its snapshot takes runtime locks (GOSHIM_STATS only) */
     releasem(mp);
 }

@@ -38,24 +38,21 @@
  * fires before the waiter is queued (ARMING) just marks it TIMEDOUT; wait
  * then returns ETIMEDOUT without parking.
  *
- * Requeue and growing move G waiters between buckets holding both locks and
- * update w->b; whoever follows w->b (the timer function, an interrupter,
- * the waiter itself) locks it and re-checks it, so it always ends up
- * holding the bucket the waiter is on.
+ * Requeue and growing move G waiters between buckets holding both locks and update w->b;
+ * whoever follows w->b (the timer function, an interrupter, the waiter itself) locks it and re-
+ * checks it, so it always ends up holding the bucket the waiter is on.
  *
- * Thread waiters (callers that are not Gs) are counted under the bucket
- * lock, after the same value check, in a fixed array of counters indexed by
- * the address's hash (so growing never moves them), and sleep in the kernel
- * futex on addr itself. wake handles G waiters first and issues FUTEX_WAKE
- * for the rest only if the counter is not zero: no system call when only
- * Gs wait. Requeue wakes thread waiters instead of moving them.
+ * Thread waiters (callers that are not Gs) are counted under the bucket lock, after the same
+ * value check, in a fixed array of counters indexed by the address's hash (so growing never
+ * moves them), and sleep in the kernel futex on addr itself. wake handles G waiters first and
+ * issues FUTEX_WAKE for the rest only if the counter is not zero: no system call when only Gs
+ * wait. Requeue wakes thread waiters instead of moving them.
  *
- * Lock order: grow.lock, then bucket locks (two in address order, or all
- * in index order), then timers.lock or sched.lock (through goready and
- * timer_add never: those run after the bucket is unlocked).
+ * Lock order: grow.lock, then bucket locks (two in address order, or all in index order), then
+ * timers.lock or sched.lock (through goready and timer_add never: those run after the bucket is
+ * unlocked).
  *
- * The G paths use no TLS but the current-G lookup, and no errno (raw
- * syscalls return -errno).
+ * The G paths use no TLS but the current-G lookup, and no errno (raw syscalls return -errno).
  */
 #include <errno.h>
 #include <limits.h>
@@ -115,8 +112,11 @@ static struct {
     struct gfbucket b[GFUTEX_BUCKETS0];
 } table0 = {.t = {.mask = GFUTEX_BUCKETS0 - 1}};
 
-static struct gftable *table =
-    &table0.t; /* the live table; atomic, changed under every bucket lock */
+/* The live table; atomic, changed under every bucket lock. Read through LIVE_TABLE before a
+ * bucket is locked: a fork child's reset takes it back to table0 first (a bucket of the
+ * parent's grown table may be locked by a thread the child does not have). */
+static struct gftable *table = &table0.t;
+#define LIVE_TABLE() (fork_settled(), __atomic_load_n(&table, __ATOMIC_ACQUIRE))
 /* The queues of the live table in pairs: each bucket adds its own count rounded down to an
  * even number (chain_link, chain_unlink), so the shared counter changes only when a chain
  * reaches or leaves a second queue. A wait and its wake on a lone address, the common case,
@@ -146,7 +146,7 @@ static uint32_t *nthreads_of(uint32_t *addr)
 static struct gfbucket *lockbucket(uint32_t *addr)
 {
     for (;;) {
-        struct gftable *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+        struct gftable *t = LIVE_TABLE();
         struct gfbucket *b = &t->b[hashof(addr) & t->mask];
         runtime_lock(&b->lock);
         if (__atomic_load_n(&table, __ATOMIC_ACQUIRE) == t)
@@ -309,7 +309,7 @@ static struct gftable *table_map(uintptr_t n)
  */
 static void maybe_grow(void)
 {
-    struct gftable *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    struct gftable *t = LIVE_TABLE();
     if (__atomic_load_n(&nqueues, __ATOMIC_RELAXED) <= GROW_AT(t))
         return;
     struct m *mp = acquirem(); /* no preemption while holding the locks */
@@ -439,7 +439,7 @@ static int wait_arm(struct gfwaiter *w, bool timed, uint32_t val, struct gfbucke
     struct g *gp = w->gp;
     struct gfbucket *b;
     for (;;) {
-        struct gftable *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+        struct gftable *t = LIVE_TABLE();
         b = &t->b[hashof(w->addr) & t->mask];
         __atomic_store_n(&w->b, b, __ATOMIC_RELEASE);
         __atomic_store_n(&gp->gfbucket, b, __ATOMIC_RELEASE);
@@ -482,7 +482,7 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
         return thread_wait(addr, val, deadline_ns);
 
     maybe_grow();
-    struct gftable *t0 = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    struct gftable *t0 = LIVE_TABLE();
     /* Field by field: an initialiser would zero the timer too, with a
      * rep stos on every wait; the timer is set only when timed,
      * the links by enqueue. */
@@ -569,7 +569,7 @@ static int requeue(uint32_t *addr, uint32_t val, int nwake, uint32_t *addr2, int
         return -EINVAL;
     struct gfbucket *b1, *b2, *first, *second;
     for (;;) {
-        struct gftable *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+        struct gftable *t = LIVE_TABLE();
         b1 = &t->b[hashof(addr) & t->mask];
         b2 = &t->b[hashof(addr2) & t->mask];
         first = b1 < b2 ? b1 : b2;

@@ -62,7 +62,7 @@ static struct {
     uint32_t n;
     uint32_t deferred; /* atomic: helpers wait in start[] */
     uint32_t wanted;   /* atomic: a signal handler asked for them */
-} lone_helpers;
+} lone_helpers FORK_WRITTEN;
 
 bool sched_helpers_may_defer(void)
 {
@@ -94,6 +94,7 @@ void sched_helpers_want(void)
  * thread, so no two callers race; the exchange keeps a second call from starting twice. */
 void sched_helpers_start(void)
 {
+    fork_settled(); /* its resets defer helpers of their own */
     if (!__atomic_exchange_n(&lone_helpers.deferred, 0, __ATOMIC_SEQ_CST))
         return;
     __atomic_store_n(&lone_helpers.wanted, 0, __ATOMIC_SEQ_CST);

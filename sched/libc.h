@@ -46,10 +46,12 @@ int libc_fclose(FILE *f);
  */
 void *__libc_malloc(size_t n);
 void *__libc_calloc(size_t k, size_t n);
+void *__libc_memalign(size_t align, size_t n);
 void __libc_free(void *p);
-#define rt_malloc(n)    __libc_malloc(n)
-#define rt_calloc(k, n) __libc_calloc((k), (n))
-#define rt_free(p)      __libc_free(p)
+#define rt_malloc(n)      __libc_malloc(n)
+#define rt_calloc(k, n)   __libc_calloc((k), (n))
+#define rt_memalign(a, n) __libc_memalign((a), (n))
+#define rt_free(p)        __libc_free(p)
 
 /* The CPU-time clock of the kernel thread tid, as glibc's
  * pthread_getcpuclockid computes it (Linux's MAKE_THREAD_CPUCLOCK). */

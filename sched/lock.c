@@ -8,6 +8,7 @@
  */
 #include "libc.h"
 #include "lock.h"
+#include "sched.h"
 
 #include "throw.h"
 
@@ -59,12 +60,14 @@ void osyield(void)
 
 int runtime_trylock(struct runtime_lock *l)
 {
+    fork_settled(); /* a fork child's locks are its parent's threads' until then */
     uint32_t z = 0;
     return __atomic_compare_exchange_n(&l->key, &z, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
 }
 
 void runtime_lock(struct runtime_lock *l)
 {
+    fork_settled(); /* a fork child's locks are its parent's threads' until then */
     /* Speculative grab for the uncontended case. */
     uint32_t v = __atomic_exchange_n(&l->key, 1, __ATOMIC_ACQUIRE);
     if (v == 0)

@@ -47,6 +47,10 @@ void procyield(uint32_t cycles);
 /* sched_yield(2) of the OS thread, raw. */
 void osyield(void);
 
+/* A variable a fork child writes at once (its atfork handlers): all such share one
+ * section, which the child copies as one page, not one page each. */
+#define FORK_WRITTEN __attribute__((section("goshim_fork_written"), aligned(64)))
+
 /* In a fork child's reset, set lv to v only if it differs: a fork child's first write to a
  * page copies it (sched.h), and most of what it resets (a lock the parent's other threads
  * did not hold) is right already. */

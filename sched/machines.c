@@ -56,11 +56,17 @@
 enum { M_STACK_SIZE = 1 << 20 };
 #define SCAVENGE_IDLE_NS 2000000 /* idle this long before stack_scavenge (stays_idle) */
 
+/* An M on no page boundary: after a fork, the forking M's first writes to its struct (its
+ * locks, its system call's) copy one page in the parent, not two (fork.c). */
+enum { M_ALIGN = 512 };
+_Static_assert(sizeof(struct m) <= M_ALIGN, "struct m fits in one M_ALIGN slot");
+
 struct m *allocm(void)
 {
-    struct m *mp = rt_calloc(1, sizeof *mp);
+    struct m *mp = rt_memalign(M_ALIGN, sizeof *mp);
     if (!mp)
         return NULL;
+    memset(mp, 0, sizeof *mp);
     mp->self = mp;
     mp->id = -1;
     static int64_t nallocated;

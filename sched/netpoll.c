@@ -684,10 +684,17 @@ void netpoll_fork_parent(void)
     FORK_SET(np.no_own_pairs, true);
 }
 
-void netpoll_fork_child(void)
+/* Fork child, at once: the parent's epoll instance closed, never touched again. */
+void netpoll_fork_own(void)
 {
     FORK_SET(np.no_own_pairs, true);
-    np_fork_child(); /* the parent's epoll instance: closed, never touched again */
+    np_fork_child();
+}
+
+/* Fork child, when it first needs the runtime (sched_fork_settle): the descriptors' state
+ * was the parent's threads'. */
+void netpoll_fork_child(void)
+{
     uint32_t top = pd_top;
     for (uint32_t d = 0; d * PD_CHUNK < top; d++) {
         struct pdesc *chunk = pd_dir[d];

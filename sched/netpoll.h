@@ -62,8 +62,12 @@ int netpoll_init(void);
 /* The descriptor of fd if it was ever seen, unclassified allowed; else NULL. */
 struct pdesc *netpoll_lookup(int fd);
 /* A process was forked: in the parent, own pairs are no longer known to
- * be written only through goshim; in the child, a fresh epoll instance. */
+ * be written only through goshim; in the child, the parent's epoll instance
+ * closed at once (netpoll_fork_own), a fresh one made when needed, and the
+ * descriptors' state reset when the child first needs the runtime
+ * (netpoll_fork_child). */
 void netpoll_fork_parent(void);
+void netpoll_fork_own(void);
 void netpoll_fork_child(void);
 
 /*

@@ -41,7 +41,7 @@ static struct {
     uint32_t wakesent; /* the wake-up was written and not yet read; atomic */
     int64_t lastpoll;  /* atomic */
     uint64_t npolls, nevents;
-} ep;
+} ep FORK_WRITTEN; /* a fork child's has made none */
 
 static inline long sys(long nr, long a, long b, long c)
 {
@@ -193,7 +193,9 @@ void np_fork_child(void)
             sys(SYS_close, fd, 0, 0);
         ownfd_set(slot, -1);
     }
-    ep.made = ep.blocking = ep.wakesent = 0;
+    FORK_SET(ep.made, 0);
+    FORK_SET(ep.blocking, 0);
+    FORK_SET(ep.wakesent, 0);
 }
 
 void np_poll_stats(uint64_t *polls, uint64_t *events)

@@ -75,7 +75,7 @@ static struct {
     uint32_t phase;           /* which holds[] a new hold counts in; atomic */
     uint32_t holds[2];        /* system calls in flight on the numbers, by phase; atomic */
     uint64_t moved, lost;     /* for GOSHIM_STATS; atomic */
-} own = {.fd = {-1, -1, -1}};
+} own FORK_WRITTEN = {.fd = {-1, -1, -1}}; /* a fork child closes the parent's */
 
 _Static_assert(OWNFD_N == 3, "own.fd's initializer lists every slot");
 

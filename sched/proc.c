@@ -45,6 +45,8 @@
 #include "tls.h"
 
 struct schedt sched;
+/* Page-aligned: the section of FORK_WRITTEN variables starts a page. */
+struct schedfork schedfork FORK_WRITTEN __attribute__((aligned(4096)));
 
 static void runnable_to(struct p *pp, struct g *gp);
 static bool stack_fits(const struct g *gp);
@@ -387,6 +389,7 @@ void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *))
  */
 static struct m *switch_enter(void)
 {
+    fork_settled(); /* a fork child's run queues are its parent's until then */
     for (;;) {
         struct m *mp = getm();
         m_locks_enter(mp);
@@ -405,6 +408,7 @@ static void switch_out(struct m *mp, struct g *gp)
 
 GOSHIM_NO_TSAN void goexit(void)
 {
+    fork_settled();
     struct g *gp = getg();
     if (tls_full())
         tls_thread_exit();
@@ -420,6 +424,7 @@ GOSHIM_NO_TSAN void goexit(void)
 
 static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr *a, int *err)
 {
+    fork_settled(); /* a fork child's P caches are its parent's until then */
     struct g *self = sched_self();
     struct p *pp = self ? getm()->p : NULL;
     size_t size = a && a->stacksize ? a->stacksize : stack_default_size();
@@ -466,8 +471,8 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
     gp->goid = __atomic_add_fetch(&sched.goidgen, 1, __ATOMIC_RELAXED);
     gp->flags &= ~(uint32_t)G_STARTED;
     gp->waitreason = waitReasonZero;
-    if (!__atomic_load_n(&sched.multi, __ATOMIC_RELAXED)) { /* written once: no line bouncing */
-        __atomic_store_n(&sched.multi, 1, __ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(&schedfork.multi, __ATOMIC_RELAXED)) { /* written once: no line bouncing */
+        __atomic_store_n(&schedfork.multi, 1, __ATOMIC_SEQ_CST);
         sched_helpers_start(); /* a fork child's, if it deferred them */
         sysmon_wake();         /* out of its single-thread sleep */
     }
@@ -475,7 +480,7 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
         __atomic_store_n(&pp->nspawn, pp->nspawn + 1, __ATOMIC_RELAXED);
     else
         __atomic_fetch_add(&sched.nspawned, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&gp->forkgen, sched.forkgen, __ATOMIC_RELEASE);
+    __atomic_store_n(&gp->forkgen, schedfork.forkgen, __ATOMIC_RELEASE);
     if (a && a->suspended) {
         castatus_or_throw(gp, Gdead, Gwaiting, "newproc");
         return gp;
@@ -487,7 +492,7 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
 
 bool sched_lone(void)
 {
-    return !__atomic_load_n(&sched.multi, __ATOMIC_RELAXED) && !sched_chaos;
+    return !__atomic_load_n(&schedfork.multi, __ATOMIC_RELAXED) && !sched_chaos;
 }
 
 bool sched_spin_worth(void)
@@ -647,6 +652,7 @@ bool park_unlock(struct g *gp, void *lock)
 
 void goready(struct g *gp)
 {
+    fork_settled();
     struct m *mp = acquirem();
     setgstatus_owned(gp, Gwaiting, Grunnable, "goready");
     /* From a G or from an M's scheduler context (timers, netpoll in

@@ -112,7 +112,7 @@ struct g {
     /* sched.tls_static_gen when its TCB last got every static TLS image (bind, then
      * tls_static_catch_up at its first run; tls_static.c); owner. */
     uint64_t tls_gen;
-    uint32_t forkgen; /* sched.forkgen when it was last made (newproc): g_status */
+    uint32_t forkgen; /* schedfork.forkgen when it was last made (newproc): g_status */
 };
 
 /*
@@ -299,13 +299,20 @@ struct schedt {
     uint64_t nspawned;     /* atomic: Gs created without a P, less those abandoned (the
                               stats add every P's nspawn) */
     uint64_t nmthreadfail; /* atomic: M creations that failed or hit the cap */
-    uint32_t multi;        /* atomic: a G was spawned since start-up or the fork (sched_lone) */
-    uint32_t forkgen;      /* forks this process is removed from its first (g_status) */
     int64_t starttime;     /* nanotime at sched_init */
     bool started;
 };
 
 extern struct schedt sched;
+
+/* What a fork child writes of the scheduler's state at once (FORK_WRITTEN). */
+struct schedfork {
+    uint32_t multi;    /* atomic: a G was spawned since start-up or the fork (sched_lone) */
+    uint32_t forkgen;  /* forks this process is removed from its first (g_status) */
+    uint32_t fork_due; /* atomic: a fork child's reset waits until it needs the runtime */
+    struct p *fork_p;  /* ... and the P its thread held at the fork (fork.c) */
+};
+extern struct schedfork schedfork;
 
 _Static_assert(offsetof(struct m, self) == offsetof(struct m_head, self) &&
                    offsetof(struct m, pend_rip) == offsetof(struct m_head, pend_rip) &&
@@ -393,13 +400,13 @@ static inline uint32_t readgstatus(struct g *gp)
 /*
  * gp's status as a walk of allg or a question from the shim sees it: Gdead for a G of a
  * parent process. A fork child keeps only the forking thread's G, and tells the others
- * dead by one increment of sched.forkgen instead of a write to each (which would touch a
+ * dead by one increment of schedfork.forkgen instead of a write to each (which would touch a
  * page a G: fork.c); a G made since (newproc) carries the new count. Its own status
  * (readgstatus) is what the G's life in this process changes.
  */
 static inline uint32_t g_status(struct g *gp)
 {
-    if (__atomic_load_n(&gp->forkgen, __ATOMIC_ACQUIRE) != sched.forkgen)
+    if (__atomic_load_n(&gp->forkgen, __ATOMIC_ACQUIRE) != schedfork.forkgen)
         return Gdead;
     return readgstatus(gp);
 }

@@ -234,6 +234,14 @@ void gfutex_fork_child(void);
 void sched_fork_prepare(void);
 void sched_fork_parent(void);
 void sched_fork_child(void);
+/* A fork child's runtime reset, if it still waits (schedfork.fork_due): async-signal-safe. */
+void sched_fork_settle(void);
+/* The gate before shared scheduler state (fork.c). */
+static inline void fork_settled(void)
+{
+    if (__builtin_expect(__atomic_load_n(&schedfork.fork_due, __ATOMIC_RELAXED) != 0, 0))
+        sched_fork_settle();
+}
 /* errno of whatever TCB is the FS base now, through a call the compiler
  * cannot fold across an FS switch (__errno_location is "const"). */
 int errno_get(void);

@@ -78,6 +78,7 @@ static void steal_order_init(uint32_t n)
  */
 void wakep(void)
 {
+    fork_settled(); /* a fork child's idle Ps are its parent's until then */
     if (__atomic_load_n(&sched.npidle, __ATOMIC_SEQ_CST) == 0)
         return;
     int32_t zero = 0;

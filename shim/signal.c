@@ -90,7 +90,7 @@ static struct runtime_lock act_mu;
 /* shim/sigroute.h says what these are. */
 uint64_t sig_dispatched;
 uint64_t sig_parked;
-pid_t sig_self_pid;
+pid_t sig_self_pid FORK_WRITTEN;
 uint32_t sig_default_gen[65];
 uint32_t sig_ringing;
 __thread uint32_t sig_ringing_here __attribute__((tls_model("initial-exec")));
@@ -203,7 +203,7 @@ static void act_unlock(uint64_t old)
 
 void sig_act_fork_child(void)
 {
-    act_mu.key = 0; /* a thread the child does not have may have held it */
+    FORK_SET(act_mu.key, 0); /* a thread the child does not have may have held it */
 }
 
 /* The handler an action runs: (void *)SIG_DFL or SIG_IGN for none. */

@@ -74,9 +74,9 @@ static void postq_fork_child(void)
     uint64_t head = rt.head;
     for (uint64_t pos = rt.tail; pos < head; pos++)
         rt.slot[pos % POSTQ].seq = pos + POSTQ;
-    rt.tail = head;
-    rt.overflow = 0;
-    rt.handed = (uint32_t)head;
+    FORK_SET(rt.tail, head);
+    FORK_SET(rt.overflow, 0);
+    FORK_SET(rt.handed, (uint32_t)head);
 }
 
 /* Signal-safe: queue sig for the router. Its position in the queue, or UINT64_MAX when it
@@ -446,9 +446,9 @@ static void router_fork_child(void)
         return;
     sig_self_pid = getpid();
     postq_fork_child();
-    rt.word = 0;
-    rt.handed_waiters = 0;
-    sig_parked = 0;
+    /* (rt.word stays: the router reads it before each wait.) */
+    FORK_SET(rt.handed_waiters, 0);
+    FORK_SET(sig_parked, 0);
     if (!sched_helper_defer(router_restart))
         router_restart();
 }

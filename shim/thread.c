@@ -61,12 +61,12 @@
 /* The current thread's record, per G (full mode: each G has its own TLS). */
 static __thread struct sthread *tls_thr __attribute__((tls_model("initial-exec")));
 static size_t tls_thr_off;
-struct sthread sthread_main;
+struct sthread sthread_main FORK_WRITTEN; /* its tid, when main forks */
 /* Taken by whoever looks at other threads' records from outside them (the signal router)
  * and around a record's end, so a record is never freed under the router. */
 struct runtime_lock sthread_lock;
-static int32_t nthreads =
-    1; /* live pthreads, main included: the last one's exit ends the process */
+/* Live pthreads, main included: the last one's exit ends the process. */
+static int32_t nthreads FORK_WRITTEN = 1;
 
 /* ---- records ------------------------------------------------------------------- */
 
@@ -496,10 +496,10 @@ GOSHIM_EXPORT int pthread_getname_np(pthread_t t, char *buf, size_t len)
 static void thread_fork_child(void)
 {
     nthreads = 1;
-    sthread_lock.key = 0; /* threads the child does not have may have held these */
+    FORK_SET(sthread_lock.key, 0); /* threads the child does not have may have held these */
     struct sthread *self = goshim_on ? sthread_self() : NULL;
     if (self) { /* the pid, as the main thread's (full mode: the runtime set its TCB's) */
-        self->lock.key = 0;
+        FORK_SET(self->lock.key, 0);
         self->tid = getpid();
     }
     /* Forked by another thread, the child has no main thread: a signal for the process

@@ -167,6 +167,17 @@ Test(preload_fork, fork_children_of_main_shared_a_tid, .timeout = 120)
     expect_prints_at_p1_and_p2("prog_fork", "pshared", want, 2);
 }
 
+/* A fork child's runtime is reset when the child first needs it: each first act (a
+ * handler that posts and locks, a timed wait, a fork, a yield and a sleep, a spawn) finds
+ * it whole, with the parent's threads waiting, timing out, contending and yielding at the
+ * fork. */
+Test(preload_fork, child_finds_the_runtime_whole_whatever_it_does_first, .timeout = 240)
+{
+    const char *want = "children that found the runtime whole: 64 of 64\n";
+    expect_native_prints("prog_fork_first", NULL, want);
+    expect_prints_at_p1_and_p2("prog_fork_first", NULL, want, 7);
+}
+
 /* fork while other threads make, poll and close descriptors; the child closes every
  * descriptor with close_range, as GLib's g_spawn does (its spawn-multithreaded test hung
  * under load). The child waited for a descriptor's lock that a thread of the parent held
