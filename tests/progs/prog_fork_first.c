@@ -66,13 +66,7 @@ static void *timed_waiter(void *arg)
     (void)arg;
     pthread_mutex_lock(&busy_mu);
     while (!atomic_load(&stop)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = in_ms(CLOCK_REALTIME, 1);
         pthread_cond_timedwait(&busy_cv, &busy_mu, &ts);
     }
     pthread_mutex_unlock(&busy_mu);
@@ -116,13 +110,7 @@ static int act(int which, int depth)
         return 0;
     case 1: {
         pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 1000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        struct timespec ts = in_ms(CLOCK_REALTIME, 1);
         pthread_mutex_lock(&child_mu);
         int r = pthread_cond_timedwait(&cv, &child_mu, &ts);
         pthread_mutex_unlock(&child_mu);
