@@ -4,11 +4,16 @@
  */
 #include <asm/prctl.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 
 #include "libc.h"
 #include "preempt.h"
 #include "sched.h"
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102 /* Linux 6.13 uapi; absent from glibc 2.36 headers */
+#endif
 
 /* A helper's first act: it is no M. A new thread inherits its creator's GS base, an M's
  * when an M starts it (a fork child restarting sysmon): setxid.c would take it for that M
@@ -19,13 +24,53 @@ static void *helper_start(void *fn)
     return ((void *(*)(void *))fn)(NULL);
 }
 
+/*
+ * The helpers' stacks: slots of one mapping of goshim's, each a guard page and the stack,
+ * given to glibc as the thread's own (pthread_attr_setstack). glibc then keeps the thread
+ * on its list of threads with a stack of their own, which a fork child's reclaim_stacks
+ * only empties; a stack glibc made is on the list whose every other thread's descriptor
+ * the child writes (tid = 0): a page copied per helper in every fork child. A fork child
+ * takes the slots again (their threads are the parent's). Helpers never end. With no slot
+ * left, or no mapping, glibc makes the stack, as before.
+ */
+enum { HELPER_STACK = 256 * 1024, HELPER_GUARD = 4096, HELPER_SLOTS = 8 };
+static char *helper_stacks;
+static uint32_t helper_slots_used FORK_WRITTEN; /* atomic; a fork child takes them again */
+
+static void *helper_stack(void)
+{
+    if (!helper_stacks) {
+        size_t len = (size_t)HELPER_SLOTS * (HELPER_GUARD + HELPER_STACK);
+        void *m = (void *)rt_syscall6(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if ((uintptr_t)m >= (uintptr_t)-4095)
+            return NULL;
+        char *expect = NULL;
+        if (!__atomic_compare_exchange_n(&helper_stacks, &expect, (char *)m, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE))
+            rt_syscall(SYS_munmap, (long)m, (long)len, 0);
+    }
+    uint32_t i = __atomic_fetch_add(&helper_slots_used, 1, __ATOMIC_RELAXED);
+    if (i >= HELPER_SLOTS)
+        return NULL;
+    char *guard = helper_stacks + (size_t)i * (HELPER_GUARD + HELPER_STACK);
+    if (rt_syscall(SYS_madvise, (long)guard, HELPER_GUARD, MADV_GUARD_INSTALL) != 0 &&
+        rt_syscall(SYS_mprotect, (long)guard, HELPER_GUARD, PROT_NONE) != 0)
+        return NULL;
+    return guard + HELPER_GUARD;
+}
+
 int sched_helper_thread(void *(*fn)(void *))
 {
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
+    void *stack = helper_stack();
+    if (stack)
+        pthread_attr_setstack(&attr, stack, HELPER_STACK);
+    else
+        pthread_attr_setstacksize(&attr, HELPER_STACK);
     /* The new thread inherits the creator's mask: all blocked from its first
      * instruction, but for glibc's SIGCANCEL and SIGSETXID (32, 33): set*id
      * waits for every thread to take SIGSETXID (setxid.c). */
@@ -115,6 +160,7 @@ bool sched_helpers_check(void)
 /* Fork child: what the parent deferred is its own (its helpers are running or were). */
 void sched_helpers_fork_child(void)
 {
+    FORK_SET(helper_slots_used, 0); /* their threads were the parent's */
     FORK_SET(lone_helpers.n, 0);
     FORK_SET(lone_helpers.deferred, 0);
     FORK_SET(lone_helpers.wanted, 0);
