@@ -11,10 +11,6 @@
 #include "preempt.h"
 #include "sched.h"
 
-#ifndef MADV_GUARD_INSTALL
-#define MADV_GUARD_INSTALL 102 /* Linux 6.13 uapi; absent from glibc 2.36 headers */
-#endif
-
 /* A helper's first act: it is no M. A new thread inherits its creator's GS base, an M's
  * when an M starts it (a fork child restarting sysmon): setxid.c would take it for that M
  * and clear the M's set*id mark instead of its own (seteuid in a fork child would hang). */
@@ -54,8 +50,7 @@ static void *helper_stack(void)
     if (i >= HELPER_SLOTS)
         return NULL;
     char *guard = helper_stacks + (size_t)i * (HELPER_GUARD + HELPER_STACK);
-    if (rt_syscall(SYS_madvise, (long)guard, HELPER_GUARD, MADV_GUARD_INSTALL) != 0 &&
-        rt_syscall(SYS_mprotect, (long)guard, HELPER_GUARD, PROT_NONE) != 0)
+    if (stack_guard_range(guard, HELPER_GUARD) < 0)
         return NULL;
     return guard + HELPER_GUARD;
 }

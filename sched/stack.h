@@ -69,6 +69,9 @@ int stack_init(size_t default_size);
 size_t stack_default_size(void);
 size_t stack_default_guard(void); /* the page size, as glibc */
 size_t stack_page_size(void);
+/* Make [p, p+len) a guard: a marker where the kernel has them (1: the mapping stays one
+ * VMA), else PROT_NONE (2: one more VMA); -errno if neither. */
+int stack_guard_range(void *p, size_t len);
 
 /*
  * stack_alloc fills *out with a stack of size usable bytes (0 = default,

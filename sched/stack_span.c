@@ -152,20 +152,15 @@ int map_stack(size_t size, size_t guard, struct gstack *out, unsigned *extra)
     STAT_ADD(mmaps, 1);
     unsigned vmas = 1;
     if (guard) {
-        long r = -EINVAL;
-        if (use_guard_install())
-            r = rt_syscall(SYS_madvise, map, guard, MADV_GUARD_INSTALL);
+        int r = stack_guard_range(map, guard);
         if (r < 0) {
-            r = rt_syscall(SYS_mprotect, map, guard, PROT_NONE);
-            if (r < 0) {
-                rt_syscall(SYS_munmap, map, len, 0);
-                STAT_ADD(munmaps, 1);
-                return (int)r;
-            }
-            vmas = 2;
-            if (use_guard_install())
-                *extra = 1;
+            rt_syscall(SYS_munmap, map, len, 0);
+            STAT_ADD(munmaps, 1);
+            return r;
         }
+        vmas = (unsigned)r;
+        if (vmas == 2 && use_guard_install())
+            *extra = 1;
     }
     gstack_on_map(out, STACK_MMAP, map, len, guard);
     out->vmas = vmas;
@@ -500,6 +495,14 @@ unsigned long read_max_map_count(void)
     for (char *p = buf; *p >= '0' && *p <= '9'; p++)
         v = v * 10 + (unsigned long)(*p - '0');
     return v;
+}
+
+int stack_guard_range(void *p, size_t len)
+{
+    if (use_guard_install() && rt_syscall(SYS_madvise, p, len, MADV_GUARD_INSTALL) == 0)
+        return 1;
+    long r = rt_syscall(SYS_mprotect, p, len, PROT_NONE);
+    return r < 0 ? (int)r : 2;
 }
 
 /* probe_guard_install tries MADV_GUARD_INSTALL on a scratch mapping. Start-up only. */
