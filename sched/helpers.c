@@ -55,25 +55,35 @@ static void *helper_stack(void)
     return guard + HELPER_GUARD;
 }
 
-int sched_helper_thread(void *(*fn)(void *))
+/* A detached helper running fn, on stack (HELPER_STACK bytes) or, if NULL, on one glibc
+ * makes. */
+static int helper_create(void *(*fn)(void *), void *stack)
 {
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    void *stack = helper_stack();
     if (stack)
         pthread_attr_setstack(&attr, stack, HELPER_STACK);
     else
         pthread_attr_setstacksize(&attr, HELPER_STACK);
+    int err = libc_pthread_create(&t, &attr, helper_start, (void *)fn);
+    pthread_attr_destroy(&attr);
+    return err;
+}
+
+int sched_helper_thread(void *(*fn)(void *))
+{
     /* The new thread inherits the creator's mask: all blocked from its first
      * instruction, but for glibc's SIGCANCEL and SIGSETXID (32, 33): set*id
      * waits for every thread to take SIGSETXID (setxid.c). */
     uint64_t all = ~((1ULL << 31) | (1ULL << 32)), old = 0;
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
-    int err = libc_pthread_create(&t, &attr, helper_start, (void *)fn);
+    void *stack = helper_stack();
+    int err = helper_create(fn, stack);
+    if (err && stack) /* refused on our stack (a sanitizer's pthread_create wants more) */
+        err = helper_create(fn, NULL);
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
-    pthread_attr_destroy(&attr);
     return err;
 }
 
