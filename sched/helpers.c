@@ -35,6 +35,9 @@ static uint32_t helper_slots_used FORK_WRITTEN; /* atomic; a fork child takes th
 
 static void *helper_stack(void)
 {
+#ifdef __SANITIZE_THREAD__
+    return NULL; /* TSan's pthread_create wants a given stack of 900 KB at least, and says so */
+#endif
     if (!helper_stacks) {
         size_t len = (size_t)HELPER_SLOTS * (HELPER_GUARD + HELPER_STACK);
         void *m = (void *)rt_syscall6(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE,
