@@ -17,7 +17,12 @@
  * still this M's scheduler stack in the child - to the next
  * pthread_create, and keep a goshim TCB on its thread list. malloc's
  * per-thread state moves with the FS base (tls_malloc_move), and errno
- * set by a failed fork is carried back to the G.
+ * set by a failed fork is carried back to the G. M0 is the exception: its
+ * own descriptor is the main thread's, which the main G may be running on,
+ * on another M, at that very moment (its malloc state, its stdio list
+ * lock's owner). A G other than main forks on its own TCB there (M0's
+ * stack is the main thread's, never cached), and the child puts the main
+ * thread's descriptor back on glibc's list in its place (tls_relist_child).
  *
  * The M holds a lock (acquirem) from prepare to child/parent, so the G is
  * neither preempted nor handed off in between.
@@ -53,24 +58,28 @@ void sched_fork_prepare(void)
         return;
     machines_fork_shed();
     struct m *mp = acquirem(); /* released by the parent or child handler */
-    void *real = mp->real_tcb;
-    if (tls_full() && mp->curfs != real) {
-        tls_malloc_move(mp->curfs, real);
-        ctx_setfs(real);
+    if (tls_full()) {
+        void *on = tls_relist_kept(mp->real_tcb) ? mp->curfs : mp->real_tcb;
+        if (on != mp->curfs) {
+            tls_malloc_move(mp->curfs, on);
+            ctx_setfs(on);
+        }
     }
-    fork_m = mp; /* in real's TLS */
+    fork_m = mp; /* in the TLS of the TCB forked on */
 }
 
-/* Back to the G's TCB (mp->curfs, unchanged since prepare); errno with it. */
-static struct m *fork_resume(void)
+/* Back to the G's TCB (mp->curfs, unchanged since prepare); errno with it. *on: the TCB
+ * glibc forked on. */
+static struct m *fork_resume(void **on)
 {
     struct m *mp = fork_m;
     if (mp == NULL)
         return NULL;
     fork_m = NULL;
-    if (tls_full() && mp->curfs != mp->real_tcb) {
+    *on = tls_full() ? tls_self() : mp->curfs;
+    if (*on != mp->curfs) {
         int e = errno_get();
-        tls_malloc_move(mp->real_tcb, mp->curfs);
+        tls_malloc_move(*on, mp->curfs);
         ctx_setfs(mp->curfs);
         errno_set(e);
     }
@@ -79,7 +88,8 @@ static struct m *fork_resume(void)
 
 void sched_fork_parent(void)
 {
-    struct m *mp = fork_resume();
+    void *on;
+    struct m *mp = fork_resume(&on);
     if (sched.started)
         netpoll_fork_parent();
     if (mp)
@@ -115,7 +125,8 @@ static void fork_own_thread(struct m *mp)
      * child's real tid is unique on the system and no G of the parent has it. The main
      * thread's TCB is glibc's, but glibc forked on the M's own (sched_fork_prepare), where
      * the kernel wrote the new tid: unless the M is M0, the main thread kept its parent's
-     * tid, in every child (pthread_cond_broadcast/2-3: EDEADLK in the 20 children). */
+     * tid, in every child (pthread_cond_broadcast/2-3: EDEADLK in the 20 children). On M0
+     * a G other than main forked on its own TCB, which got the tid. */
     if (tls_full() && self && self->tcb)
         tls_tcb_set_tid(self->tcb, (unsigned)mp->tid);
     mp->cpuclock = libc_thread_cpuclock(mp->tid);
@@ -224,7 +235,8 @@ void sched_fork_settle(void)
 
 void sched_fork_child(void)
 {
-    struct m *mp = fork_resume();
+    void *on = NULL;
+    struct m *mp = fork_resume(&on);
     if (mp == NULL) {
         /* Forked by a thread goshim does not run: the child has no M and
          * no G; all it needs is not to share the parent's epoll. */
@@ -236,6 +248,9 @@ void sched_fork_child(void)
         return;
     }
     fork_own_thread(mp);
+    /* Forked on the G's TCB on M0: glibc's list gets M0's own descriptor back. */
+    if (on != mp->real_tcb && tls_relist_kept(mp->real_tcb))
+        tls_relist_child(on, (unsigned)mp->tid);
     sched_helpers_fork_child();
     ownfd_fork_child();
     netpoll_fork_own(); /* the parent's epoll instance: closed now, never shared */

@@ -108,6 +108,7 @@
 #include "throw.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <linux/futex.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -451,6 +452,70 @@ void tls_robust_exit(void)
         owner_died((uint32_t *)(pending + futex_off), tid);
     WORD(tcb, off) = head;
     WORD(tcb, off + 16) = 0;
+}
+
+/*
+ * glibc's thread lists (GL(dl_stack_used) and GL(dl_stack_user), in ld.so's _rtld_global) in
+ * a fork child. glibc keeps the descriptor it forked on as the child's one listed thread
+ * (reclaim_stacks). goshim forks on the M's own descriptor (fork.c), but M0's is the main
+ * thread's, which the main G may be using on another M at that moment: there a G other than
+ * main forks on its own TCB, and the child puts the main thread's descriptor back on the list
+ * it was on, in the G's place, as if glibc had forked on it.
+ */
+struct glist {
+    struct glist *next, *prev;
+};
+
+static struct glist *relist_head; /* the list relist_tcb is on: a head in _rtld_global */
+static void *relist_tcb;
+
+static struct glist *tcb_list(void *tcb)
+{
+    return (struct glist *)((char *)tcb + tls_info.list_off);
+}
+
+void tls_relist_note(void *tcb)
+{
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    char *rtld = dlvsym(RTLD_DEFAULT, "_rtld_global", "GLIBC_PRIVATE");
+    if (!tls_full() || !rtld || !dladdr1(rtld, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym)
+        return;
+    /* Threads are added at the front, the main thread first: its next is the head. */
+    struct glist *self = tcb_list(tcb), *e = self->next;
+    for (int n = 0; n < 1 << 16 && e != self; n++, e = e->next)
+        if ((char *)e >= rtld && (char *)e < rtld + sym->st_size) {
+            relist_head = e;
+            relist_tcb = tcb;
+            return;
+        }
+}
+
+bool tls_relist_kept(const void *tcb)
+{
+    return relist_head && tcb == relist_tcb;
+}
+
+bool tls_relist_child(void *forked_on, unsigned tid)
+{
+    struct glist *on = tcb_list(forked_on), *h = on->next, *want = relist_head;
+    /* forked_on must be alone on its list, and the list wanted empty (reclaim_stacks). */
+    if (!want || h == on || on->prev != h || h->next != on || h->prev != on ||
+        (h != want && (want->next != want || want->prev != want)))
+        return false;
+    h->next = h->prev = h;
+    on->next = on->prev = on; /* as tls_tcb_new leaves a G's */
+    struct glist *kept = tcb_list(relist_tcb);
+    kept->next = kept->prev = want;
+    want->next = want->prev = kept;
+    /* What the kernel (the new tid) and glibc's _Fork (an empty robust list, registered)
+     * do to the descriptor a child is forked on. */
+    tls_tcb_set_tid(relist_tcb, tid);
+    uintptr_t head = (uintptr_t)relist_tcb + tls_info.robust_head_off;
+    WORD(relist_tcb, tls_info.robust_head_off - 8) = head;
+    WORD(relist_tcb, tls_info.robust_head_off) = head;
+    rt_syscall(SYS_set_robust_list, (long)head, 24, 0);
+    return true;
 }
 
 void tls_malloc_move(void *from_tcb, void *to_tcb)

@@ -130,6 +130,19 @@ void tls_tcb_destroy(void *tcb);
  * child's G takes its process's real tid (fake tids are unique only within a process). */
 void tls_tcb_set_tid(void *tcb, unsigned tid);
 
+/*
+ * A fork on M0 by a G other than main (fork.c): tls_relist_note(tcb), at start-up, finds
+ * the glibc thread list tcb (M0's own descriptor, the main thread's) is on; tls_relist_kept
+ * says whether tcb is that descriptor and its list was found. In the child of a fork made on
+ * forked_on (a G's TCB), tls_relist_child takes forked_on off glibc's list and puts the kept
+ * descriptor back on its own, with the child's tid and an empty robust list, as glibc would
+ * have left it had it forked on it; false (nothing changed) if the lists are not as glibc
+ * leaves them.
+ */
+void tls_relist_note(void *tcb);
+bool tls_relist_kept(const void *tcb);
+bool tls_relist_child(void *forked_on, unsigned tid);
+
 /* tls_thread_start runs on the new thread, its TCB installed, before user code (__ctype_init). */
 void tls_thread_start(void);
 

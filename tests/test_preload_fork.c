@@ -178,6 +178,17 @@ Test(preload_fork, child_finds_the_runtime_whole_whatever_it_does_first, .timeou
     expect_prints_at_p1_and_p2("prog_fork_first", NULL, want, 7);
 }
 
+/* A thread forked on the main thread's OS thread (M0) while main ran on another: glibc forked
+ * on M0's own descriptor, the main thread's, and the forking thread's malloc state replaced
+ * the one main was using, then was zeroed under it (main's cache lost, two threads on one
+ * cache for a moment). Not at one P, where main cannot run during the fork. */
+Test(preload_fork, a_fork_leaves_the_main_threads_malloc_state_alone, .timeout = 120)
+{
+    const char *want = "main's cache changed under it: 0 times\n";
+    expect_native_prints("prog_fork_tcache", NULL, want);
+    expect_preloaded_prints("prog_fork_tcache", NULL, "GOSHIM_PROCS=2", want, 2);
+}
+
 /* fork while other threads make, poll and close descriptors; the child closes every
  * descriptor with close_range, as GLib's g_spawn does (its spawn-multithreaded test hung
  * under load). The child waited for a descriptor's lock that a thread of the parent held
