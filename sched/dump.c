@@ -379,8 +379,8 @@ void deadlock_check(void)
     if (dl.reported == t || dl.walked == t || now - dl.since < DEADLOCK_SETTLE_NS)
         return;
     dl.walked = t;
-    if ((sched_hooks.signal_may_wake && sched_hooks.signal_may_wake()) || !all_asleep() ||
-        tick_sum() != t)
+    if ((sched_hooks.signal_may_wake && sched_hooks.signal_may_wake()) || mmaker_awaited() ||
+        !all_asleep() || tick_sum() != t)
         return;
     dl.reported = t;
     rt_print(2, "goshim: all threads are asleep - deadlock!\n");

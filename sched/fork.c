@@ -9,23 +9,22 @@
  * clone) and child/parent handlers in order (ours first): the program's
  * own handlers run on the G as usual.
  *
- * Between our prepare and child/parent handlers, glibc does the fork with
- * the FS base set to the M's own glibc thread descriptor (real_tcb), not
- * the G's: in the child glibc keeps the descriptor it runs on as its only
- * thread (reclaim_stacks) and puts every other thread's stack in its cache
- * for reuse. Forking on the G's TCB would make glibc hand the M's stack -
- * still this M's scheduler stack in the child - to the next
- * pthread_create, and keep a goshim TCB on its thread list. malloc's
- * per-thread state moves with the FS base (tls_malloc_move), and errno
- * set by a failed fork is carried back to the G. M0 is the exception: its
- * own descriptor is the main thread's, which the main G may be running on,
- * on another M, at that very moment (its malloc state, its stdio list
- * lock's owner). A G other than main forks on its own TCB there (M0's
- * stack is the main thread's, never cached), and the child puts the main
- * thread's descriptor back on glibc's list in its place (tls_relist_child).
+ * glibc forks on the descriptor the FS base points to, the G's TCB, and in
+ * the child keeps it as its one listed thread (reclaim_stacks), putting
+ * every other thread's stack in its cache for reuse - the forking M's own
+ * too, still its scheduler stack in the child. So the child puts the M's own
+ * descriptor (real_tcb) back in the G's place (tls_relist_child), as glibc
+ * would have left it had it forked on it. glibc did fork on it before: the
+ * FS base went to the M's descriptor and back, with malloc's per-thread
+ * state (tls_malloc_move) - two system calls on a host without FSGSBASE,
+ * and pages of both descriptors written in the parent and the child right
+ * after the fork, each a copy. M0's own descriptor is the main thread's,
+ * which the main G may be using on another M at that very moment. That way
+ * stays for when the lists' heads are unknown (tls_relist_ready).
  *
  * The M holds a lock (acquirem) from prepare to child/parent, so the G is
- * neither preempted nor handed off in between.
+ * neither preempted nor handed off in between; mp->forking marks the M for
+ * the child and parent handlers (a thread goshim does not run has no M).
  *
  * The child's reset: the calling M is the only M, with its P (or P0 if it
  * had none); every other G is dead (its thread does not exist in the
@@ -48,38 +47,32 @@
 #include <string.h>
 #include <sys/syscall.h>
 
-/* Set in the TCB glibc forks on, from prepare to child/parent: NULL on a
- * thread goshim does not run (its fork needs nothing from us). */
-static __thread struct m *fork_m __attribute__((tls_model("initial-exec")));
-
 void sched_fork_prepare(void)
 {
     if (!sched.started || sched_self() == NULL)
         return;
     machines_fork_shed();
     struct m *mp = acquirem(); /* released by the parent or child handler */
-    if (tls_full()) {
-        void *on = tls_relist_kept(mp->real_tcb) ? mp->curfs : mp->real_tcb;
-        if (on != mp->curfs) {
-            tls_malloc_move(mp->curfs, on);
-            ctx_setfs(on);
-        }
+    mp->forking = true;
+    if (tls_full() && mp->curfs != mp->real_tcb && !tls_relist_ready(mp->real_tcb)) {
+        tls_malloc_move(mp->curfs, mp->real_tcb);
+        ctx_setfs(mp->real_tcb);
     }
-    fork_m = mp; /* in the TLS of the TCB forked on */
 }
 
-/* Back to the G's TCB (mp->curfs, unchanged since prepare); errno with it. *on: the TCB
- * glibc forked on. */
-static struct m *fork_resume(void **on)
+/* The forking M, back on its G's TCB (mp->curfs) if the fork was made on its own, errno
+ * with it; NULL on a thread goshim does not run. *on_g: forked on the G's TCB. */
+static struct m *fork_resume(bool *on_g)
 {
-    struct m *mp = fork_m;
-    if (mp == NULL)
+    struct m *mp = m_current();
+    if (!mp || !mp->forking)
         return NULL;
-    fork_m = NULL;
-    *on = tls_full() ? tls_self() : mp->curfs;
-    if (*on != mp->curfs) {
+    mp->forking = false;
+    void *on = tls_full() ? tls_self() : mp->curfs;
+    *on_g = on == mp->curfs;
+    if (!*on_g) {
         int e = errno_get();
-        tls_malloc_move(*on, mp->curfs);
+        tls_malloc_move(on, mp->curfs);
         ctx_setfs(mp->curfs);
         errno_set(e);
     }
@@ -88,8 +81,8 @@ static struct m *fork_resume(void **on)
 
 void sched_fork_parent(void)
 {
-    void *on;
-    struct m *mp = fork_resume(&on);
+    bool on_g;
+    struct m *mp = fork_resume(&on_g);
     if (sched.started)
         netpoll_fork_parent();
     if (mp)
@@ -125,8 +118,8 @@ static void fork_own_thread(struct m *mp)
      * child's real tid is unique on the system and no G of the parent has it. The main
      * thread's TCB is glibc's, but glibc forked on the M's own (sched_fork_prepare), where
      * the kernel wrote the new tid: unless the M is M0, the main thread kept its parent's
-     * tid, in every child (pthread_cond_broadcast/2-3: EDEADLK in the 20 children). On M0
-     * a G other than main forked on its own TCB, which got the tid. */
+     * tid, in every child (pthread_cond_broadcast/2-3: EDEADLK in the 20 children). Glibc
+     * forks on the G's TCB now, but not always (sched_fork_prepare). */
     if (tls_full() && self && self->tcb)
         tls_tcb_set_tid(self->tcb, (unsigned)mp->tid);
     mp->cpuclock = libc_thread_cpuclock(mp->tid);
@@ -235,8 +228,8 @@ void sched_fork_settle(void)
 
 void sched_fork_child(void)
 {
-    void *on = NULL;
-    struct m *mp = fork_resume(&on);
+    bool on_g = false;
+    struct m *mp = fork_resume(&on_g);
     if (mp == NULL) {
         /* Forked by a thread goshim does not run: the child has no M and
          * no G; all it needs is not to share the parent's epoll. */
@@ -248,9 +241,8 @@ void sched_fork_child(void)
         return;
     }
     fork_own_thread(mp);
-    /* Forked on the G's TCB on M0: glibc's list gets M0's own descriptor back. */
-    if (on != mp->real_tcb && tls_relist_kept(mp->real_tcb))
-        tls_relist_child(on, (unsigned)mp->tid);
+    if (on_g && mp->curfs != mp->real_tcb)
+        tls_relist_child(mp->curfs, mp->real_tcb, (unsigned)mp->tid);
     sched_helpers_fork_child();
     ownfd_fork_child();
     netpoll_fork_own(); /* the parent's epoll instance: closed now, never shared */

@@ -133,6 +133,7 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     mp->g0tcb = tls_self();
     mp->curfs = mp->g0tcb;
     mp->real_tcb = mp->g0tcb;
+    tls_relist_note(mp->real_tcb, false);
     mp->sigmask = thread_sigmask();
     __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
     m_mark_own_tls(mp, mp->g0tcb);

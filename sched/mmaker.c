@@ -53,6 +53,7 @@ static struct {
     uint32_t reserve; /* keep an idle M (atomic): once the maker runs */
     uint32_t made;    /* gfutex word: bumped after each of the maker's rounds */
     uint32_t refused; /* its last newm failed (atomic): Gs do not wait for it */
+    uint32_t waiting; /* Gs in mmaker_wait (atomic): not a deadlock while any */
 } mk;
 
 /* After each round (an M made, refused, or found not needed): the Gs waiting in
@@ -183,7 +184,14 @@ bool mmaker_m_for_block(struct p *pp, struct m **nmp, uint32_t *seen)
 
 void mmaker_wait(uint32_t seen)
 {
+    __atomic_add_fetch(&mk.waiting, 1, __ATOMIC_RELAXED);
     gfutex_wait(&mk.made, seen, -1);
+    __atomic_sub_fetch(&mk.waiting, 1, __ATOMIC_RELAXED);
+}
+
+bool mmaker_awaited(void)
+{
+    return __atomic_load_n(&mk.waiting, __ATOMIC_RELAXED) > 0;
 }
 
 int mmaker_init(void)
@@ -213,6 +221,7 @@ void mmaker_fork_child(void)
     FORK_SET(mk.want, 0);
     FORK_SET(mk.forg, 0);
     FORK_SET(mk.reserve, 0);
+    FORK_SET(mk.waiting, 0); /* the parent's other threads' */
     if (!sched_helper_defer(mmaker_init))
         mmaker_init();
 }

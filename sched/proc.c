@@ -183,6 +183,11 @@ void releasem(struct m *mp)
     }
 }
 
+struct m *m_current(void)
+{
+    return getg() ? getm() : NULL;
+}
+
 bool m_in_runtime(void)
 {
     if (!sched.started)

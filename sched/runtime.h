@@ -172,7 +172,8 @@ struct m {
      */
     int32_t locks;
     uint32_t ong0;
-    bool coming; /* counted in sched.nmcoming until its first stopm */
+    bool coming;  /* counted in sched.nmcoming until its first stopm */
+    bool forking; /* its G is in fork(), from our prepare handler to parent or child's */
     /* Where a signal handler that lands on it finds it (sched_route_asleep): asleep in
      * stopm on its note, holding no lock (it may take the scheduler's locks there); or in
      * findrunnable's search or execute, which hand on what is posted to the router before

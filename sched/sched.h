@@ -36,6 +36,9 @@ struct m *m_of_thread(void);
 struct m *m_by_tls(void);
 /* The dispatcher's m_of_thread: TLS first (m_by_tls), the GS base where it cannot tell. */
 struct m *m_of_signal_thread(void);
+/* The calling thread's M, from TLS and the GS base, no system call; NULL on threads goshim
+ * does not run. Not on g0 in errno mode (proc.c's getg). */
+struct m *m_current(void);
 
 /* signal.c: the switch-in steps that install a G's mask and altstack on its M. */
 void m_apply_sigmask(struct m *mp, uint64_t set);  /* on mp's own thread */
@@ -287,6 +290,8 @@ void mmaker_poke(void);
 /* entersyscallblock: an idle M for pp's queued work, or true: mmaker_wait(seen) first. */
 bool mmaker_m_for_block(struct p *pp, struct m **nmp, uint32_t *seen);
 void mmaker_wait(uint32_t seen);
+/* A G waits in mmaker_wait: the maker will wake it (no deadlock; it may be slow to run). */
+bool mmaker_awaited(void);
 int mmaker_init(void);
 void mmaker_fork_child(void);
 /* sysmon: start an M for an idle P that work waits for, after a failed newm. */

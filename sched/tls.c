@@ -455,65 +455,97 @@ void tls_robust_exit(void)
 }
 
 /*
- * glibc's thread lists (GL(dl_stack_used) and GL(dl_stack_user), in ld.so's _rtld_global) in
- * a fork child. glibc keeps the descriptor it forked on as the child's one listed thread
- * (reclaim_stacks). goshim forks on the M's own descriptor (fork.c), but M0's is the main
- * thread's, which the main G may be using on another M at that moment: there a G other than
- * main forks on its own TCB, and the child puts the main thread's descriptor back on the list
- * it was on, in the G's place, as if glibc had forked on it.
+ * glibc's thread lists and a fork made on a G's TCB (fork.c). glibc keeps two lists of
+ * thread descriptors (GL(dl_stack_used): threads on stacks it made; GL(dl_stack_user): the
+ * main thread and threads on stacks of their own; heads in ld.so's _rtld_global). In a fork
+ * child its reclaim_stacks keeps the descriptor the FS base points to (here the G's TCB) as
+ * the one listed thread, drops the user list and moves every other descriptor of the used
+ * list to its stack cache, tid 0, for the next pthread_create to take with its stack. The
+ * child's one thread is the forking M's OS thread, whose descriptor (real_tcb) must be the
+ * listed one, and whose stack - the M's scheduler stack - must not be in the cache:
+ * tls_relist_child puts it back, as glibc would have left it had it forked on it. What it
+ * cannot undo is the cache's byte count, which counts the M's stack once too often: the
+ * child's glibc frees its cached stacks a little sooner.
+ *
+ * The heads are learnt from the lists themselves: a new thread is added at the front of
+ * its list (its prev is the head), the main thread is its list's first and so its last
+ * (its next is the head); a pointer into _rtld_global is a head.
  */
 struct glist {
     struct glist *next, *prev;
 };
 
-static struct glist *relist_head; /* the list relist_tcb is on: a head in _rtld_global */
-static void *relist_tcb;
+static struct {
+    char *lo, *hi;      /* _rtld_global */
+    struct glist *used; /* GL(dl_stack_used), when known */
+    struct glist *user; /* GL(dl_stack_user), when known */
+    void *main_tcb;     /* the main thread's descriptor (on the user list) */
+} glists;
 
 static struct glist *tcb_list(void *tcb)
 {
     return (struct glist *)((char *)tcb + tls_info.list_off);
 }
 
-void tls_relist_note(void *tcb)
+static bool is_head(const struct glist *e)
 {
-    Dl_info info;
-    const ElfW(Sym) *sym = NULL;
-    char *rtld = dlvsym(RTLD_DEFAULT, "_rtld_global", "GLIBC_PRIVATE");
-    if (!tls_full() || !rtld || !dladdr1(rtld, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym)
+    return (const char *)e >= glists.lo && (const char *)e < glists.hi;
+}
+
+void tls_relist_note(void *tcb, bool main_thread)
+{
+    if (!tls_full() ||
+        (main_thread ? glists.user : __atomic_load_n(&glists.used, __ATOMIC_RELAXED)))
         return;
-    /* Threads are added at the front, the main thread first: its next is the head. */
-    struct glist *self = tcb_list(tcb), *e = self->next;
-    for (int n = 0; n < 1 << 16 && e != self; n++, e = e->next)
-        if ((char *)e >= rtld && (char *)e < rtld + sym->st_size) {
-            relist_head = e;
-            relist_tcb = tcb;
+    if (!glists.lo) {
+        Dl_info info;
+        const ElfW(Sym) *sym = NULL;
+        char *rtld = dlvsym(RTLD_DEFAULT, "_rtld_global", "GLIBC_PRIVATE");
+        if (!rtld || !dladdr1(rtld, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym)
             return;
-        }
+        glists.hi = rtld + sym->st_size;
+        __atomic_store_n(&glists.lo, rtld, __ATOMIC_RELEASE);
+    }
+    struct glist *e = tcb_list(tcb);
+    struct glist *h = main_thread ? __atomic_load_n(&e->next, __ATOMIC_RELAXED)
+                                  : __atomic_load_n(&e->prev, __ATOMIC_RELAXED);
+    if (!is_head(h))
+        return; /* another thread came first: the next M looks again */
+    if (main_thread) {
+        glists.main_tcb = tcb;
+        glists.user = h;
+    } else {
+        __atomic_store_n(&glists.used, h, __ATOMIC_RELAXED);
+    }
 }
 
-bool tls_relist_kept(const void *tcb)
+bool tls_relist_ready(const void *kept)
 {
-    return relist_head && tcb == relist_tcb;
+    return glists.user && (kept == glists.main_tcb || glists.used);
 }
 
-bool tls_relist_child(void *forked_on, unsigned tid)
+bool tls_relist_child(void *forked_on, void *kept, unsigned tid)
 {
-    struct glist *on = tcb_list(forked_on), *h = on->next, *want = relist_head;
-    /* forked_on must be alone on its list, and the list wanted empty (reclaim_stacks). */
-    if (!want || h == on || on->prev != h || h->next != on || h->prev != on ||
-        (h != want && (want->next != want || want->prev != want)))
+    struct glist *on = tcb_list(forked_on), *h = on->next, *k = tcb_list(kept);
+    struct glist *want = kept == glists.main_tcb ? glists.user : glists.used;
+    /* forked_on must be the one listed thread, and the other list empty. */
+    if (!tls_relist_ready(kept) || (h != glists.used && h != glists.user) || on->prev != h ||
+        h->next != on || h->prev != on || (h != want && (want->next != want || want->prev != want)))
         return false;
+    if (want == glists.used) { /* in the stack cache now: out of it */
+        k->prev->next = k->next;
+        k->next->prev = k->prev;
+    }
     h->next = h->prev = h;
     on->next = on->prev = on; /* as tls_tcb_new leaves a G's */
-    struct glist *kept = tcb_list(relist_tcb);
-    kept->next = kept->prev = want;
-    want->next = want->prev = kept;
+    k->next = k->prev = want;
+    want->next = want->prev = k;
     /* What the kernel (the new tid) and glibc's _Fork (an empty robust list, registered)
      * do to the descriptor a child is forked on. */
-    tls_tcb_set_tid(relist_tcb, tid);
-    uintptr_t head = (uintptr_t)relist_tcb + tls_info.robust_head_off;
-    WORD(relist_tcb, tls_info.robust_head_off - 8) = head;
-    WORD(relist_tcb, tls_info.robust_head_off) = head;
+    tls_tcb_set_tid(kept, tid);
+    uintptr_t head = (uintptr_t)kept + tls_info.robust_head_off;
+    WORD(kept, tls_info.robust_head_off - 8) = head;
+    WORD(kept, tls_info.robust_head_off) = head;
     rt_syscall(SYS_set_robust_list, (long)head, 24, 0);
     return true;
 }

@@ -131,17 +131,17 @@ void tls_tcb_destroy(void *tcb);
 void tls_tcb_set_tid(void *tcb, unsigned tid);
 
 /*
- * A fork on M0 by a G other than main (fork.c): tls_relist_note(tcb), at start-up, finds
- * the glibc thread list tcb (M0's own descriptor, the main thread's) is on; tls_relist_kept
- * says whether tcb is that descriptor and its list was found. In the child of a fork made on
- * forked_on (a G's TCB), tls_relist_child takes forked_on off glibc's list and puts the kept
- * descriptor back on its own, with the child's tid and an empty robust list, as glibc would
- * have left it had it forked on it; false (nothing changed) if the lists are not as glibc
- * leaves them.
+ * A fork made on a G's TCB (fork.c). tls_relist_note(tcb, main_thread), as an M starts on
+ * its thread (the main thread's: main_thread), learns where glibc lists that thread's
+ * descriptor. In the child of a fork made on forked_on, tls_relist_child takes forked_on off
+ * glibc's thread list and puts kept, the forking M's own descriptor, back where glibc would
+ * have left it had it forked on it (listed, out of the stack cache, the child's tid, an
+ * empty robust list); false, changing nothing, if the lists are not as glibc leaves them or
+ * their heads are unknown. tls_relist_ready(kept): the heads it needs are known.
  */
-void tls_relist_note(void *tcb);
-bool tls_relist_kept(const void *tcb);
-bool tls_relist_child(void *forked_on, unsigned tid);
+void tls_relist_note(void *tcb, bool main_thread);
+bool tls_relist_ready(const void *kept);
+bool tls_relist_child(void *forked_on, void *kept, unsigned tid);
 
 /* tls_thread_start runs on the new thread, its TCB installed, before user code (__ctype_init). */
 void tls_thread_start(void);

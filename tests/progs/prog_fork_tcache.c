@@ -8,9 +8,12 @@
  *                              over, sleeping a little between rounds. glibc's malloc
  *                              returns the block just freed, from the thread's own cache,
  *                              as long as no other thread uses that cache: the program
- *                              counts the times it did not.
+ *                              counts the times it did not. Each child makes threads
+ *                              that compute, fork and wait for a child of their own, and
+ *                              exits with how many of them failed.
  *
- * Prints "main's cache changed under it: 0 times"; exit 0.
+ * Prints "main's cache changed under it: 0 times" and "children that ran threads: N of N";
+ * exit 0.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -27,11 +30,44 @@
 #define BLOCK 1000 /* a size of malloc's per-thread cache, used by nothing else here */
 
 static int done;
+static long children_ok;
 
 static void nap(long us)
 {
     struct timespec ts = {0, us * 1000};
     nanosleep(&ts, NULL);
+}
+
+/* In a child: compute, then fork and wait for a child of its own; NULL if all went well. */
+static void *grandparent(void *arg)
+{
+    volatile long sum = 0;
+    for (long i = 0; i < 200000; i++)
+        sum += i;
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(7);
+    int st;
+    return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 7 ? NULL
+                                                                                           : arg;
+}
+
+/* A child's life: threads of its own (new OS threads, whose stacks glibc may take from its
+ * cache); the number that failed. */
+static int child(void)
+{
+    enum { N = 3 };
+    pthread_t t[N];
+    int failed = 0;
+    for (int i = 0; i < N; i++)
+        if (pthread_create(&t[i], NULL, grandparent, &failed) != 0)
+            return 100;
+    for (int i = 0; i < N; i++) {
+        void *r;
+        if (pthread_join(t[i], &r) != 0 || r != NULL)
+            failed++;
+    }
+    return failed;
 }
 
 static void *forker(void *arg)
@@ -41,10 +77,13 @@ static void *forker(void *arg)
         pid_t pid = fork();
         CHECK(pid >= 0);
         if (pid == 0)
-            _exit(0);
+            _exit(child());
         int st;
         CHECK(waitpid(pid, &st, 0) == pid);
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+            children_ok++;
+        else
+            fprintf(stderr, "child %ld ended with status %#x\n", i, st);
         nap(50 + (i % 7) * 30);
     }
     __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
@@ -81,5 +120,6 @@ int main(int argc, char **argv)
     }
     EXPECT(pthread_join(t, NULL), 0);
     printf("main's cache changed under it: %ld times\n", changed);
+    printf("children that ran threads: %ld of %ld\n", children_ok, forks);
     return 0;
 }
