@@ -63,10 +63,9 @@ _Static_assert(sizeof(struct m) <= M_ALIGN, "struct m fits in one M_ALIGN slot")
 
 struct m *allocm(void)
 {
-    struct m *mp = rt_memalign(M_ALIGN, sizeof *mp);
+    struct m *mp = rtpool_alloc(sizeof *mp, M_ALIGN);
     if (!mp)
         return NULL;
-    memset(mp, 0, sizeof *mp);
     mp->self = mp;
     mp->id = -1;
     static int64_t nallocated;

@@ -319,7 +319,7 @@ struct g *gfget(struct p *pp)
 
 struct g *malg(void)
 {
-    struct g *gp = rt_calloc(1, sizeof *gp);
+    struct g *gp = rtpool_alloc(sizeof *gp, 64);
     if (!gp)
         return NULL;
     gp->atomicstatus = Gdead;

@@ -18,8 +18,11 @@ int procresize(int32_t nprocs)
 {
     if (nprocs < 1 || nprocs > MAX_PROCS)
         return -1;
-    for (int32_t i = 0; i < nprocs; i++) {
-        struct p *pp = rt_calloc(1, sizeof *pp);
+    /* P0 last, on a page of its own that M0 and the main G, made next, share (rtpool.c). */
+    for (int32_t i = nprocs - 1; i >= 0; i--) {
+        if (i == 0)
+            rtpool_new_page();
+        struct p *pp = rtpool_alloc(sizeof *pp, 64);
         if (!pp)
             return -1;
         pp->id = i;

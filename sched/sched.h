@@ -40,6 +40,12 @@ struct m *m_of_signal_thread(void);
  * does not run. Not on g0 in errno mode (proc.c's getg). */
 struct m *m_current(void);
 
+/* Zeroed memory for an object never freed (struct m, g, p: rtpool.c); NULL if none. align
+ * is a power of two. */
+void *rtpool_alloc(size_t size, size_t align);
+/* The next object starts a page. */
+void rtpool_new_page(void);
+
 /* signal.c: the switch-in steps that install a G's mask and altstack on its M. */
 void m_apply_sigmask(struct m *mp, uint64_t set);  /* on mp's own thread */
 void m_apply_altstack(struct m *mp, struct g *gp); /* gp NULL: the M's own */

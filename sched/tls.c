@@ -51,8 +51,8 @@
  *     (~320 B) and the start of glibc's static TLS surplus (1664 B in all:
  *     3 x 192 + 4 x 144 + 512, _dl_tls_static_surplus_init); the second
  *     the rest of the surplus and the thread's frames;
- *   - on the heap: its struct g (328 B, a 336 B chunk) and its DTV (80 B,
- *     dtv_trim; 296 B as glibc makes it), glibc's malloc's both;
+ *   - its struct g (344 B, a 384 B slot of goshim's pool, rtpool.c) and, on
+ *     the heap, its DTV (80 B, dtv_trim; 296 B as glibc makes it);
  *   - in the program: its pthread_t.
  * That is a little more than a native thread (two pages and glibc's 296 B
  * DTV).

@@ -1,0 +1,87 @@
+/*
+ * The runtime's lasting objects - struct m, g and p, never freed (a G may be asked about
+ * at any time, an M stays on sched.allm) - come from here: a bump allocator over mappings
+ * of goshim's own, not from malloc.
+ *
+ * Why not malloc: a fork child touches its M and G first thing (fork.c), and its P soon
+ * after. From malloc they lie in the program's heap or in an arena of an M's, regions of
+ * the address space a child that execs or exits at once may touch nowhere else; on a guest
+ * whose shadow page tables are built per region as the child first touches it, that first
+ * touch costs the child several times a page's. Mapped by goshim, they lie below the
+ * libraries, among the thread stacks and descriptors the child touches anyway. And P0, the
+ * main thread's M and its G, made one after the other from a new page (rtpool_new_page),
+ * share one: a fork by the main thread copies one page of them, not three, in the parent
+ * (written as it waits for the child) and in the child.
+ *
+ * Sanitizer builds keep malloc: LeakSanitizer scans the heap, not these mappings, for the
+ * pointers these objects hold.
+ */
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include "libc.h"
+#include "sched.h"
+
+enum { POOL_CHUNK = 1 << 20 };
+
+static struct {
+    struct runtime_lock lock;
+    char *next, *end; /* the current chunk's free part */
+} pool;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+void rtpool_new_page(void)
+{
+}
+
+void *rtpool_alloc(size_t size, size_t align)
+{
+    void *p = rt_memalign(align, size);
+    if (p)
+        memset(p, 0, size);
+    return p;
+}
+#else
+/* From a new chunk; NULL if none can be mapped. Under pool.lock. */
+static char *chunk_carve(size_t size, size_t align)
+{
+    void *m = (void *)rt_syscall6(SYS_mmap, 0, POOL_CHUNK, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if ((uintptr_t)m >= (uintptr_t)-4095)
+        return NULL;
+    pool.next = m;
+    pool.end = (char *)m + POOL_CHUNK;
+    char *p = (char *)(((uintptr_t)pool.next + align - 1) & ~(uintptr_t)(align - 1));
+    pool.next = p + size;
+    return p;
+}
+
+void rtpool_new_page(void)
+{
+    runtime_lock(&pool.lock);
+    if (pool.next)
+        pool.next = (char *)(((uintptr_t)pool.next + 4095) & ~(uintptr_t)4095);
+    runtime_unlock(&pool.lock);
+}
+
+void *rtpool_alloc(size_t size, size_t align)
+{
+    char *p = NULL;
+    if (size <= POOL_CHUNK / 4) {
+        runtime_lock(&pool.lock);
+        p = (char *)(((uintptr_t)pool.next + align - 1) & ~(uintptr_t)(align - 1));
+        if (!pool.next || p + size > pool.end)
+            p = chunk_carve(size, align);
+        else
+            pool.next = p + size;
+        runtime_unlock(&pool.lock);
+        if (p)
+            return p; /* zero: a fresh mapping, never handed out before */
+    }
+    p = rt_memalign(align, size);
+    if (p)
+        memset(p, 0, size);
+    return p;
+}
+#endif
