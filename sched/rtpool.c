@@ -43,11 +43,12 @@ void *rtpool_alloc(size_t size, size_t align)
     return p;
 }
 #else
-/* From a new chunk; NULL if none can be mapped. Under pool.lock. */
+/* From a new chunk; NULL if none can be mapped. Under pool.lock. Not MAP_NORESERVE: gdb's
+ * gcore leaves such mappings out (the G stacks), and a core must keep these objects. */
 static char *chunk_carve(size_t size, size_t align)
 {
     void *m = (void *)rt_syscall6(SYS_mmap, 0, POOL_CHUNK, PROT_READ | PROT_WRITE,
-                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if ((uintptr_t)m >= (uintptr_t)-4095)
         return NULL;
     pool.next = m;
