@@ -194,6 +194,7 @@ static void reset_sched(struct m *mp, struct p *fork_p)
 static void fork_reset_runtime(struct m *mp, struct p *fork_p)
 {
     reset_sched(mp, fork_p);
+    rtpool_fork_child();
     ldt_fork_child(); /* the LDT is inherited; its allocator's lock may be another thread's */
     machines_fork_child();
     stack_fork_child();

@@ -30,6 +30,12 @@ static struct {
     char *next, *end; /* the current chunk's free part */
 } pool;
 
+/* Fork child: a thread of the parent's may have held the lock (the child's runtime reset). */
+void rtpool_fork_child(void)
+{
+    FORK_SET(pool.lock.key, 0);
+}
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 void rtpool_new_page(void)
 {

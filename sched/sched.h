@@ -45,6 +45,7 @@ struct m *m_current(void);
 void *rtpool_alloc(size_t size, size_t align);
 /* The next object starts a page. */
 void rtpool_new_page(void);
+void rtpool_fork_child(void);
 
 /* signal.c: the switch-in steps that install a G's mask and altstack on its M. */
 void m_apply_sigmask(struct m *mp, uint64_t set);  /* on mp's own thread */
