@@ -29,7 +29,9 @@ static void *helper_start(void *fn)
  * takes the slots again (their threads are the parent's). Helpers never end. With no slot
  * left, or no mapping, glibc makes the stack, as before.
  */
-enum { HELPER_STACK = 256 * 1024, HELPER_GUARD = 4096, HELPER_SLOTS = 8 };
+/* Four helpers (sysmon, the router, the waker, the maker): a slot unused is address space a
+ * program under RLIMIT_AS cannot have. */
+enum { HELPER_STACK = 256 * 1024, HELPER_GUARD = 4096, HELPER_SLOTS = 4 };
 static char *helper_stacks;
 static uint32_t helper_slots_used FORK_WRITTEN; /* atomic; a fork child takes them again */
 

@@ -23,11 +23,15 @@
 #include "libc.h"
 #include "sched.h"
 
-enum { POOL_CHUNK = 1 << 20 };
+/* Chunks grow with what the pool holds, a sixteenth of it, from 64 KiB to 1 MiB: few
+ * mappings for a million Gs, and little address space left unused in the last chunk
+ * (under RLIMIT_AS that is threads the program cannot make). */
+enum { POOL_CHUNK_MIN = 64 << 10, POOL_CHUNK_MAX = 1 << 20 };
 
 static struct {
     struct runtime_lock lock;
     char *next, *end; /* the current chunk's free part */
+    size_t mapped;    /* all chunks */
 } pool;
 
 /* Fork child: a thread of the parent's may have held the lock (the child's runtime reset). */
@@ -53,12 +57,15 @@ void *rtpool_alloc(size_t size, size_t align)
  * gcore leaves such mappings out (the G stacks), and a core must keep these objects. */
 static char *chunk_carve(size_t size, size_t align)
 {
-    void *m = (void *)rt_syscall6(SYS_mmap, 0, POOL_CHUNK, PROT_READ | PROT_WRITE,
+    size_t len = (pool.mapped / 16 + POOL_CHUNK_MIN - 1) & ~(size_t)(POOL_CHUNK_MIN - 1);
+    len = len < POOL_CHUNK_MIN ? POOL_CHUNK_MIN : len > POOL_CHUNK_MAX ? POOL_CHUNK_MAX : len;
+    void *m = (void *)rt_syscall6(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE,
                                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if ((uintptr_t)m >= (uintptr_t)-4095)
         return NULL;
+    pool.mapped += len;
     pool.next = m;
-    pool.end = (char *)m + POOL_CHUNK;
+    pool.end = (char *)m + len;
     char *p = (char *)(((uintptr_t)pool.next + align - 1) & ~(uintptr_t)(align - 1));
     pool.next = p + size;
     return p;
@@ -75,7 +82,7 @@ void rtpool_new_page(void)
 void *rtpool_alloc(size_t size, size_t align)
 {
     char *p = NULL;
-    if (size <= POOL_CHUNK / 4) {
+    if (size + align <= POOL_CHUNK_MIN) {
         runtime_lock(&pool.lock);
         p = (char *)(((uintptr_t)pool.next + align - 1) & ~(uintptr_t)(align - 1));
         if (!pool.next || p + size > pool.end)
