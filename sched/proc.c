@@ -121,7 +121,8 @@ struct m *m_by_tls(void)
     if (mp)
         return mp;
     /* Not the main G's TCB: it is also M0's glibc descriptor, which a fork on M0 installs
-     * (sched_fork_prepare) while the main G may run on another M. */
+     * while glibc's list heads are unknown (sched_fork_prepare's fallback), while the main
+     * G may run on another M. */
     struct g *gp = getg();
     if (!gp || (gp->flags & G_MAIN))
         return NULL;
