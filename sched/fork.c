@@ -54,7 +54,7 @@ void sched_fork_prepare(void)
     machines_fork_shed();
     struct m *mp = acquirem(); /* released by the parent or child handler */
     mp->forking = true;
-    if (tls_full() && mp->curfs != mp->real_tcb && !tls_relist_ready(mp->real_tcb)) {
+    if (tls_full() && mp->curfs != mp->real_tcb && !tls_relist_ready(mp->listed)) {
         tls_malloc_move(mp->curfs, mp->real_tcb);
         ctx_setfs(mp->real_tcb);
     }
@@ -243,7 +243,7 @@ void sched_fork_child(void)
     }
     fork_own_thread(mp);
     if (on_g && mp->curfs != mp->real_tcb)
-        tls_relist_child(mp->curfs, mp->real_tcb, (unsigned)mp->tid);
+        tls_relist_child(mp->curfs, mp->real_tcb, mp->listed, (unsigned)mp->tid);
     sched_helpers_fork_child();
     ownfd_fork_child();
     netpoll_fork_own(); /* the parent's epoll instance: closed now, never shared */

@@ -53,7 +53,6 @@
 #include "timer.h"
 #include "tls.h"
 
-enum { M_STACK_SIZE = 1 << 20 };
 #define SCAVENGE_IDLE_NS 2000000 /* idle this long before stack_scavenge (stays_idle) */
 
 /* An M on no page boundary: after a fork, the forking M's first writes to its struct (its
@@ -132,7 +131,13 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     mp->g0tcb = tls_self();
     mp->curfs = mp->g0tcb;
     mp->real_tcb = mp->g0tcb;
-    tls_relist_note(mp->real_tcb, false);
+    if (mp->ownstack) { /* newm gave it (m_stack): it waits for this thread to be gone */
+        mp->ownstack_tcb = mp->real_tcb;
+        mp->listed = TLS_LISTED_OWN;
+    } else {
+        mp->listed = TLS_LISTED_GLIBC;
+    }
+    tls_relist_note(mp->real_tcb, mp->listed, false);
     mp->sigmask = thread_sigmask();
     __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
     m_mark_own_tls(mp, mp->g0tcb);
@@ -245,7 +250,11 @@ bool newm(struct p *pp, bool spinning, enum newm_for why)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&attr, M_STACK_SIZE);
+    char *stack = m_stack(mp);
+    if (stack)
+        pthread_attr_setstack(&attr, stack, M_STACK_SIZE);
+    else
+        pthread_attr_setstacksize(&attr, M_STACK_SIZE);
     /* The new thread inherits the creator's mask and GS base: until mstart points GS at
      * the new M, the dispatcher would take it for the creator's M, running the
      * creator's G, and run a process signal's handler here, on no thread of the program

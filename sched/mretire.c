@@ -16,14 +16,20 @@
  * stack switch (context.c) but not of this jump up the stack.
  */
 #include <asm/prctl.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 #include "preempt.h"
 #include "sched.h"
+#include "stack.h"
+#include "tls.h"
 
 #define M_RETIRE_NS  1000000000 /* a surplus idle M ends its thread after this long */
 #define SHED_WAIT_NS 200000000  /* a fork waits at most this long for the shed Ms to end */
@@ -102,6 +108,8 @@ struct m *m_reuse(void)
     mp->nstopm = keep.nstopm;
     mp->nwoken = keep.nwoken;
     mp->nsyscall = keep.nsyscall;
+    mp->ownstack = keep.ownstack;
+    mp->ownstack_tcb = keep.ownstack_tcb;
     return mp;
 }
 
@@ -123,6 +131,57 @@ void m_unstarted(struct m *mp)
     mp->retired = true;
     mp->schedlink = sched.mfree;
     sched.mfree = mp;
+}
+
+/*
+ * An M's thread runs on a stack of goshim's (pthread_attr_setstack), not one glibc makes:
+ * glibc then lists its descriptor with the threads on stacks of their own, which a fork
+ * child's reclaim_stacks only forgets, where it writes every descriptor on a stack of its
+ * own making (tid 0, for its stack cache): a page copied per M in every fork child, and
+ * the dearest of them (the shadow page tables of a guest build a region the child touches
+ * nowhere else; docs/measured.md). The stack stays with the struct m, which is never
+ * freed, for its next thread, once the thread last on it is gone: the kernel clears that
+ * descriptor's tid as the thread ends (glibc's own stacks wait for the same); in a fork
+ * child, the parent's threads are gone whatever their tid says. NULL (glibc makes the
+ * stack): a sanitizer build, whose runtime wants glibc's, or no memory for a new one.
+ */
+static bool m_stack_thread_gone(void *tcb)
+{
+    uint32_t *word = tls_tcb_tid_word(tcb);
+    for (;;) {
+        uint32_t tid = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+        if (tid == 0)
+            return true;
+        long pid = rt_syscall(SYS_getpid, 0, 0, 0);
+        if (rt_syscall(SYS_tgkill, pid, tid, 0) == -ESRCH)
+            return true;                   /* a fork child's copy: the thread was the parent's */
+        struct timespec ms = {0, 1000000}; /* it is ending: glibc's last steps, then exit */
+        rt_syscall6(SYS_futex, (long)word, FUTEX_WAIT, tid, (long)&ms, 0, 0);
+    }
+}
+
+char *m_stack(struct m *mp)
+{
+#ifdef GOSHIM_SAN
+    (void)mp;
+    return NULL;
+#else
+    if (mp->ownstack && (!mp->ownstack_tcb || m_stack_thread_gone(mp->ownstack_tcb))) {
+        mp->ownstack_tcb = NULL;
+        return mp->ownstack + M_STACK_GUARD;
+    }
+    size_t len = M_STACK_GUARD + M_STACK_SIZE;
+    void *m = (void *)rt_syscall6(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if ((uintptr_t)m >= (uintptr_t)-4095)
+        return NULL;
+    if (stack_guard_range(m, M_STACK_GUARD) < 0) {
+        rt_syscall(SYS_munmap, (long)m, (long)len, 0);
+        return NULL;
+    }
+    mp->ownstack = m;
+    return mp->ownstack + M_STACK_GUARD;
+#endif
 }
 
 /* The process's OS threads (/proc/self/stat), or -1. */

@@ -146,6 +146,7 @@ struct m {
     void *g0tcb;         /* the OS thread's own TCB */
     void *curfs;         /* TCB installed as FS base now (full mode) */
     void *real_tcb;      /* glibc's descriptor of its OS thread (M0: the main G's) */
+    uint8_t listed;      /* enum tls_listed: glibc's list of real_tcb (fork.c) */
     struct release rel;  /* pending release, see above */
     uint64_t fastrand;   /* per-M random state */
     int tid;
@@ -214,6 +215,10 @@ struct m {
      * sched.mfree, or never started), until newm uses it again. */
     struct gobuf exitctx;
     struct gstack altmade;
+    /* Its thread's stack, goshim's (mretire.c: m_stack), kept for the struct's next thread;
+     * and the descriptor of the thread last on it, gone once its tid is 0. */
+    char *ownstack;
+    void *ownstack_tcb;
     bool retired;
     bool shed; /* taken off sched.midle to end at once (machines_fork_shed) */
 };

@@ -231,6 +231,10 @@ void m_exit(struct m *mp);
 struct m *m_reuse(void);
 /* A new M struct, given an id and put on allm; NULL without memory. */
 struct m *m_alloc_listed(void);
+/* The stack (its lowest byte) for mp's next thread, M_STACK_SIZE bytes of goshim's, with
+ * a guard below; NULL: glibc makes one (mretire.c says when). */
+enum { M_STACK_SIZE = 1 << 20, M_STACK_GUARD = 4096 };
+char *m_stack(struct m *mp);
 /* mp's thread could not be made (sched.lock held): the struct waits for the next newm. */
 void m_unstarted(struct m *mp);
 /* Take off sched.midle an M that can end, not the timer watcher, while more than

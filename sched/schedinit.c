@@ -194,7 +194,9 @@ int sched_adopt_main(void)
     mp->curfs = self;
     cputime_m_ready(mp); /* the main thread's CPU-time clock runs from here (cputime.c) */
     mp->real_tcb = self;
-    tls_relist_note(self, mp->tid == (int)rt_syscall(SYS_getpid, 0, 0, 0));
+    bool main_thread = mp->tid == (int)rt_syscall(SYS_getpid, 0, 0, 0); /* else: either list */
+    mp->listed = main_thread ? TLS_LISTED_OWN : TLS_LISTED_UNKNOWN;
+    tls_relist_note(self, mp->listed, main_thread);
     mp->g0_sp = (uintptr_t)g0stack.hi & ~(uintptr_t)15;
     if (g0tcb != self)
         m_mark_own_tls(mp, g0tcb); /* errno mode: g0 shares main's TLS, no marker */

@@ -85,11 +85,25 @@ bool entersyscall(void)
     return pp != NULL;
 }
 
+/* Whether the P of a call that blocks as a rule may stay attached (Psyscall) all the same:
+ * nothing waits for a P and another is idle, so a hand-off would only make this one idle
+ * too, under sched.lock - after a fork (waitpid) a page the parent copies while its child
+ * lives. sysmon retakes it as from any call if work comes that the idle Ps cannot take,
+ * and after 10 ms in any case. */
+static bool block_may_keep_p(struct m *mp)
+{
+    struct p *pp = mp->p;
+    return pp && __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) > 0 && runqempty(pp) &&
+           __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) == 0;
+}
+
 /* wait: parks first, while no M can be had for the P's queued work (mmaker.c). */
 static bool enter_block(bool wait)
 {
     struct m *mp, *nmp;
     uint32_t seen;
+    if (block_may_keep_p(getm()))
+        return entersyscall();
     for (;;) {
         mp = getm();
         nmp = NULL;

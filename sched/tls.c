@@ -388,14 +388,19 @@ void tls_tcb_destroy(void *tcb)
     __atomic_add_fetch(&stats.destroyed, 1, __ATOMIC_RELAXED);
 }
 
+uint32_t *tls_tcb_tid_word(void *tcb)
+{
+    return (uint32_t *)((char *)tcb + tls_info.tid_off);
+}
+
 void tls_tcb_set_tid(void *tcb, unsigned tid)
 {
-    *(uint32_t *)((char *)tcb + tls_info.tid_off) = tid;
+    *tls_tcb_tid_word(tcb) = tid;
 }
 
 unsigned tls_tcb_tid(void *tcb)
 {
-    return *(uint32_t *)((char *)tcb + tls_info.tid_off);
+    return *tls_tcb_tid_word(tcb);
 }
 
 unsigned tls_fake_tid(void)
@@ -464,8 +469,9 @@ void tls_robust_exit(void)
  * child's one thread is the forking M's OS thread, whose descriptor (real_tcb) must be the
  * listed one, and whose stack - the M's scheduler stack - must not be in the cache:
  * tls_relist_child puts it back, as glibc would have left it had it forked on it. What it
- * cannot undo is the cache's byte count, which counts the M's stack once too often: the
- * child's glibc frees its cached stacks a little sooner.
+ * cannot undo, for an M on a stack glibc made (sanitizer builds; Ms run on stacks of
+ * goshim's, on the user list, mretire.c), is the cache's byte count, which then counts the
+ * M's stack once too often: the child's glibc frees its cached stacks a little sooner.
  *
  * The heads are learnt from the lists themselves: a new thread is added at the front of
  * its list (its prev is the head), the main thread is its list's first and so its last
@@ -479,7 +485,6 @@ static struct {
     char *lo, *hi;      /* _rtld_global */
     struct glist *used; /* GL(dl_stack_used), when known */
     struct glist *user; /* GL(dl_stack_user), when known */
-    void *main_tcb;     /* the main thread's descriptor (on the user list) */
 } glists;
 
 static struct glist *tcb_list(void *tcb)
@@ -492,10 +497,10 @@ static bool is_head(const struct glist *e)
     return (const char *)e >= glists.lo && (const char *)e < glists.hi;
 }
 
-void tls_relist_note(void *tcb, bool main_thread)
+void tls_relist_note(void *tcb, enum tls_listed how, bool main_thread)
 {
-    if (!tls_full() ||
-        (main_thread ? glists.user : __atomic_load_n(&glists.used, __ATOMIC_RELAXED)))
+    struct glist **known = how == TLS_LISTED_OWN ? &glists.user : &glists.used;
+    if (!tls_full() || how == TLS_LISTED_UNKNOWN || __atomic_load_n(known, __ATOMIC_RELAXED))
         return;
     if (!glists.lo) {
         Dl_info info;
@@ -511,26 +516,30 @@ void tls_relist_note(void *tcb, bool main_thread)
                                   : __atomic_load_n(&e->prev, __ATOMIC_RELAXED);
     if (!is_head(h))
         return; /* another thread came first: the next M looks again */
-    if (main_thread) {
-        glists.main_tcb = tcb;
-        glists.user = h;
-    } else {
-        __atomic_store_n(&glists.used, h, __ATOMIC_RELAXED);
-    }
+    __atomic_store_n(known, h, __ATOMIC_RELAXED);
 }
 
-bool tls_relist_ready(const void *kept)
+bool tls_relist_ready(enum tls_listed how)
 {
-    return glists.user && (kept == glists.main_tcb || glists.used);
+    /* The used list's head, if unknown (every M on a stack of its own), is the head a
+     * child's glibc lists the G's TCB on (tls_relist_child). */
+    return glists.user && how != TLS_LISTED_UNKNOWN &&
+           (how == TLS_LISTED_OWN || __atomic_load_n(&glists.used, __ATOMIC_RELAXED));
 }
 
-bool tls_relist_child(void *forked_on, void *kept, unsigned tid)
+bool tls_relist_child(void *forked_on, void *kept, enum tls_listed how, unsigned tid)
 {
     struct glist *on = tcb_list(forked_on), *h = on->next, *k = tcb_list(kept);
-    struct glist *want = kept == glists.main_tcb ? glists.user : glists.used;
+    if (!tls_relist_ready(how))
+        return false;
+    /* A G's TCB is no user_stack thread's: glibc lists it with its own stacks, the one head
+     * in _rtld_global other than the user list's. */
+    if (!glists.used && h != glists.user && is_head(h))
+        glists.used = h;
+    struct glist *want = how == TLS_LISTED_OWN ? glists.user : glists.used;
     /* forked_on must be the one listed thread, and the other list empty. */
-    if (!tls_relist_ready(kept) || (h != glists.used && h != glists.user) || on->prev != h ||
-        h->next != on || h->prev != on || (h != want && (want->next != want || want->prev != want)))
+    if ((h != glists.used && h != glists.user) || on->prev != h || h->next != on || h->prev != on ||
+        (h != want && (want->next != want || want->prev != want)))
         return false;
     if (want == glists.used) { /* in the stack cache now: out of it */
         k->prev->next = k->next;

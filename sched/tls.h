@@ -131,17 +131,24 @@ void tls_tcb_destroy(void *tcb);
 void tls_tcb_set_tid(void *tcb, unsigned tid);
 
 /*
- * A fork made on a G's TCB (fork.c). tls_relist_note(tcb, main_thread), as an M starts on
- * its thread (the main thread's: main_thread), learns where glibc lists that thread's
- * descriptor. In the child of a fork made on forked_on, tls_relist_child takes forked_on off
- * glibc's thread list and puts kept, the forking M's own descriptor, back where glibc would
- * have left it had it forked on it (listed, out of the stack cache, the child's tid, an
- * empty robust list); false, changing nothing, if the lists are not as glibc leaves them or
- * their heads are unknown. tls_relist_ready(kept): the heads it needs are known.
+ * A fork made on a G's TCB (fork.c). glibc lists a thread's descriptor with the threads on
+ * stacks glibc made (TLS_LISTED_GLIBC) or with those on stacks of their own and the main
+ * thread (TLS_LISTED_OWN); TLS_LISTED_UNKNOWN: not known which. tls_relist_note(tcb, how,
+ * main_thread), as an M starts on its thread (the main thread's: main_thread), learns where
+ * the list's head is. In the child of a fork made on forked_on, tls_relist_child takes
+ * forked_on off glibc's thread list and puts kept, the forking M's own descriptor (listed
+ * how), back where glibc would have left it had it forked on it (listed, out of the stack
+ * cache, the child's tid, an empty robust list); false, changing nothing, if the lists are
+ * not as glibc leaves them or their heads are unknown. tls_relist_ready(how): the heads it
+ * needs are known.
  */
-void tls_relist_note(void *tcb, bool main_thread);
-bool tls_relist_ready(const void *kept);
-bool tls_relist_child(void *forked_on, void *kept, unsigned tid);
+enum tls_listed { TLS_LISTED_UNKNOWN, TLS_LISTED_GLIBC, TLS_LISTED_OWN };
+void tls_relist_note(void *tcb, enum tls_listed how, bool main_thread);
+bool tls_relist_ready(enum tls_listed how);
+bool tls_relist_child(void *forked_on, void *kept, enum tls_listed how, unsigned tid);
+/* The word of a TCB the kernel clears when its thread ends (CLONE_CHILD_CLEARTID, futex
+ * woken): glibc's tid. */
+uint32_t *tls_tcb_tid_word(void *tcb);
 
 /* tls_thread_start runs on the new thread, its TCB installed, before user code (__ctype_init). */
 void tls_thread_start(void);
