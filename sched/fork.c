@@ -156,6 +156,7 @@ static void reset_sched(struct m *mp, struct p *fork_p)
     sched.allm = mp;
     mp->alllink = NULL;
     sched.mfree = NULL;
+    sched.nmfreestacks = 0;
     sched.midle = NULL;
     sched.nmidle = 0;
     sched.nmcoming = 0;
@@ -176,6 +177,9 @@ static void reset_sched(struct m *mp, struct p *fork_p)
         FORK_SET(pp->runnext, NULL);
         if (pp == fork_p || (pp == mine && mp->p == pp))
             continue;
+        /* The child's glibc took every arena but the forking thread's for unattached: its
+         * next G there attaches one again (schedule.c: malloc_words_to). */
+        FORK_SET(pp->arena, NULL);
         FORK_SET(pp->link, NULL);
         FORK_SET(pp->status, Pidle);
         FORK_SET(pp->m, NULL);

@@ -10,6 +10,7 @@
 #include "libc.h"
 #include "preempt.h"
 #include "sched.h"
+#include "tls.h"
 
 /* A helper's first act: it is no M. A new thread inherits its creator's GS base, an M's
  * when an M starts it (a fork child restarting sysmon): setxid.c would take it for that M
@@ -17,6 +18,8 @@
 static void *helper_start(void *fn)
 {
     rt_syscall(SYS_arch_prctl, ARCH_SET_GS, 0, 0);
+    if (tls_full())
+        tls_malloc_seed(tls_self()); /* helpers never end */
     return ((void *(*)(void *))fn)(NULL);
 }
 

@@ -138,6 +138,7 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
         mp->listed = TLS_LISTED_GLIBC;
     }
     tls_relist_note(mp->real_tcb, mp->listed, false);
+    tls_malloc_seed(mp->real_tcb); /* taken back as it ends (m_exit) */
     mp->sigmask = thread_sigmask();
     __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
     m_mark_own_tls(mp, mp->g0tcb);
@@ -561,6 +562,14 @@ static bool stays_idle_flagged(struct m *mp, int64_t until)
     return stays;
 }
 
+/* Idle time releases exited threads' stack pages, and ended Ms' stacks beyond those kept. */
+static void idle_release(struct m *mp, int64_t until)
+{
+    if (stack_scavenge_due() && stays_idle_flagged(mp, until))
+        stack_scavenge(&mp->park);
+    m_stacks_trim();
+}
+
 /* Work queued with a P idle and no M for it (sched.lock held): what mmaker_ask leaves
  * while the maker makes an M; this may be the one it made, or one back early. */
 static struct p *p_for_queued_work(void)
@@ -653,8 +662,7 @@ void stopm(void)
         bool surplus = until < 0 && (until = m_surplus_until(mp)) >= 0;
         runtime_unlock(&sched.lock);
         __atomic_fetch_add(&mp->nstopm, 1, __ATOMIC_RELAXED);
-        if (stack_scavenge_due() && stays_idle_flagged(mp, until))
-            stack_scavenge(&mp->park); /* idle time releases exited threads' stack pages */
+        idle_release(mp, until);
         __atomic_store_n(&mp->idle_sleep, 1, __ATOMIC_RELEASE);
         route_posted_here(); /* posted since the loop's: from now on its handler routes */
         bool woken = until < 0 ? (notesleep(&mp->park), true) : m_sleep_until(mp, until);

@@ -34,6 +34,8 @@
 #define M_RETIRE_NS  1000000000 /* a surplus idle M ends its thread after this long */
 #define SHED_WAIT_NS 200000000  /* a fork waits at most this long for the shed Ms to end */
 enum { M_IDLE_KEEP_EXTRA = 2 }; /* idle Ms kept beyond one per P (m_idle_keep) */
+enum { M_STACKS_KEPT = 32 };    /* stacks of ended Ms kept for the next (m_stack_surplus) */
+enum { M_STACK_KEEP = 16384 };  /* an ending M's stack bytes kept below its frame */
 
 int32_t m_idle_keep(void)
 {
@@ -72,65 +74,6 @@ void m_end_if_shed(struct m *mp)
         return;
     runtime_lock(&sched.lock);
     m_retire(mp);
-}
-
-/*
- * Signals are blocked first but glibc's two: no slice tick recreates the timer deleted
- * here. With GS 0 the thread is no M: a signal it takes meanwhile passes goshim's
- * handlers by, and mp, once on sched.mfree, is the next newm's.
- */
-void m_exit(struct m *mp)
-{
-    uint64_t all = ~((1ULL << 31) | (1ULL << 32));
-    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, 0, sizeof all, 0, 0);
-    preempt_m_fini(mp);
-    stack_thread_fini(&mp->altmade);
-    rt_syscall(SYS_arch_prctl, ARCH_SET_GS, 0, 0);
-    runtime_lock(&sched.lock);
-    mp->retired = true;
-    mp->schedlink = sched.mfree;
-    sched.mfree = mp;
-    runtime_unlock(&sched.lock);
-}
-
-struct m *m_reuse(void)
-{
-    struct m *mp = sched.mfree;
-    if (!mp)
-        return NULL;
-    sched.mfree = mp->schedlink;
-    struct m keep = *mp;
-    memset(mp, 0, sizeof *mp);
-    mp->self = mp;
-    mp->id = keep.id;
-    mp->alllink = keep.alllink;
-    mp->fastrand = keep.fastrand;
-    mp->nstopm = keep.nstopm;
-    mp->nwoken = keep.nwoken;
-    mp->nsyscall = keep.nsyscall;
-    mp->ownstack = keep.ownstack;
-    mp->ownstack_tcb = keep.ownstack_tcb;
-    return mp;
-}
-
-struct m *m_alloc_listed(void)
-{
-    struct m *mp = allocm();
-    if (!mp)
-        return NULL;
-    runtime_lock(&sched.lock);
-    mp->id = sched.mids++;
-    mp->alllink = sched.allm;
-    sched.allm = mp;
-    runtime_unlock(&sched.lock);
-    return mp;
-}
-
-void m_unstarted(struct m *mp)
-{
-    mp->retired = true;
-    mp->schedlink = sched.mfree;
-    sched.mfree = mp;
 }
 
 /*
@@ -184,6 +127,147 @@ char *m_stack(struct m *mp)
 #endif
 }
 
+/* mp onto sched.mfree, its stack counted (sched.lock held). */
+static void mfree_put(struct m *mp)
+{
+    mp->schedlink = sched.mfree;
+    sched.mfree = mp;
+    sched.nmfreestacks += mp->ownstack != NULL;
+}
+
+/*
+ * The memory an ending M's scheduler stack used, given back as glibc does for a thread on
+ * a stack of its own making (its frames and the descriptor, at the top, stay until the
+ * thread is gone); the stack itself waits for the struct's next thread.
+ */
+static void m_stack_release(struct m *mp)
+{
+    uintptr_t sp;
+    __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
+    char *lo = mp->ownstack + M_STACK_GUARD;
+    char *hi = (char *)((sp - M_STACK_KEEP) & ~(uintptr_t)4095);
+    if (mp->ownstack && hi > lo)
+        rt_syscall(SYS_madvise, (long)lo, hi - lo, MADV_DONTNEED);
+}
+
+/*
+ * At most M_STACKS_KEPT ended Ms keep their stacks, as glibc keeps at most 40 MiB of
+ * ended threads' stacks for the next ones: a program that once had a thousand threads
+ * blocked in the kernel would otherwise keep a GiB of address space for good (RLIMIT_AS).
+ * The stacks beyond, up to max, of the Ms on sched.mfree from first on whose threads are
+ * gone (or, wait, still ending), taken off those Ms into out, with their descriptors, for
+ * the caller to unmap once each thread is gone; how many. sched.lock held.
+ */
+struct mstack_out {
+    char *stack;
+    void *tcb;
+};
+static int m_stack_surplus(struct m *first, struct mstack_out *out, int max, bool wait)
+{
+    int n = 0;
+    for (struct m *mp = first; mp && n < max && sched.nmfreestacks > M_STACKS_KEPT;
+         mp = mp->schedlink)
+        if (mp->ownstack &&
+            (wait || !mp->ownstack_tcb ||
+             __atomic_load_n(tls_tcb_tid_word(mp->ownstack_tcb), __ATOMIC_ACQUIRE) == 0)) {
+            out[n++] = (struct mstack_out){mp->ownstack, mp->ownstack_tcb};
+            mp->ownstack = NULL;
+            mp->ownstack_tcb = NULL;
+            sched.nmfreestacks--;
+        }
+    return n;
+}
+
+/* A racy look first (an idle M's every sleep asks, machines.c). */
+static GOSHIM_NO_TSAN bool m_stacks_over(void)
+{
+    return *(volatile int32_t *)&sched.nmfreestacks > M_STACKS_KEPT;
+}
+
+/* self: an ending M, on sched.mfree, that may wait for the threads of the Ms that ended
+ * before it (after it on the list: no two wait for each other); NULL: none waited for. */
+static void m_stacks_trim_from(struct m *self)
+{
+    if (!m_stacks_over())
+        return;
+    struct mstack_out out[16];
+    runtime_lock(&sched.lock);
+    int n = self ? m_stack_surplus(self->schedlink, out, 16, true)
+                 : m_stack_surplus(sched.mfree, out, 16, false);
+    runtime_unlock(&sched.lock);
+    while (n-- > 0) {
+        if (out[n].tcb)
+            m_stack_thread_gone(out[n].tcb);
+        rt_syscall(SYS_munmap, (long)out[n].stack, M_STACK_GUARD + M_STACK_SIZE, 0);
+    }
+}
+
+void m_stacks_trim(void)
+{
+    m_stacks_trim_from(NULL);
+}
+
+/*
+ * Signals are blocked first but glibc's two: no slice tick recreates the timer deleted
+ * here. With GS 0 the thread is no M: a signal it takes meanwhile passes goshim's
+ * handlers by, and mp, once on sched.mfree, is the next newm's.
+ */
+void m_exit(struct m *mp)
+{
+    uint64_t all = ~((1ULL << 31) | (1ULL << 32));
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, 0, sizeof all, 0, 0);
+    preempt_m_fini(mp);
+    stack_thread_fini(&mp->altmade);
+    tls_malloc_unseed(mp->g0tcb); /* not attached (mstart): glibc must not detach it */
+    rt_syscall(SYS_arch_prctl, ARCH_SET_GS, 0, 0);
+    m_stack_release(mp);
+    runtime_lock(&sched.lock);
+    mp->retired = true;
+    mfree_put(mp);
+    runtime_unlock(&sched.lock);
+    m_stacks_trim_from(mp);
+}
+
+struct m *m_reuse(void)
+{
+    struct m *mp = sched.mfree;
+    if (!mp)
+        return NULL;
+    sched.mfree = mp->schedlink;
+    sched.nmfreestacks -= mp->ownstack != NULL;
+    struct m keep = *mp;
+    memset(mp, 0, sizeof *mp);
+    mp->self = mp;
+    mp->id = keep.id;
+    mp->alllink = keep.alllink;
+    mp->fastrand = keep.fastrand;
+    mp->nstopm = keep.nstopm;
+    mp->nwoken = keep.nwoken;
+    mp->nsyscall = keep.nsyscall;
+    mp->ownstack = keep.ownstack;
+    mp->ownstack_tcb = keep.ownstack_tcb;
+    return mp;
+}
+
+struct m *m_alloc_listed(void)
+{
+    struct m *mp = allocm();
+    if (!mp)
+        return NULL;
+    runtime_lock(&sched.lock);
+    mp->id = sched.mids++;
+    mp->alllink = sched.allm;
+    sched.allm = mp;
+    runtime_unlock(&sched.lock);
+    return mp;
+}
+
+void m_unstarted(struct m *mp)
+{
+    mp->retired = true;
+    mfree_put(mp);
+}
+
 /* The process's OS threads (/proc/self/stat), or -1. */
 static long os_threads(void)
 {
@@ -202,6 +286,14 @@ static long os_threads(void)
     return p ? strtol(p + 1, NULL, 10) : -1;
 }
 
+/* A look without sched.lock first: every fork leaves the lock's page write-protected, and
+ * a fork in a loop would fault on it each time for nothing. A racy hint: a surplus M it
+ * misses is copied by this fork, ended by the next. */
+static GOSHIM_NO_TSAN bool surplus_hint(void)
+{
+    return *(volatile int32_t *)&sched.nmidle > m_idle_keep();
+}
+
 /*
  * A fork copies every thread's stacks, and glibc walks every thread's descriptor in the
  * child: a program whose thousand blocked threads have ended has one thread to copy
@@ -217,6 +309,8 @@ void machines_fork_shed(void)
 {
     struct m *shed = NULL;
     long n = 0;
+    if (!surplus_hint())
+        return;
     runtime_lock(&sched.lock);
     for (struct m *mp; (mp = mget_surplus()); n++) {
         mp->schedlink = shed;

@@ -147,6 +147,8 @@ struct m {
     void *curfs;         /* TCB installed as FS base now (full mode) */
     void *real_tcb;      /* glibc's descriptor of its OS thread (M0: the main G's) */
     uint8_t listed;      /* enum tls_listed: glibc's list of real_tcb (fork.c) */
+    void *own_arena;     /* its thread's malloc arena, while a G's TCB is installed */
+    void *arena_given;   /* the arena the installed G's TCB was given (schedule.c) */
     struct release rel;  /* pending release, see above */
     uint64_t fastrand;   /* per-M random state */
     int tid;
@@ -245,6 +247,7 @@ struct p {
     int32_t gfreecnt;
     uint32_t gburst; /* Gs taken from gfree since one was last put back (gfget's prefetch) */
     struct stackcache stackcache;   /* owner */
+    void *arena;                    /* glibc's malloc arena of its Gs (schedule.c); owner */
     void *tcbcache[TCB_PCACHE_MAX]; /* TCBs of joined threads, for new Gs; owner */
     uint32_t ntcbcache;             /* owner */
 
@@ -274,16 +277,17 @@ struct schedt {
     int32_t nmcoming; /* made idle (the maker's) and not at stopm yet; sched.lock */
     int32_t mcount;   /* Ms created; sched.lock */
     int32_t maxmcount;
-    struct m *allm;     /* sched.lock; retired ones too (m->retired) */
-    struct m *mfree;    /* retired Ms, linked by schedlink, for newm; sched.lock */
-    int64_t mids;       /* ids given to M structs; sched.lock */
-    uint64_t nmretired; /* Ms whose threads ended; sched.lock */
-    struct p *pidle;    /* idle Ps; sched.lock */
-    int32_t npidle;     /* atomic (written under sched.lock) */
-    int32_t nmspinning; /* atomic */
-    struct gqueue runq; /* global run queue; sched.lock */
-    int32_t runqsize;   /* sched.lock; read racily as a hint */
-    int32_t npreemptq;  /* atomic: runnable Gs that wait because they were preempted */
+    struct m *allm;       /* sched.lock; retired ones too (m->retired) */
+    struct m *mfree;      /* retired Ms, linked by schedlink, for newm; sched.lock */
+    int64_t mids;         /* ids given to M structs; sched.lock */
+    uint64_t nmretired;   /* Ms whose threads ended; sched.lock */
+    int32_t nmfreestacks; /* Ms on mfree that keep a stack (mretire.c); sched.lock */
+    struct p *pidle;      /* idle Ps; sched.lock */
+    int32_t npidle;       /* atomic (written under sched.lock) */
+    int32_t nmspinning;   /* atomic */
+    struct gqueue runq;   /* global run queue; sched.lock */
+    int32_t runqsize;     /* sched.lock; read racily as a hint */
+    int32_t npreemptq;    /* atomic: runnable Gs that wait because they were preempted */
     /* sysmon sleeps without looking for a while (until sysmon_wake_at):
      * a G that starts to wait while every P runs wakes it (sysmon_kick);
      * 2: past a slice, so the Ps stamp when their Gs begin (schedwhen). */

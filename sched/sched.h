@@ -235,6 +235,9 @@ struct m *m_alloc_listed(void);
  * a guard below; NULL: glibc makes one (mretire.c says when). */
 enum { M_STACK_SIZE = 1 << 20, M_STACK_GUARD = 4096 };
 char *m_stack(struct m *mp);
+/* Unmap the stacks of ended Ms beyond those kept for the next, of threads gone (mretire.c);
+ * no lock held. */
+void m_stacks_trim(void);
 /* mp's thread could not be made (sched.lock held): the struct waits for the next newm. */
 void m_unstarted(struct m *mp);
 /* Take off sched.midle an M that can end, not the timer watcher, while more than

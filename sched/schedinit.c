@@ -161,6 +161,15 @@ static int64_t thread_cpu_so_far(void)
     return (int64_t)used.tv_sec * 1000000000 + used.tv_nsec;
 }
 
+/* Where glibc lists the adopting thread: the main thread on the user list; a thread that
+ * started the runtime in its place, on one list or the other (fork.c: the relisting). */
+static void adopt_note_list(struct m *mp, void *self)
+{
+    bool main_thread = mp->tid == (int)rt_syscall(SYS_getpid, 0, 0, 0);
+    mp->listed = main_thread ? TLS_LISTED_OWN : TLS_LISTED_UNKNOWN;
+    tls_relist_note(self, mp->listed, main_thread);
+}
+
 int sched_adopt_main(void)
 {
     if (!sched.started || sched_self() != NULL)
@@ -194,9 +203,7 @@ int sched_adopt_main(void)
     mp->curfs = self;
     cputime_m_ready(mp); /* the main thread's CPU-time clock runs from here (cputime.c) */
     mp->real_tcb = self;
-    bool main_thread = mp->tid == (int)rt_syscall(SYS_getpid, 0, 0, 0); /* else: either list */
-    mp->listed = main_thread ? TLS_LISTED_OWN : TLS_LISTED_UNKNOWN;
-    tls_relist_note(self, mp->listed, main_thread);
+    adopt_note_list(mp, self);
     mp->g0_sp = (uintptr_t)g0stack.hi & ~(uintptr_t)15;
     if (g0tcb != self)
         m_mark_own_tls(mp, g0tcb); /* errno mode: g0 shares main's TLS, no marker */
@@ -238,6 +245,7 @@ int sched_adopt_main(void)
     if (!pp)
         goshim_throw("sched_adopt_main: no idle P");
     acquirep(pp);
+    pp->arena = mp->arena_given = tls_malloc_note_main(self); /* its Gs share it (schedule.c) */
     mmaker_init(); /* after M0 took its id and P: the maker's first act is a reserve M */
     return 0;
 }

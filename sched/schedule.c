@@ -185,12 +185,34 @@ bool any_runq_nonempty(void)
     return false;
 }
 
+/*
+ * glibc's per-thread malloc words on the TCB the M installs next (tls_malloc_handover).
+ * The tcache is its OS thread's, and travels with it. The arena a G's TCB gets is its P's:
+ * Gs share arenas as they share CPUs, one per P (P0's is the main thread's main_arena), not
+ * one per M that ever ran a G - each arena is locked and unlocked at every fork, a page
+ * written in the parent and in the child (docs/measured.md). g0 gets the M's own back. An
+ * arena glibc gave the G meanwhile (its first, or another after a failure) is the P's.
+ */
+static void malloc_words_to(struct m *mp, void *to, bool to_g)
+{
+    struct p *pp = mp->p;
+    if (to_g && pp && !pp->arena)
+        pp->arena = tls_malloc_spare(); /* the probe's, else glibc's choice at the first malloc */
+    void *in = to_g ? (pp ? pp->arena : NULL) : mp->own_arena;
+    void *out = tls_malloc_handover(mp->curfs, to, in);
+    if (mp->curfs == mp->g0tcb)
+        mp->own_arena = out;
+    else if (out != mp->arena_given && pp)
+        pp->arena = out;
+    mp->arena_given = in;
+}
+
 /* Install the M's own TCB as FS base again (full TLS mode), and its own alternate signal
  * stack: before a G it left is released, which may then run on another M (signal.c). */
 void restore_own_fs_altstack(struct m *mp)
 {
     if (tls_full() && mp->curfs != mp->g0tcb) {
-        tls_malloc_move(mp->curfs, mp->g0tcb);
+        malloc_words_to(mp, mp->g0tcb, false);
         ctx_setfs(mp->g0tcb);
         mp->curfs = mp->g0tcb;
     }
@@ -388,7 +410,7 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
         if (!(gp->flags & G_STARTED))
             bind_tcb(mp, gp);
         if (gp->tcb != mp->curfs) {
-            tls_malloc_move(mp->curfs, gp->tcb);
+            malloc_words_to(mp, gp->tcb, true);
             ctx_setfs(gp->tcb);
             mp->curfs = gp->tcb;
         }

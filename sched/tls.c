@@ -28,9 +28,10 @@
  *     rseq cpu_id = -2 (sched_getcpu falls back to vDSO getcpu), __resp ->
  *     own res, stackblock fields; __ctype_init must run on the new thread.
  *   - glibc 2.36 exports no per-thread cleanup, so a G with its own malloc
- *     tcache leaks it (~700 B per G). Fix: a G borrows the tcache and
- *     thread_arena words of the M that runs it (tls_malloc_move at every
- *     switch). That is safe because a G is never switched out inside malloc.
+ *     tcache leaks it (~700 B per G). Fix: a G borrows the tcache of the M
+ *     that runs it, and its P's thread_arena (tls_malloc_handover at every
+ *     switch; schedule.c). That is safe because a G is never switched out
+ *     inside malloc.
  *
  * Rejected alternatives:
  *   - Shared TLS with errno saved and restored (what other M:N libraries
@@ -568,6 +569,60 @@ void tls_malloc_move(void *from_tcb, void *to_tcb)
         WORD(to_tcb, off) = WORD(from_tcb, off);
         WORD(from_tcb, off) = 0;
     }
+}
+
+void *tls_malloc_handover(void *from_tcb, void *to_tcb, void *arena)
+{
+    if (!tls_info.arena_word || from_tcb == to_tcb) {
+        tls_malloc_move(from_tcb, to_tcb);
+        return NULL;
+    }
+    int ai = tls_info.arena_word - 1;
+    ptrdiff_t a = -(ptrdiff_t)tls_info.malloc_off[ai];
+    ptrdiff_t t = -(ptrdiff_t)tls_info.malloc_off[1 - ai];
+    WORD(to_tcb, t) = WORD(from_tcb, t);
+    WORD(from_tcb, t) = 0;
+    void *out = (void *)WORD(from_tcb, a);
+    WORD(from_tcb, a) = 0;
+    WORD(to_tcb, a) = (uintptr_t)arena;
+    return out;
+}
+
+void *tls_spare_arena;
+static void *main_arena; /* the main thread's, as it started the runtime */
+
+void *tls_malloc_note_main(void *main_tcb)
+{
+    main_arena = tls_malloc_arena(main_tcb);
+    return main_arena;
+}
+
+bool tls_malloc_seed(void *tcb)
+{
+    if (!main_arena || tls_malloc_arena(tcb))
+        return false;
+    WORD(tcb, -(ptrdiff_t)tls_info.malloc_off[tls_info.arena_word - 1]) = (uintptr_t)main_arena;
+    return true;
+}
+
+void tls_malloc_unseed(void *tcb)
+{
+    if (main_arena && tls_malloc_arena(tcb) == main_arena)
+        WORD(tcb, -(ptrdiff_t)tls_info.malloc_off[tls_info.arena_word - 1]) = 0;
+}
+
+void *tls_malloc_spare(void)
+{
+    if (!__atomic_load_n(&tls_spare_arena, __ATOMIC_RELAXED))
+        return NULL;
+    return __atomic_exchange_n(&tls_spare_arena, NULL, __ATOMIC_ACQ_REL);
+}
+
+void *tls_malloc_arena(void *tcb)
+{
+    if (!tls_info.arena_word)
+        return NULL;
+    return (void *)WORD(tcb, -(ptrdiff_t)tls_info.malloc_off[tls_info.arena_word - 1]);
 }
 
 void *tls_var_in(void *tcb, void *var_addr_in_self)

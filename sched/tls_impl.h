@@ -56,11 +56,13 @@ struct tlsinfo {
     size_t libc_tls_off, libc_tls_size;
     int nmalloc;          /* 0 or 2 */
     size_t malloc_off[2]; /* tcache and thread_arena (in address order) */
+    int arena_word;       /* 1 + the index of thread_arena; 0: not told apart (tls_probe.c) */
 
     uintptr_t stack_guard, pointer_guard;
     uint32_t feature_1;
 };
 extern struct tlsinfo tls_info;
+extern void *tls_spare_arena; /* tls_malloc_spare's */
 
 #define WORD(p, off) (*(uintptr_t *)((char *)(p) + (off)))
 

@@ -452,10 +452,35 @@ static void malloc_probe_fn(void *arg)
 }
 
 /*
+ * Which of the two words malloc set in a fresh TCB is thread_arena (1 + its index), 0 if
+ * not plain. The thread's first malloc attached it to a new arena: glibc's arena of a
+ * thread (not main_arena) sits just past the heap_info at the start of its heap, a block
+ * aligned to the heap's maximum size (HEAP_MAX_SIZE, 64 MiB on 64-bit), whose first word
+ * points back to it; the tcache is a block of that heap, further on. Only the page of
+ * the candidate itself is read.
+ */
+static int arena_word_of(char *tcb, const size_t offs[2])
+{
+    const uintptr_t heap_max = (uintptr_t)64 << 20;
+    int found = 0;
+    for (int i = 0; i < 2; i++) {
+        uintptr_t w = WORD(tcb, -(ptrdiff_t)offs[i]), heap = w & ~(heap_max - 1);
+        if (w - heap >= 4096 || w - heap < sizeof(uintptr_t) || *(uintptr_t *)heap != w)
+            continue;
+        if (found)
+            return 0;
+        found = i + 1;
+    }
+    return found;
+}
+
+/*
  * probe_malloc_words finds the words malloc sets in a fresh TCB's libc
  * block. It runs on a probe thread that has not allocated yet, and hands
- * the tcache and arena the probe created to that thread: glibc frees them
- * when the thread exits, so the probe leaks nothing. (Run elsewhere, the
+ * the tcache and arena the probe created to that thread: glibc frees the
+ * tcache when the thread exits; the arena, where the words were told apart,
+ * is kept for a P's Gs (probe_thread), else glibc leaves it to the next
+ * thread that needs one. (Run elsewhere, the
  * probe would leak a tcache and keep an arena attached for ever: 64 MiB of
  * address space. So glibc's malloc is looked up before the thread starts,
  * by resolve_glibc_malloc: dlopen allocates.)
@@ -486,6 +511,7 @@ static const char *probe_malloc_words(struct probe *pr)
     tls_info.nmalloc = n;
     tls_info.malloc_off[0] = offs[0];
     tls_info.malloc_off[1] = offs[1];
+    tls_info.arena_word = n == 2 ? arena_word_of(fresh, offs) : 0;
     char *self = tls_self();
     if (n == 2 && WORD(self, -(ptrdiff_t)offs[0]) == 0 && WORD(self, -(ptrdiff_t)offs[1]) == 0)
         tls_malloc_move(fresh, self);
@@ -581,7 +607,13 @@ static void *probe_thread(void *arg)
         tls_tcb_fill(pr->fresh); /* its offsets are known now; writes only */
         why = probe_malloc_words(pr);
     }
-    return (void *)(why ? why : probe_allocating());
+    why = why ? why : probe_allocating();
+    /* The arena the probe attached stays attached, for a P's Gs (tls_malloc_spare): off
+     * this thread before it ends, which would detach it. */
+    void *self = tls_self();
+    if (!why && (tls_spare_arena = tls_malloc_arena(self)) != NULL)
+        WORD(self, -(ptrdiff_t)tls_info.malloc_off[tls_info.arena_word - 1]) = 0;
+    return (void *)why;
 }
 
 /* resolve_glibc_malloc finds glibc's malloc and free (see probe_malloc_words). */
