@@ -270,16 +270,25 @@ GOSHIM_EXPORT int raise(int sig)
     return kept_for_self(st, sig, SI_USER) ? 0 : REAL(raise)(sig);
 }
 
+/* A siginfo copied while another thread may write it: a reader checks the count around
+ * it (sig_kept), and TSan is not told of the race it resolves. */
+static __attribute__((no_sanitize("thread"))) void info_copy(siginfo_t *to, const siginfo_t *from)
+{
+    memcpy(to, from, sizeof *to);
+}
+
 /*
  * Keep info as what st's thread sees of sig (sthread_lock held, st alive). A POSIX timer's
  * signal that comes while the same timer's last one still waits for this thread (its
- * siginfo not read yet: fwd) is counted as the kernel counts an expiration while the
- * timer's signal is queued: as an overrun of the waiting one, not as a signal of its own,
- * which goshim's one pending instance per signal would lose (pbench_signals timer measures
- * it). True then: nothing more to send. Waiting means until the siginfo is read, not until
- * the pending mark is taken: between the two the thread rings itself, and a timer signal
- * kept meanwhile replaced the siginfo it was about to read (its expirations lost) and was
- * delivered again with a tgkill's siginfo.
+ * siginfo not read yet) is counted as the kernel counts an expiration while the timer's
+ * signal is queued: as an overrun of the waiting one, not as a signal of its own, which
+ * goshim's one pending instance per signal would lose (pbench_signals timer measures it).
+ * True then: nothing more to send. Waiting means until the siginfo is read, not until the
+ * pending mark is taken: between the two the thread rings itself. The merge and the read
+ * (shim_forwarded_info) each change the state word at once, so that no expiration falls
+ * between them: with a mark and a count apart, one merged after the reader took the count
+ * and before it cleared the mark was lost (posix_timer_expirations_all_counted, under
+ * load).
  */
 static bool keep_info(struct sthread *st, int sig, const siginfo_t *info)
 {
@@ -288,15 +297,20 @@ static bool keep_info(struct sthread *st, int sig, const siginfo_t *info)
     if (!st->fwd_info)
         return false; /* the handler sees the forwarding tgkill's siginfo instead */
     siginfo_t *kept = &st->fwd_info->info[sig - 1];
+    uint32_t *state = &st->fwd_info->state[sig - 1], *seq = &st->fwd_info->seq[sig - 1];
+    uint32_t s = __atomic_load_n(state, __ATOMIC_SEQ_CST);
     if (info->si_code == SI_TIMER && kept->si_code == SI_TIMER &&
-        kept->si_timerid == info->si_timerid &&
-        (__atomic_load_n(&st->fwd, __ATOMIC_SEQ_CST) & sigbit(sig))) {
-        __atomic_add_fetch(&st->fwd_info->overrun[sig - 1], 1 + (uint32_t)info->si_overrun,
-                           __ATOMIC_SEQ_CST);
-        return true;
+        kept->si_timerid == info->si_timerid) {
+        uint32_t add = 1 + (uint32_t)info->si_overrun;
+        while ((s & KEPT_WAITING) && (s & ~KEPT_WAITING) + add < KEPT_WAITING)
+            if (__atomic_compare_exchange_n(state, &s, s + add, false, __ATOMIC_SEQ_CST,
+                                            __ATOMIC_SEQ_CST))
+                return true;
     }
-    *kept = *info;
-    __atomic_or_fetch(&st->fwd, sigbit(sig), __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(seq, 1, __ATOMIC_SEQ_CST);
+    info_copy(kept, info);
+    __atomic_add_fetch(seq, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(state, KEPT_WAITING, __ATOMIC_SEQ_CST);
     return false;
 }
 
@@ -496,12 +510,24 @@ bool shim_forwarded_info(int sig, siginfo_t *out)
     struct sthread *st = goshim_on ? sthread_self() : NULL;
     if (!st || st->magic != STHREAD_MAGIC || !st->fwd_info)
         return false;
-    if (!(__atomic_fetch_and(&st->fwd, ~sigbit(sig), __ATOMIC_SEQ_CST) & sigbit(sig)))
-        return false;
-    *out = st->fwd_info->info[sig - 1];
-    out->si_overrun +=
-        (int)__atomic_exchange_n(&st->fwd_info->overrun[sig - 1], 0, __ATOMIC_SEQ_CST);
-    return true;
+    uint32_t *state = &st->fwd_info->state[sig - 1], *seq = &st->fwd_info->seq[sig - 1];
+    /* A writer replaces the siginfo (another sender's) on another thread, or on this one
+     * that the handler interrupted: a bounded wait, then the tgkill's siginfo. */
+    for (int tries = 0; tries < 100000; tries++) {
+        uint32_t s = __atomic_load_n(state, __ATOMIC_SEQ_CST);
+        if (!(s & KEPT_WAITING))
+            return false;
+        uint32_t q = __atomic_load_n(seq, __ATOMIC_SEQ_CST);
+        if (q & 1)
+            continue;
+        info_copy(out, &st->fwd_info->info[sig - 1]);
+        if (__atomic_load_n(seq, __ATOMIC_SEQ_CST) != q ||
+            !__atomic_compare_exchange_n(state, &s, 0, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            continue; /* replaced, or an expiration merged meanwhile: again */
+        out->si_overrun += (int)(s & ~KEPT_WAITING);
+        return true;
+    }
+    return false;
 }
 
 void shim_sigwaiting(uint64_t set)

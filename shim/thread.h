@@ -49,10 +49,16 @@ enum { JS_JOINABLE, JS_DETACHED, JS_JOINING };
 /* What a thread keeps of the signals forwarded to it: each one's siginfo, and the
  * expirations of a POSIX timer folded into the one that waits (added to its si_overrun
  * when it is taken; atomic). */
+/* Process-directed signals' siginfo kept for a thread (shim/sigdeliver.c: keep_info). Per
+ * signal: the siginfo; its state, KEPT_WAITING while it waits to be read, and the timer's
+ * expirations since, merged into it as overruns; and a count, odd while the siginfo is
+ * being written, which a reader checks (it reads without the writers' lock). Atomic. */
 struct sig_kept {
     siginfo_t info[64];
-    uint32_t overrun[64];
+    uint32_t state[64];
+    uint32_t seq[64];
 };
+#define KEPT_WAITING 0x80000000u
 
 struct sthread {
     uint32_t magic;
@@ -87,11 +93,10 @@ struct sthread {
      * yet handled: the first bell of the signal that arrives there runs the handler (the
      * kernel merges a bell into one of the same signal pending on that thread); atomic. */
     uint64_t owed;
-    /* Process-directed signals forwarded to it (shim/sigroute.c): the set whose siginfo waits
-     * in fwd_info (allocated by the first forward, under sthread_lock), atomic; the signals it
-     * waits for in sigwait and friends, atomic; and the ones of never_blocked() that the
-     * program asked to block (reported back, never installed). */
-    uint64_t fwd;
+    /* Process-directed signals forwarded to it (shim/sigroute.c): their siginfo, waiting in
+     * fwd_info (allocated by the first forward, under sthread_lock); the signals it waits
+     * for in sigwait and friends, atomic; and the ones of never_blocked() that the program
+     * asked to block (reported back, never installed). */
     struct sig_kept *fwd_info;
     uint64_t sigwaiting;
     uint64_t hidden_mask;
