@@ -45,6 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <unwind.h>
 
 #include "gfutex.h"
 #include "lock.h"
@@ -641,5 +642,11 @@ bool ownfd_evict(int fd);
  * the first that returns non-zero, and returns that. */
 int ownfd_close_range(unsigned first, unsigned last, int (*gap)(unsigned, unsigned, void *),
                       void *arg);
+
+/* libgcc's forced unwind and a frame's CFA, for the shim's pthread_exit (libc.c: libgcc_s
+ * is loaded as the runtime starts, or here; without it the unwind fails). */
+_Unwind_Reason_Code libc_unwind_forced(struct _Unwind_Exception *exc, _Unwind_Stop_Fn stop,
+                                       void *arg);
+_Unwind_Word libc_unwind_cfa(struct _Unwind_Context *ctx);
 
 #endif

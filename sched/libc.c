@@ -7,6 +7,7 @@
  * with its name: the runtime cannot run on an interposer in its place.
  */
 #include <dlfcn.h>
+#include <stdbool.h>
 
 #include "libc.h"
 #include "throw.h"
@@ -90,4 +91,67 @@ int libc_clock_gettime(clockid_t clk, struct timespec *ts)
 int libc_fclose(FILE *f)
 {
     return GET(fclose)(f);
+}
+
+/*
+ * libgcc's unwinder (libgcc_s.so.1), which preemption's walk and a G's pthread_exit use:
+ * loaded when the runtime starts (libc_unwind_load), not with goshim, as glibc loads it
+ * only for a thread's first pthread_exit or cancellation. The programs goshim is
+ * preloaded into that never make a thread (most of those a shell runs) would each load it
+ * for nothing: about 250 us an exec on this host (docs/measured.md). Without it (not
+ * installed), no preemption is found safe and a pthread_exit runs no cleanup handler, each
+ * said once.
+ */
+static struct {
+    _Unwind_Reason_Code (*backtrace)(_Unwind_Trace_Fn, void *);
+    _Unwind_Reason_Code (*forced)(struct _Unwind_Exception *, _Unwind_Stop_Fn, void *);
+    _Unwind_Word (*cfa)(struct _Unwind_Context *);
+    _Unwind_Ptr (*ipinfo)(struct _Unwind_Context *, int *);
+} unw;
+
+bool libc_unwind_load(void)
+{
+    if (__atomic_load_n(&unw.backtrace, __ATOMIC_ACQUIRE))
+        return true;
+    void *h = GET(dlopen)("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+        unw.forced = (__typeof__(unw.forced))dlsym(h, "_Unwind_ForcedUnwind");
+        unw.cfa = (__typeof__(unw.cfa))dlsym(h, "_Unwind_GetCFA");
+        unw.ipinfo = (__typeof__(unw.ipinfo))dlsym(h, "_Unwind_GetIPInfo");
+        void *bt = dlsym(h, "_Unwind_Backtrace");
+        if (unw.forced && unw.cfa && unw.ipinfo && bt) {
+            __atomic_store_n(&unw.backtrace, (__typeof__(unw.backtrace))bt, __ATOMIC_RELEASE);
+            return true;
+        }
+    }
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        rt_print(2,
+                 "goshim: libgcc_s.so.1 cannot be loaded (%s): threads that compute are not "
+                 "preempted, and pthread_exit runs no cleanup handler\n",
+                 h ? "an unwinder function is missing" : dlerror());
+    return false;
+}
+
+_Unwind_Reason_Code libc_unwind_backtrace(_Unwind_Trace_Fn fn, void *arg)
+{
+    __typeof__(unw.backtrace) bt = __atomic_load_n(&unw.backtrace, __ATOMIC_ACQUIRE);
+    return bt ? bt(fn, arg) : _URC_FATAL_PHASE1_ERROR;
+}
+
+_Unwind_Reason_Code libc_unwind_forced(struct _Unwind_Exception *exc, _Unwind_Stop_Fn stop,
+                                       void *arg)
+{
+    return libc_unwind_load() ? unw.forced(exc, stop, arg) : _URC_FATAL_PHASE1_ERROR;
+}
+
+/* Called by the unwinder, which is loaded then. */
+_Unwind_Word libc_unwind_cfa(struct _Unwind_Context *ctx)
+{
+    return unw.cfa(ctx);
+}
+
+_Unwind_Ptr libc_unwind_ipinfo(struct _Unwind_Context *ctx, int *before)
+{
+    return unw.ipinfo(ctx, before);
 }

@@ -20,8 +20,10 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <time.h>
+#include <unwind.h>
 
 /* Look every function up now (idempotent; the first caller pays). */
 void libc_init(void);
@@ -34,6 +36,15 @@ int libc_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(v
 int libc_pthread_join(pthread_t th, void **ret);
 int libc_clock_gettime(clockid_t clk, struct timespec *ts);
 int libc_fclose(FILE *f);
+
+/* libgcc's unwinder, loaded by libc_unwind_load (false, said once, if it cannot be):
+ * libc.c says why not at start-up. The walk refuses, the forced unwind fails, without it. */
+bool libc_unwind_load(void);
+_Unwind_Reason_Code libc_unwind_backtrace(_Unwind_Trace_Fn fn, void *arg);
+_Unwind_Reason_Code libc_unwind_forced(struct _Unwind_Exception *exc, _Unwind_Stop_Fn stop,
+                                       void *arg);
+_Unwind_Word libc_unwind_cfa(struct _Unwind_Context *ctx);
+_Unwind_Ptr libc_unwind_ipinfo(struct _Unwind_Context *ctx, int *before);
 
 /*
  * The runtime's own memory (struct g, m, p, the timer heaps, the netpoller's

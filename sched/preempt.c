@@ -365,7 +365,7 @@ static bool walk_frame(struct walk *w, uintptr_t pc, bool exact)
 static _Unwind_Reason_Code step(struct _Unwind_Context *ctx, void *arg)
 {
     int before = 0;
-    uintptr_t pc = _Unwind_GetIPInfo(ctx, &before);
+    uintptr_t pc = libc_unwind_ipinfo(ctx, &before);
     return walk_frame(arg, pc, before) ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
 
@@ -401,7 +401,7 @@ static int walk(int walker, const uint64_t *saved, struct g *gp)
         w.past = true;
         unwalk(saved, unw_frame, &w);
     } else {
-        _Unwind_Backtrace(step, &w);
+        libc_unwind_backtrace(step, &w);
     }
     stack_fault_escape = NULL;
     uint64_t ns = (uint64_t)(nanotime() - t0);

@@ -54,7 +54,7 @@ __attribute__((noreturn)) void sthread_unwind(struct sthread *st)
 {
     memset(&st->exc, 0, sizeof st->exc);
     st->exc.exception_class = 0x474f5348494d0000ULL; /* "GOSHIM\0\0" */
-    _Unwind_ForcedUnwind(&st->exc, exit_stop, st);
+    libc_unwind_forced(&st->exc, exit_stop, st);
     /* No unwind information at all: skip the cleanups rather than crash. */
     rt_print(2, "goshim: pthread_exit: cannot unwind the thread's stack; cleanup handlers "
                 "and destructors are skipped\n");
@@ -74,7 +74,7 @@ static _Unwind_Reason_Code exit_stop(int version, _Unwind_Action actions,
     (void)exc;
     struct sthread *st = param;
     bool end = (actions & _UA_END_OF_STACK) != 0;
-    uintptr_t cfa = end ? UINTPTR_MAX : (uintptr_t)_Unwind_GetCFA(ctx);
+    uintptr_t cfa = end ? UINTPTR_MAX : (uintptr_t)libc_unwind_cfa(ctx);
     __pthread_unwind_buf_t *buf = st->cleanup;
     if (buf && cfa > jmpbuf_sp(buf)) {
         /* About to leave the frame that pushed it. The buffer is a jmp_buf without the
