@@ -38,8 +38,13 @@ extern __thread bool goshim_vforked __attribute__((tls_model("initial-exec")));
 /* True when the caller is a G of a running runtime. TLS read, no call. */
 static inline bool goshim_active(void)
 {
+    /* Not counted while the runtime is off: a process of one thread (most of those goshim
+     * is preloaded into) would write its TLS page at every call, a page its fork copies
+     * while the child lives. */
+    if (!__builtin_expect(goshim_on, 1))
+        return false;
     sched_note_call(); /* it entered goshim: not a spinner (preempt.c) */
-    if (!__builtin_expect(goshim_on, 1) || sched_self() == NULL)
+    if (sched_self() == NULL)
         return false;
     sched_gate();
     return true;
@@ -49,8 +54,10 @@ static inline bool goshim_active(void)
  * whoever calls; their fast paths need no G. */
 static inline bool sync_on(void)
 {
+    if (!__builtin_expect(goshim_on, 1))
+        return false;
     sched_note_call();
-    return __builtin_expect(goshim_on, 1);
+    return true;
 }
 
 /* shim/sigdeliver.h */

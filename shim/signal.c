@@ -86,7 +86,7 @@ static struct sigaction app_act[65];
 static uint64_t sig_blocked_once;
 /* goshim's SIGQUIT dump, when it stood in for SIGQUIT's default action as that was routed. */
 static void (*quit_dump)(int);
-static struct runtime_lock act_mu;
+static struct runtime_lock act_mu FORK_WRITTEN; /* read by every fork child */
 /* shim/sigroute.h says what these are. */
 uint64_t sig_dispatched;
 uint64_t sig_parked;

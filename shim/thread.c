@@ -64,7 +64,7 @@ static size_t tls_thr_off;
 struct sthread sthread_main FORK_WRITTEN; /* its tid, when main forks */
 /* Taken by whoever looks at other threads' records from outside them (the signal router)
  * and around a record's end, so a record is never freed under the router. */
-struct runtime_lock sthread_lock;
+struct runtime_lock sthread_lock FORK_WRITTEN; /* read by every fork child (thread_fork_child) */
 /* Live pthreads, main included: the last one's exit ends the process. */
 static int32_t nthreads FORK_WRITTEN = 1;
 
@@ -495,7 +495,7 @@ GOSHIM_EXPORT int pthread_getname_np(pthread_t t, char *buf, size_t len)
 /* A fork child has one thread, the one that forked: its exit is the last. */
 static void thread_fork_child(void)
 {
-    nthreads = 1;
+    FORK_SET(nthreads, 1);
     FORK_SET(sthread_lock.key, 0); /* threads the child does not have may have held these */
     struct sthread *self = goshim_on ? sthread_self() : NULL;
     if (self) { /* the pid, as the main thread's (full mode: the runtime set its TCB's) */
