@@ -186,24 +186,41 @@ bool any_runq_nonempty(void)
 }
 
 /*
- * glibc's per-thread malloc words on the TCB the M installs next (tls_malloc_handover).
- * The tcache is its OS thread's, and travels with it. The arena a G's TCB gets is its P's:
- * Gs share arenas as they share CPUs, one per P (P0's is the main thread's main_arena), not
- * one per M that ever ran a G - each arena is locked and unlocked at every fork, a page
- * written in the parent and in the child (docs/measured.md). g0 gets the M's own back. An
- * arena glibc gave the G meanwhile (its first, or another after a failure) is the P's.
+ * glibc's per-thread malloc words on the TCB the M installs next (tls_malloc_handover): gp's,
+ * or g0's (gp NULL). The tcache is its OS thread's, and travels with it. The arena a G's TCB
+ * gets is its P's: Gs share arenas as they share CPUs, one per P that runs an allocating G,
+ * not one per M that ever ran one - each arena is locked and unlocked at every fork, a page
+ * written in the parent and in the child (docs/measured.md). The main G keeps the main
+ * thread's main_arena wherever it runs, as natively: a program whose main thread alone
+ * allocates has that one arena. g0 gets the M's own back. An arena glibc gave a G meanwhile
+ * (its first, or another after a failure) is its P's (p_arena_capture).
  */
-static void malloc_words_to(struct m *mp, void *to, bool to_g)
+void p_arena_capture(struct m *mp, struct p *pp)
+{
+    void *had = tls_malloc_arena(mp->curfs);
+    if (had != mp->arena_given)
+        pp->arena = had;
+}
+
+static void malloc_words_to(struct m *mp, void *to, struct g *gp)
 {
     struct p *pp = mp->p;
-    if (to_g && pp && !pp->arena)
-        pp->arena = tls_malloc_spare(); /* the probe's, else glibc's choice at the first malloc */
-    void *in = to_g ? (pp ? pp->arena : NULL) : mp->own_arena;
+    bool from_g = mp->curfs != mp->g0tcb;
+    if (from_g && pp) /* first: the next G is given it */
+        p_arena_capture(mp, pp);
+    void *in = mp->own_arena;
+    if (gp && (gp->flags & G_MAIN) && tls_malloc_main()) {
+        in = tls_malloc_main();
+    } else if (gp && pp) {
+        if (!pp->arena)
+            pp->arena = tls_malloc_spare(); /* the probe's, else glibc's choice at first use */
+        in = pp->arena;
+    } else if (gp) {
+        in = NULL;
+    }
     void *out = tls_malloc_handover(mp->curfs, to, in);
-    if (mp->curfs == mp->g0tcb)
+    if (!from_g)
         mp->own_arena = out;
-    else if (out != mp->arena_given && pp)
-        pp->arena = out;
     mp->arena_given = in;
 }
 
@@ -212,7 +229,7 @@ static void malloc_words_to(struct m *mp, void *to, bool to_g)
 void restore_own_fs_altstack(struct m *mp)
 {
     if (tls_full() && mp->curfs != mp->g0tcb) {
-        malloc_words_to(mp, mp->g0tcb, false);
+        malloc_words_to(mp, mp->g0tcb, NULL);
         ctx_setfs(mp->g0tcb);
         mp->curfs = mp->g0tcb;
     }
@@ -410,7 +427,7 @@ GOSHIM_NO_TSAN __attribute__((noreturn)) void execute(struct m *mp, struct g *gp
         if (!(gp->flags & G_STARTED))
             bind_tcb(mp, gp);
         if (gp->tcb != mp->curfs) {
-            malloc_words_to(mp, gp->tcb, true);
+            malloc_words_to(mp, gp->tcb, gp);
             ctx_setfs(gp->tcb);
             mp->curfs = gp->tcb;
         }

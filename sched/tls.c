@@ -597,6 +597,11 @@ void *tls_malloc_note_main(void *main_tcb)
     return main_arena;
 }
 
+void *tls_malloc_main(void)
+{
+    return main_arena;
+}
+
 bool tls_malloc_seed(void *tcb)
 {
     if (!main_arena || tls_malloc_arena(tcb))

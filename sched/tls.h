@@ -180,6 +180,7 @@ void *tls_malloc_spare(void);
  * false if tcb has an arena already, or none is known.
  */
 void *tls_malloc_note_main(void *main_tcb);
+void *tls_malloc_main(void); /* the one noted, or NULL */
 bool tls_malloc_seed(void *tcb);
 void tls_malloc_unseed(void *tcb);
 

@@ -409,9 +409,13 @@ static const char *probe_layout(void)
 /* State shared between tls_init and its probe threads. */
 struct probe {
     size_t guard;
-    char *fresh; /* the TCB the malloc probe runs in */
+    char *fresh;   /* the TCB the malloc probe runs in */
+    char *starter; /* the TCB of the thread that runs the probes (it waits meanwhile) */
+    uintptr_t rw[4][2];
+    int nrw; /* libc's writable segments, [lo, hi) */
     unsigned char before[LIBC_TLS_MAX], after[LIBC_TLS_MAX];
     bool fresh_ok;
+    bool prefilled; /* the fresh TCB had the starter's thread_arena (arena_guess) */
 };
 
 /* find_pair returns the unique offset in struct pthread holding (a, b), or 0. */
@@ -474,6 +478,54 @@ static int arena_word_of(char *tcb, const size_t offs[2])
     return found;
 }
 
+/* libc's writable segments, where main_arena is: the object of glibc's malloc. */
+static int libc_rw_segments(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    struct probe *pr = arg;
+    bool mine = false;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, m = (uintptr_t)glibc_malloc.malloc;
+        mine |= ph->p_type == PT_LOAD && m >= lo && m - lo < ph->p_memsz;
+    }
+    for (int i = 0; mine && i < info->dlpi_phnum && pr->nrw < 4; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_W)) {
+            pr->rw[pr->nrw][0] = info->dlpi_addr + ph->p_vaddr;
+            pr->rw[pr->nrw][1] = pr->rw[pr->nrw][0] + ph->p_memsz;
+            pr->nrw++;
+        }
+    }
+    return mine;
+}
+
+/*
+ * The offset of the starter's thread_arena, if one word of its libc block alone points into
+ * libc's writable data (main_arena, the main thread's) where the fresh TCB has 0; else 0.
+ * Given that arena, the probe's malloc attaches none of its own: one arena fewer for good,
+ * which every fork locks and unlocks (a page copied in the parent and in the child). A
+ * wrong guess leaves malloc to attach one as before, and the words are told as before.
+ */
+static size_t arena_guess(struct probe *pr)
+{
+    size_t guess = 0;
+    int n = 0;
+    dl_iterate_phdr(libc_rw_segments, pr);
+    for (size_t i = 0; pr->starter && i + 8 <= tls_info.libc_tls_size; i += 8) {
+        size_t off = tls_info.libc_tls_off - i;
+        uintptr_t v = WORD(pr->starter, -(ptrdiff_t)off);
+        if (!v || WORD(pr->fresh, -(ptrdiff_t)off))
+            continue;
+        for (int k = 0; k < pr->nrw; k++)
+            if (v >= pr->rw[k][0] && v < pr->rw[k][1]) {
+                guess = off;
+                n++;
+            }
+    }
+    return n == 1 ? guess : 0;
+}
+
 /*
  * probe_malloc_words finds the words malloc sets in a fresh TCB's libc
  * block. It runs on a probe thread that has not allocated yet, and hands
@@ -490,6 +542,9 @@ static const char *probe_malloc_words(struct probe *pr)
     char *fresh = pr->fresh;
     if (!glibc_malloc.malloc || !glibc_malloc.free)
         return fail("glibc's malloc", " not found in libc.so.6");
+    size_t guess = arena_guess(pr);
+    if (guess)
+        WORD(fresh, -(ptrdiff_t)guess) = WORD(pr->starter, -(ptrdiff_t)guess);
     tls_call_with_fs(fresh, malloc_probe_fn, pr);
     if (!pr->fresh_ok)
         return fail("fresh TCB errno check", " failed");
@@ -506,12 +561,16 @@ static const char *probe_malloc_words(struct probe *pr)
         else
             offs[n++] = tls_info.libc_tls_off - i;
     }
+    /* The guess right, malloc set the tcache alone; wrong, both words as ever. */
+    pr->prefilled = guess && n == 1 && !bad;
+    if (pr->prefilled)
+        offs[n++] = guess;
     if (bad || n == 1)
         return fail("malloc state probe", ": unexpected TLS changes");
     tls_info.nmalloc = n;
     tls_info.malloc_off[0] = offs[0];
     tls_info.malloc_off[1] = offs[1];
-    tls_info.arena_word = n == 2 ? arena_word_of(fresh, offs) : 0;
+    tls_info.arena_word = pr->prefilled ? 2 : n == 2 ? arena_word_of(fresh, offs) : 0;
     char *self = tls_self();
     if (n == 2 && WORD(self, -(ptrdiff_t)offs[0]) == 0 && WORD(self, -(ptrdiff_t)offs[1]) == 0)
         tls_malloc_move(fresh, self);
@@ -608,11 +667,16 @@ static void *probe_thread(void *arg)
         why = probe_malloc_words(pr);
     }
     why = why ? why : probe_allocating();
-    /* The arena the probe attached stays attached, for a P's Gs (tls_malloc_spare): off
-     * this thread before it ends, which would detach it. */
+    /* The arena the probe attached stays attached, for a P's Gs (tls_malloc_spare); the
+     * starter's, given (prefilled), was never attached: either goes off this thread before
+     * it ends, which would detach it. */
     void *self = tls_self();
-    if (!why && (tls_spare_arena = tls_malloc_arena(self)) != NULL)
+    void *arena = why ? NULL : tls_malloc_arena(self);
+    if (arena) {
+        if (!pr->prefilled)
+            tls_spare_arena = arena;
         WORD(self, -(ptrdiff_t)tls_info.malloc_off[tls_info.arena_word - 1]) = 0;
+    }
     return (void *)why;
 }
 
@@ -670,6 +734,7 @@ static const char *probe_all(bool want_ldt, const char *forced)
     if (pr == MAP_FAILED)
         return fail("probe memory", " unavailable");
     resolve_glibc_malloc();
+    pr->starter = tls_self();
     /* Allocated here: the probe thread fills it once it knows the offsets. */
     if (!(pr->fresh = tls_tcb_alloc()))
         why = fail("probe TCB allocation", " failed");
