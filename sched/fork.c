@@ -177,9 +177,6 @@ static void reset_sched(struct m *mp, struct p *fork_p)
         FORK_SET(pp->runnext, NULL);
         if (pp == fork_p || (pp == mine && mp->p == pp))
             continue;
-        /* The child's glibc took every arena but the forking thread's for unattached: its
-         * next G there attaches one again (schedule.c: malloc_words_to). */
-        FORK_SET(pp->arena, NULL);
         FORK_SET(pp->link, NULL);
         FORK_SET(pp->status, Pidle);
         FORK_SET(pp->m, NULL);

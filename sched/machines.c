@@ -138,7 +138,6 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
         mp->listed = TLS_LISTED_GLIBC;
     }
     tls_relist_note(mp->real_tcb, mp->listed, false);
-    tls_malloc_seed(mp->real_tcb); /* taken back as it ends (m_exit) */
     mp->sigmask = thread_sigmask();
     __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
     m_mark_own_tls(mp, mp->g0tcb);

@@ -218,7 +218,6 @@ void m_exit(struct m *mp)
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, 0, sizeof all, 0, 0);
     preempt_m_fini(mp);
     stack_thread_fini(&mp->altmade);
-    tls_malloc_unseed(mp->g0tcb); /* not attached (mstart): glibc must not detach it */
     rt_syscall(SYS_arch_prctl, ARCH_SET_GS, 0, 0);
     m_stack_release(mp);
     runtime_lock(&sched.lock);

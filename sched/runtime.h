@@ -148,7 +148,7 @@ struct m {
     void *real_tcb;      /* glibc's descriptor of its OS thread (M0: the main G's) */
     uint8_t listed;      /* enum tls_listed: glibc's list of real_tcb (fork.c) */
     void *own_arena;     /* its thread's malloc arena, while a G's TCB is installed */
-    void *arena_given;   /* the arena the installed G's TCB was given (schedule.c) */
+    bool curmain;        /* the TCB installed has main_arena, the main G's (schedule.c) */
     struct release rel;  /* pending release, see above */
     uint64_t fastrand;   /* per-M random state */
     int tid;
@@ -247,7 +247,6 @@ struct p {
     int32_t gfreecnt;
     uint32_t gburst; /* Gs taken from gfree since one was last put back (gfget's prefetch) */
     struct stackcache stackcache;   /* owner */
-    void *arena;                    /* glibc's malloc arena of its Gs (schedule.c); owner */
     void *tcbcache[TCB_PCACHE_MAX]; /* TCBs of joined threads, for new Gs; owner */
     uint32_t ntcbcache;             /* owner */
 

@@ -231,10 +231,6 @@ void m_exit(struct m *mp);
 struct m *m_reuse(void);
 /* A new M struct, given an id and put on allm; NULL without memory. */
 struct m *m_alloc_listed(void);
-/* An arena glibc gave the G whose TCB mp has installed (its first, or another after a
- * failure) becomes the P's (schedule.c): at a switch, and where the G leaves pp without
- * one (a system call, a hand-off), so that the next G there is given it. */
-void p_arena_capture(struct m *mp, struct p *pp);
 /* The stack (its lowest byte) for mp's next thread, M_STACK_SIZE bytes of goshim's, with
  * a guard below; NULL: glibc makes one (mretire.c says when). */
 enum { M_STACK_SIZE = 1 << 20, M_STACK_GUARD = 4096 };

@@ -162,14 +162,11 @@ static int64_t thread_cpu_so_far(void)
     return (int64_t)used.tv_sec * 1000000000 + used.tv_nsec;
 }
 
-/* The main G keeps the adopting thread's malloc arena (schedule.c), and M0's scheduler,
- * which never ends, takes it unattached; P0's other Gs have theirs when they first need one. */
-static void adopt_arena(struct m *mp, struct p *pp, void *self)
+/* The main G keeps the adopting thread's malloc arena wherever it runs (schedule.c). */
+static void adopt_arena(struct m *mp, void *self)
 {
-    (void)pp;
-    mp->arena_given = tls_malloc_note_main(self);
-    if (mp->g0tcb != self)
-        tls_malloc_seed(mp->g0tcb);
+    if (tls_malloc_note_main(self))
+        mp->curmain = true; /* the main G runs on M0, on its own TCB */
 }
 
 /* Where glibc lists the adopting thread: the main thread on the user list; a thread that
@@ -256,7 +253,7 @@ int sched_adopt_main(void)
     if (!pp)
         goshim_throw("sched_adopt_main: no idle P");
     acquirep(pp);
-    adopt_arena(mp, pp, self);
+    adopt_arena(mp, self);
     mmaker_init(); /* after M0 took its id and P: the maker's first act is a reserve M */
     return 0;
 }

@@ -187,41 +187,23 @@ bool any_runq_nonempty(void)
 
 /*
  * glibc's per-thread malloc words on the TCB the M installs next (tls_malloc_handover): gp's,
- * or g0's (gp NULL). The tcache is its OS thread's, and travels with it. The arena a G's TCB
- * gets is its P's: Gs share arenas as they share CPUs, one per P that runs an allocating G,
- * not one per M that ever ran one - each arena is locked and unlocked at every fork, a page
- * written in the parent and in the child (docs/measured.md). The main G keeps the main
- * thread's main_arena wherever it runs, as natively: a program whose main thread alone
- * allocates has that one arena. g0 gets the M's own back. An arena glibc gave a G meanwhile
- * (its first, or another after a failure) is its P's (p_arena_capture).
+ * or g0's (gp NULL). Both are the M's OS thread's, and travel with it, as a G is never
+ * switched out inside malloc; so two threads that run at once never share an arena (a P's
+ * Gs sharing one contended its lock at every hand-off of a P-less G: 10x slower mallocs).
+ * The main G keeps the main thread's main_arena wherever it runs, as natively: a program
+ * whose main thread alone allocates has that one arena, which every fork locks and unlocks
+ * (a page written in the parent and in the child, docs/measured.md), not one more for each
+ * M the main G ran on. An arena glibc gives a G (its M's first, or another after a failure)
+ * is its M's.
  */
-void p_arena_capture(struct m *mp, struct p *pp)
-{
-    void *had = tls_malloc_arena(mp->curfs);
-    if (had != mp->arena_given)
-        pp->arena = had;
-}
-
 static void malloc_words_to(struct m *mp, void *to, struct g *gp)
 {
-    struct p *pp = mp->p;
-    bool from_g = mp->curfs != mp->g0tcb;
-    if (from_g && pp) /* first: the next G is given it */
-        p_arena_capture(mp, pp);
-    void *in = mp->own_arena;
-    if (gp && (gp->flags & G_MAIN) && tls_malloc_main()) {
-        in = tls_malloc_main();
-    } else if (gp && pp) {
-        if (!pp->arena)
-            pp->arena = tls_malloc_spare(); /* the probe's, else glibc's choice at first use */
-        in = pp->arena;
-    } else if (gp) {
-        in = NULL;
-    }
-    void *out = tls_malloc_handover(mp->curfs, to, in);
-    if (!from_g)
-        mp->own_arena = out;
-    mp->arena_given = in;
+    void *main = tls_malloc_main();
+    bool main_g = gp && (gp->flags & G_MAIN) && main;
+    void *out = tls_malloc_handover(mp->curfs, to, main_g ? main : mp->own_arena);
+    if (!mp->curmain)
+        mp->own_arena = out; /* from g0 or a G of the M's arena: as it is now */
+    mp->curmain = main_g;
 }
 
 /* Install the M's own TCB as FS base again (full TLS mode), and its own alternate signal

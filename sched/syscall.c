@@ -20,7 +20,6 @@
  * proc.c), then queues it.
  */
 #include "sched.h"
-#include "tls.h"
 #include "throw.h"
 #include "timer.h"
 
@@ -66,8 +65,6 @@ static struct p *syscall_enter(struct m *mp)
     if (!casgstatus(gp, Grunning, Gsyscall))
         goshim_throw("entersyscall: G not running");
     struct p *pp = mp->p;
-    if (tls_full())
-        p_arena_capture(mp, pp);
     __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
     mp->oldp = pp;
     return pp;
@@ -171,8 +168,6 @@ static bool handoff(struct m *mp, int32_t own_locks)
         __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
         return false;
     }
-    if (tls_full())
-        p_arena_capture(mp, pp); /* the G's TCB word: set at its first malloc, then steady */
     __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
     mp->oldp = pp;
     mp->p = NULL;

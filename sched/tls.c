@@ -28,10 +28,10 @@
  *     rseq cpu_id = -2 (sched_getcpu falls back to vDSO getcpu), __resp ->
  *     own res, stackblock fields; __ctype_init must run on the new thread.
  *   - glibc 2.36 exports no per-thread cleanup, so a G with its own malloc
- *     tcache leaks it (~700 B per G). Fix: a G borrows the tcache of the M
- *     that runs it, and its P's thread_arena (tls_malloc_handover at every
- *     switch; schedule.c). That is safe because a G is never switched out
- *     inside malloc.
+ *     tcache leaks it (~700 B per G). Fix: a G borrows the tcache and
+ *     thread_arena words of the M that runs it (tls_malloc_handover at every
+ *     switch; the main G keeps main_arena: schedule.c). That is safe because
+ *     a G is never switched out inside malloc.
  *
  * Rejected alternatives:
  *   - Shared TLS with errno saved and restored (what other M:N libraries
@@ -588,7 +588,6 @@ void *tls_malloc_handover(void *from_tcb, void *to_tcb, void *arena)
     return out;
 }
 
-void *tls_spare_arena;
 static void *main_arena; /* the main thread's, as it started the runtime */
 
 void *tls_malloc_note_main(void *main_tcb)
@@ -608,19 +607,6 @@ bool tls_malloc_seed(void *tcb)
         return false;
     WORD(tcb, -(ptrdiff_t)tls_info.malloc_off[tls_info.arena_word - 1]) = (uintptr_t)main_arena;
     return true;
-}
-
-void tls_malloc_unseed(void *tcb)
-{
-    if (main_arena && tls_malloc_arena(tcb) == main_arena)
-        WORD(tcb, -(ptrdiff_t)tls_info.malloc_off[tls_info.arena_word - 1]) = 0;
-}
-
-void *tls_malloc_spare(void)
-{
-    if (!__atomic_load_n(&tls_spare_arena, __ATOMIC_RELAXED))
-        return NULL;
-    return __atomic_exchange_n(&tls_spare_arena, NULL, __ATOMIC_ACQ_REL);
 }
 
 void *tls_malloc_arena(void *tcb)

@@ -170,19 +170,16 @@ void tls_malloc_move(void *from_tcb, void *to_tcb);
 void *tls_malloc_handover(void *from_tcb, void *to_tcb, void *arena);
 /* tcb's arena word (tls_malloc_handover), or NULL. */
 void *tls_malloc_arena(void *tcb);
-/* Once, the arena the malloc probe attached (kept attached, for a P's Gs); else NULL. */
-void *tls_malloc_spare(void);
 /*
- * A thread of the runtime's own (an M's, a helper's) allocates little, and would attach
- * an arena of its own at its first malloc, one more to lock at every fork: it is given the
- * main thread's instead (noted by tls_malloc_note_main, which returns it), not attached, so
- * the thread must not end with it (tls_malloc_unseed, before it ends). tls_malloc_seed:
- * false if tcb has an arena already, or none is known.
+ * A helper thread of the runtime's own allocates little (the maker: its Ms' descriptors),
+ * and would attach an arena of its own at its first malloc, one more to lock at every fork:
+ * it is given the main thread's instead (noted by tls_malloc_note_main, which returns it),
+ * not attached; helpers never end (glibc would detach it then). tls_malloc_seed: false if
+ * tcb has an arena already, or none is known. tls_malloc_main: the one noted, or NULL.
  */
 void *tls_malloc_note_main(void *main_tcb);
-void *tls_malloc_main(void); /* the one noted, or NULL */
+void *tls_malloc_main(void);
 bool tls_malloc_seed(void *tcb);
-void tls_malloc_unseed(void *tcb);
 
 /*
  * tls_var_in returns the address of a static-TLS variable inside tcb, given

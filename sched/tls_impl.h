@@ -62,7 +62,6 @@ struct tlsinfo {
     uint32_t feature_1;
 };
 extern struct tlsinfo tls_info;
-extern void *tls_spare_arena; /* tls_malloc_spare's */
 
 #define WORD(p, off) (*(uintptr_t *)((char *)(p) + (off)))
 

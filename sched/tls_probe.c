@@ -530,9 +530,8 @@ static size_t arena_guess(struct probe *pr)
  * probe_malloc_words finds the words malloc sets in a fresh TCB's libc
  * block. It runs on a probe thread that has not allocated yet, and hands
  * the tcache and arena the probe created to that thread: glibc frees the
- * tcache when the thread exits; the arena, where the words were told apart,
- * is kept for a P's Gs (probe_thread), else glibc leaves it to the next
- * thread that needs one. (Run elsewhere, the
+ * tcache when the thread exits, and leaves the arena to the next thread
+ * that needs one - if the probe made one at all (arena_guess). (Run elsewhere, the
  * probe would leak a tcache and keep an arena attached for ever: 64 MiB of
  * address space. So glibc's malloc is looked up before the thread starts,
  * by resolve_glibc_malloc: dlopen allocates.)
@@ -667,16 +666,11 @@ static void *probe_thread(void *arg)
         why = probe_malloc_words(pr);
     }
     why = why ? why : probe_allocating();
-    /* The arena the probe attached stays attached, for a P's Gs (tls_malloc_spare); the
-     * starter's, given (prefilled), was never attached: either goes off this thread before
-     * it ends, which would detach it. */
+    /* The starter's arena, given (prefilled), was never attached: off this thread before it
+     * ends, which would detach it. One the probe attached goes to glibc's free list then. */
     void *self = tls_self();
-    void *arena = why ? NULL : tls_malloc_arena(self);
-    if (arena) {
-        if (!pr->prefilled)
-            tls_spare_arena = arena;
+    if (!why && pr->prefilled)
         WORD(self, -(ptrdiff_t)tls_info.malloc_off[tls_info.arena_word - 1]) = 0;
-    }
     return (void *)why;
 }
 

@@ -443,17 +443,20 @@ Test(preload_tls, tls_suite_in_every_method, .timeout = 120)
     }
 }
 
-/* Threads that allocate at the same time leave the process one malloc arena per P and the
- * main thread's, not one each (natively one each, and the main thread's): their Gs share
- * their P's, as they share its CPU; the main G keeps main_arena; goshim's own threads take
- * that one unattached. Every arena is locked and unlocked at each fork, a page copied in
- * the parent and in the child. Their blocks stay theirs, and a fork child does it again. */
-Test(preload_tls, threads_share_one_malloc_arena_per_p, .timeout = 60)
+/* A program whose main thread alone allocates keeps the one arena it has natively
+ * (main_arena), though its thread resumes on other OS threads: the main G keeps the main
+ * thread's arena wherever it runs. Every arena is locked and unlocked at each fork, a page
+ * copied in the parent and in the child: with each M's own arena, the main G's blocks went
+ * to the arena of the M it ran on (two, and one more for the start-up probe and one for the
+ * M maker). Threads that allocate at once keep their blocks, and a fork child does too. */
+Test(preload_tls, main_thread_keeps_main_arena, .timeout = 60)
 {
     skip_without_full_tls();
-    expect_native_prints("prog_malloc_arenas", "8 9",
-                         "8 threads allocating at once: at most 9 arenas\n");
-    /* At P=2: main_arena and P0's and P1's (before: 4-5, one per M that ran them). */
-    expect_prints_at_p1_and_p2("prog_malloc_arenas", "8 3",
-                               "8 threads allocating at once: at most 3 arenas\n", 9);
+    const char *want = "main allocating, 4 threads waiting: at most 1 arenas\n";
+    expect_native_prints("prog_malloc_arenas", "main 4 1", want);
+    expect_prints_at_p1_and_p2("prog_malloc_arenas", "main 4 1", want, 5);
+    /* Each OS thread that runs allocating threads has one, as natively each thread. */
+    const char *many = "8 threads allocating at once: at most 9 arenas\n";
+    expect_native_prints("prog_malloc_arenas", "8 9", many);
+    expect_prints_at_p1_and_p2("prog_malloc_arenas", "8 9", many, 9);
 }

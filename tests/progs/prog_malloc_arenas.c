@@ -1,8 +1,15 @@
 /*
- * prog_malloc_arenas: how many malloc arenas threads that allocate at the same time leave
- * the process, and that every block stays its owner's.
+ * prog_malloc_arenas: how many malloc arenas threads that allocate leave the process, and
+ * that every block stays its owner's.
  *
  *   prog_malloc_arenas THREADS MAX
+ *   prog_malloc_arenas main THREADS MAX
+ *
+ * main: THREADS threads wait (parked in a condition wait), and main alone allocates, in 20
+ * rounds 1 ms apart (under goshim its thread may resume on another OS thread each time):
+ * glibc keeps the main thread on main_arena, so natively the process has that one arena.
+ * Prints "main allocating, THREADS threads waiting: at most MAX arenas" (else how many,
+ * exit 1). Otherwise:
  *
  * THREADS threads each allocate 1000 blocks of assorted sizes, all alive at once (a
  * barrier), each filled with its owner's byte; main counts glibc's arenas then
@@ -19,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "prog_check.h"
@@ -81,8 +89,66 @@ static int one_run(int nthreads)
     return arenas;
 }
 
+static pthread_mutex_t park_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t park_cv = PTHREAD_COND_INITIALIZER;
+static int park_done;
+
+static void *parked(void *arg)
+{
+    EXPECT(pthread_mutex_lock(&park_mu), 0);
+    while (!park_done)
+        EXPECT(pthread_cond_wait(&park_cv, &park_mu), 0);
+    EXPECT(pthread_mutex_unlock(&park_mu), 0);
+    return arg;
+}
+
+static int main_alone(int nthreads, int max)
+{
+    pthread_t t[MAX_THREADS];
+    for (int i = 0; i < nthreads; i++)
+        EXPECT(pthread_create(&t[i], NULL, parked, NULL), 0);
+    static unsigned char *blocks[20][100];
+    for (int r = 0; r < 20; r++) {
+        for (int i = 0; i < 100; i++) {
+            blocks[r][i] = malloc(64 + (size_t)i * 7);
+            CHECK(blocks[r][i] != NULL);
+            memset(blocks[r][i], r + 1, 64 + (size_t)i * 7);
+        }
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    int arenas = count_arenas();
+    for (int r = 0; r < 20; r++)
+        for (int i = 0; i < 100; i++) {
+            for (size_t j = 0; j < 64 + (size_t)i * 7; j++)
+                CHECK(blocks[r][i][j] == r + 1);
+            free(blocks[r][i]);
+        }
+    EXPECT(pthread_mutex_lock(&park_mu), 0);
+    park_done = 1;
+    EXPECT(pthread_cond_broadcast(&park_cv), 0);
+    EXPECT(pthread_mutex_unlock(&park_mu), 0);
+    for (int i = 0; i < nthreads; i++)
+        EXPECT(pthread_join(t[i], NULL), 0);
+    if (arenas > max) {
+        printf("main allocating, %d threads waiting: %d arenas, more than %d\n", nthreads, arenas,
+               max);
+        return 1;
+    }
+    printf("main allocating, %d threads waiting: at most %d arenas\n", nthreads, max);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "main")) {
+        int n = atoi(argv[2]), m = atoi(argv[3]);
+        if (n < 0 || n > MAX_THREADS || m < 1) {
+            fprintf(stderr, "usage: prog_malloc_arenas main THREADS MAX\n");
+            return 2;
+        }
+        return main_alone(n, m);
+    }
     int nthreads = argc > 2 ? atoi(argv[1]) : 0, max = argc > 2 ? atoi(argv[2]) : 0;
     if (nthreads < 1 || nthreads > MAX_THREADS || max < 1) {
         fprintf(stderr, "usage: prog_malloc_arenas THREADS MAX   (THREADS <= %d)\n", MAX_THREADS);
