@@ -198,11 +198,11 @@ bool any_runq_nonempty(void)
  */
 static void malloc_words_to(struct m *mp, void *to, struct g *gp)
 {
+    if (!mp->curmain) /* g0's or a G's: the M's arena, as glibc left it (a G's first malloc) */
+        mp->own_arena = tls_malloc_arena(mp->curfs);
     void *main = tls_malloc_main();
     bool main_g = gp && (gp->flags & G_MAIN) && main;
-    void *out = tls_malloc_handover(mp->curfs, to, main_g ? main : mp->own_arena);
-    if (!mp->curmain)
-        mp->own_arena = out; /* from g0 or a G of the M's arena: as it is now */
+    tls_malloc_handover(mp->curfs, to, main_g ? main : mp->own_arena);
     mp->curmain = main_g;
 }
 
