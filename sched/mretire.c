@@ -142,11 +142,13 @@ static void mfree_put(struct m *mp)
  */
 static void m_stack_release(struct m *mp)
 {
+    if (!mp->ownstack)
+        return; /* glibc's stack: glibc gives its pages back as the thread ends */
     uintptr_t sp;
     __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
     char *lo = mp->ownstack + M_STACK_GUARD;
     char *hi = (char *)((sp - M_STACK_KEEP) & ~(uintptr_t)4095);
-    if (mp->ownstack && hi > lo)
+    if (hi > lo)
         rt_syscall(SYS_madvise, (long)lo, hi - lo, MADV_DONTNEED);
 }
 
