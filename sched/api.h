@@ -363,6 +363,9 @@ bool entersyscallblock(void); /* the same, handing the P off at once */
 /* entersyscallblock, having waited first, parked, while no OS thread could be had for the
  * Gs its P leaves (sched/mmaker.c): for a call that prepared nothing on its OS thread. */
 bool entersyscallblock_waiting(void);
+/* entersyscall only while the process is otherwise idle (a P idle, nothing runnable: the P
+ * stays attached, sysmon retakes it if work comes); false: did nothing, the caller parks. */
+bool entersyscall_idle(void);
 void exitsyscall(void);
 /* A G whose P was handed off while it stayed away from the runtime takes
  * one back at a wrapper's entry, yielding to the Gs that wait meanwhile. */

@@ -56,6 +56,7 @@ void sched_fork_prepare(void)
     mp->forking = true;
     if (tls_full() && mp->curfs != mp->real_tcb && !tls_relist_ready(mp->listed)) {
         tls_malloc_move(mp->curfs, mp->real_tcb);
+        __atomic_add_fetch(&m_on_real_tcb, 1, __ATOMIC_SEQ_CST);
         ctx_setfs(mp->real_tcb);
     }
 }
@@ -74,6 +75,7 @@ static struct m *fork_resume(bool *on_g)
         int e = errno_get();
         tls_malloc_move(on, mp->curfs);
         ctx_setfs(mp->curfs);
+        __atomic_sub_fetch(&m_on_real_tcb, 1, __ATOMIC_SEQ_CST);
         errno_set(e);
     }
     return mp;
@@ -162,6 +164,7 @@ static void reset_sched(struct m *mp, struct p *fork_p)
     sched.nmcoming = 0;
     sched.mcount = 1;
     sched.nmspinning = 0;
+    sched.nkept = 0;
     sched.runq.head = sched.runq.tail = NULL;
     sched.runqsize = 0;
 

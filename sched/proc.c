@@ -104,14 +104,19 @@ void m_mark_own_tls(struct m *mp, void *tcb)
     *(struct m **)((char *)tcb + ((char *)&tls_own_m - (char *)tls_self())) = mp;
 }
 
+int m_on_real_tcb;
+
 /*
  * The calling thread's M as its TLS tells it, without a system call (NULL: TLS cannot tell,
  * ask the GS base). In full TLS mode every TCB an M installs says whose it is: its own
  * (tls_own_m) or a G's, whose m is the M that runs it from execute until the G is released
  * on another M, which happens only once this one's FS points elsewhere (release_commit);
- * but the main G's, which M0's fork installs too (the GS base is asked then).
+ * but the main G's, which M0 installs too as its own descriptor for a fork (while glibc's
+ * list heads are unknown, sched_fork_prepare's fallback) or a set*id: while an M does
+ * either (m_on_real_tcb, counted before it installs the descriptor), the GS base is asked.
  * Reading the GS base (arch_prctl) in every signal handler cost 12% of a timer signal's
- * path on a PVM guest (a trapped MSR read).
+ * path on a PVM guest (a trapped MSR read); the main G's every handler paid it until
+ * the count.
  */
 struct m *m_by_tls(void)
 {
@@ -120,11 +125,8 @@ struct m *m_by_tls(void)
     struct m *mp = tls_own_m;
     if (mp)
         return mp;
-    /* Not the main G's TCB: it is also M0's glibc descriptor, which a fork on M0 installs
-     * while glibc's list heads are unknown (sched_fork_prepare's fallback), while the main
-     * G may run on another M. */
     struct g *gp = getg();
-    if (!gp || (gp->flags & G_MAIN))
+    if (!gp || ((gp->flags & G_MAIN) && __atomic_load_n(&m_on_real_tcb, __ATOMIC_SEQ_CST)))
         return NULL;
     mp = __atomic_load_n(&gp->m, __ATOMIC_ACQUIRE);
     return mp && mp->self == mp ? mp : NULL;

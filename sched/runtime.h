@@ -177,6 +177,7 @@ struct m {
     uint32_t ong0;
     bool coming;  /* counted in sched.nmcoming until its first stopm */
     bool forking; /* its G is in fork(), from our prepare handler to parent or child's */
+    bool kept;    /* its G's call kept the P while the process was idle (keep_idle_p); owner */
     /* Where a signal handler that lands on it finds it (sched_route_asleep): asleep in
      * stopm on its note, holding no lock (it may take the scheduler's locks there); or in
      * findrunnable's search or execute, which hand on what is posted to the router before
@@ -233,6 +234,7 @@ struct p {
     int64_t schedwhen;    /* when its G began its slice, stamped while sysmon sleeps long; atomic */
     int64_t switchwhen;   /* when its G was switched in: stamped with schedwhen, not if inherited */
     uint32_t syscalltick; /* incremented at every system call entry and exit; atomic */
+    uint32_t kepttick;    /* syscalltick of the call that kept it while idle (keep_idle_p) */
     struct m *m;          /* owner M, when Prunning */
     bool fairdue;         /* the next look takes the global queue first (fair_defer); owner */
 
@@ -284,6 +286,7 @@ struct schedt {
     struct p *pidle;      /* idle Ps; sched.lock */
     int32_t npidle;       /* atomic (written under sched.lock) */
     int32_t nmspinning;   /* atomic */
+    int32_t nkept;        /* Gs in calls that kept their P while idle (keep_idle_p); atomic */
     struct gqueue runq;   /* global run queue; sched.lock */
     int32_t runqsize;     /* sched.lock; read racily as a hint */
     int32_t npreemptq;    /* atomic: runnable Gs that wait because they were preempted */

@@ -34,6 +34,11 @@ struct m *m_of_thread(void);
 /* The same from TLS alone, no system call (full mode; NULL where TLS cannot tell): for the
  * dispatcher of the program's signals (proc.c). */
 struct m *m_by_tls(void);
+/* Ms running on their own glibc descriptor (real_tcb) for a fork or a set*id: M0's is the
+ * main G's TCB, while the main G may run on another M (m_by_tls). Atomic. A fork child
+ * keeps the count of the parent's other Ms (not reset: a page the child would read): its
+ * main G's handlers then ask the GS base, as before. */
+extern int m_on_real_tcb;
 /* The dispatcher's m_of_thread: TLS first (m_by_tls), the GS base where it cannot tell. */
 struct m *m_of_signal_thread(void);
 /* The calling thread's M, from TLS and the GS base, no system call; NULL on threads goshim
@@ -155,6 +160,9 @@ __attribute__((noreturn)) void schedule(void);
 struct g *findrunnable_local(struct p *pp, bool *inherit);
 struct g *stealwork(struct m *mp, struct p *pp, int *round);
 void wakep(void);
+/* wakep with no P idle: a P kept by a blocking call while the process was idle is handed
+ * off for the work (syscall.c). */
+void take_kept_p(void);
 void resetspinning(struct m *mp);
 void restore_own_fs_altstack(struct m *mp);
 __attribute__((noreturn)) void execute(struct m *mp, struct g *gp, bool inherit);

@@ -79,8 +79,11 @@ static void steal_order_init(uint32_t n)
 void wakep(void)
 {
     fork_settled(); /* a fork child's idle Ps are its parent's until then */
-    if (__atomic_load_n(&sched.npidle, __ATOMIC_SEQ_CST) == 0)
+    if (__atomic_load_n(&sched.npidle, __ATOMIC_SEQ_CST) == 0) {
+        if (__atomic_load_n(&sched.nkept, __ATOMIC_RELAXED) > 0)
+            take_kept_p();
         return;
+    }
     int32_t zero = 0;
     if (__atomic_load_n(&sched.nmspinning, __ATOMIC_SEQ_CST) != 0 ||
         !__atomic_compare_exchange_n(&sched.nmspinning, &zero, 1, 0, __ATOMIC_SEQ_CST,

@@ -43,9 +43,11 @@ static void on_setxid(int sig, siginfo_t *si, void *uc)
     struct m *mp = (struct m *)gs;
     if (mp && rt_syscall(SYS_arch_prctl, ARCH_GET_FS, &fs, 0) == 0 && mp->real_tcb &&
         (void *)fs != mp->real_tcb) {
+        __atomic_add_fetch(&m_on_real_tcb, 1, __ATOMIC_SEQ_CST);
         ctx_setfs(mp->real_tcb);
         glibc_setxid.handler(sig, si, uc);
         ctx_setfs((void *)fs);
+        __atomic_sub_fetch(&m_on_real_tcb, 1, __ATOMIC_SEQ_CST);
         return;
     }
     glibc_setxid.handler(sig, si, uc);

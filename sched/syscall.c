@@ -97,13 +97,53 @@ static bool block_may_keep_p(struct m *mp)
            __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) == 0;
 }
 
+/*
+ * Enter a blocking call keeping the P, as block_may_keep_p allows. Until the call returns
+ * a G readied while no P is idle takes that P (take_kept_p, from wakep) as it would have
+ * taken it idle, rather than wait for sysmon's retake: a sleep in the kernel while a burst
+ * of work comes must not hold a CPU's worth of scheduling back.
+ */
+static bool keep_idle_p(struct m *mp)
+{
+    if (!block_may_keep_p(mp) || !entersyscall())
+        return false;
+    struct p *pp = mp->oldp;
+    __atomic_store_n(&pp->kepttick, __atomic_load_n(&pp->syscalltick, __ATOMIC_ACQUIRE),
+                     __ATOMIC_RELEASE);
+    mp->kept = true;
+    __atomic_add_fetch(&sched.nkept, 1, __ATOMIC_SEQ_CST);
+    return true;
+}
+
+/* wakep with no P idle: hand off a P kept by a blocking call still under way, if any. */
+void take_kept_p(void)
+{
+    for (int32_t i = 0; i < sched.gomaxprocs; i++) {
+        struct p *pp = sched.allp[i];
+        uint32_t st = Psyscall, tick = __atomic_load_n(&pp->syscalltick, __ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&pp->status, __ATOMIC_ACQUIRE) != Psyscall ||
+            __atomic_load_n(&pp->kepttick, __ATOMIC_ACQUIRE) != tick ||
+            !__atomic_compare_exchange_n(&pp->status, &st, Pidle, false, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE))
+            continue;
+        __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
+        handoffp(pp);
+        return;
+    }
+}
+
+bool entersyscall_idle(void)
+{
+    return keep_idle_p(getm());
+}
+
 /* wait: parks first, while no M can be had for the P's queued work (mmaker.c). */
 static bool enter_block(bool wait)
 {
     struct m *mp, *nmp;
     uint32_t seen;
-    if (block_may_keep_p(getm()))
-        return entersyscall();
+    if (keep_idle_p(getm()))
+        return true;
     for (;;) {
         mp = getm();
         nmp = NULL;
@@ -319,6 +359,10 @@ void exitsyscall(void)
 {
     struct m *mp = getm();
     struct g *gp = mp->curg;
+    if (mp->kept) {
+        mp->kept = false;
+        __atomic_sub_fetch(&sched.nkept, 1, __ATOMIC_SEQ_CST);
+    }
     m_locks_enter(mp);
     while (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) == PLESS_TAKING)
         procyield(20);

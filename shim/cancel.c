@@ -142,6 +142,7 @@ GOSHIM_EXPORT int pthread_cancel(pthread_t t)
     bool pshared = false;
     if (st->gp && st->cancelstate == PTHREAD_CANCEL_ENABLE) {
         gfutex_interrupt(st->gp);
+        shim_sleep_wake(st);
         if (st->canceltype == PTHREAD_CANCEL_ASYNCHRONOUS)
             sched_preempt_g(st->gp); /* running: cancelled where it is preempted */
         pshared = st->pshared_cond != NULL;

@@ -45,6 +45,8 @@ void shim_thread_adopted_main(void);
 #define STHREAD_MAGIC 0x67746872u /* "gthr" */
 
 enum { JS_JOINABLE, JS_DETACHED, JS_JOINING };
+/* st->ksleep: no sleep in the kernel; one under way; one cut short (pthread_cancel). */
+enum { KSLEEP_NONE, KSLEEP_ASLEEP, KSLEEP_WOKEN };
 
 /* What a thread keeps of the signals forwarded to it: each one's siginfo, and the
  * expirations of a POSIX timer folded into the one that waits (added to its si_overrun
@@ -79,6 +81,7 @@ struct sthread {
     int cancelstate;    /* PTHREAD_CANCEL_ENABLE/DISABLE */
     int canceltype;     /* PTHREAD_CANCEL_DEFERRED/ASYNCHRONOUS (stored only) */
     uint32_t cancelreq; /* pthread_cancel was called */
+    uint32_t ksleep;    /* futex word of a sleep in the kernel (shim/sleep.c): KSLEEP_* */
     /* The process-shared cond it waits on in glibc (shim_pshared_cond_wait), or NULL; lock. */
     pthread_cond_t *pshared_cond;
     pthread_mutex_t *pshared_mutex; /* the mutex of that wait; lock */
@@ -118,6 +121,9 @@ struct sthread {
 
 extern struct runtime_lock sthread_lock;
 extern struct sthread sthread_main; /* the main thread's record */
+
+/* sleep.c: end st's sleep in the kernel, if it sleeps there, for a cancel to act on. */
+void shim_sleep_wake(struct sthread *st);
 
 /* thread.c: the calling thread's record (NULL: not a goshim thread). */
 struct sthread *sthread_self(void);
