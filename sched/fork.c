@@ -47,6 +47,9 @@
 #include <string.h>
 #include <sys/syscall.h>
 
+/* FORK_TEXT begins on a page: ".0" sorts before the code's ".1" (lock.h). */
+__asm__(".section .text.sorted.goshim_fork.0,\"ax\",@progbits\n.balign 4096\n.previous");
+
 void sched_fork_prepare(void)
 {
     if (!sched.started || sched_self() == NULL)
@@ -63,7 +66,7 @@ void sched_fork_prepare(void)
 
 /* The forking M, back on its G's TCB (mp->curfs) if the fork was made on its own, errno
  * with it; NULL on a thread goshim does not run. *on_g: forked on the G's TCB. */
-static struct m *fork_resume(bool *on_g)
+FORK_TEXT static struct m *fork_resume(bool *on_g)
 {
     struct m *mp = m_current();
     if (!mp || !mp->forking)
@@ -111,7 +114,7 @@ void fork_zero(void *p, size_t n)
 
 /* Child, at once: the forking thread - its M and G - is the process's one thread, and
  * every other G is dead (g_status). */
-static void fork_own_thread(struct m *mp)
+FORK_TEXT static void fork_own_thread(struct m *mp)
 {
     struct g *self = mp->curg;
     mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
@@ -231,7 +234,7 @@ void sched_fork_settle(void)
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
 }
 
-void sched_fork_child(void)
+FORK_TEXT void sched_fork_child(void)
 {
     bool on_g = false;
     struct m *mp = fork_resume(&on_g);

@@ -122,12 +122,12 @@ static struct {
     uint32_t wanted;   /* atomic: a signal handler asked for them */
 } lone_helpers FORK_WRITTEN;
 
-bool sched_helpers_may_defer(void)
+FORK_TEXT bool sched_helpers_may_defer(void)
 {
     return sched_lone() && sysmon_traces() == 0 && preempt_when_waiting();
 }
 
-bool sched_helper_defer(int (*start)(void))
+FORK_TEXT bool sched_helper_defer(int (*start)(void))
 {
     if (lone_helpers.n == HELPERS || !sched_helpers_may_defer())
         return false;
@@ -171,7 +171,7 @@ bool sched_helpers_check(void)
 }
 
 /* Fork child: what the parent deferred is its own (its helpers are running or were). */
-void sched_helpers_fork_child(void)
+FORK_TEXT void sched_helpers_fork_child(void)
 {
     FORK_SET(helper_slots_used, 0); /* their threads were the parent's */
     FORK_SET(lone_helpers.n, 0);

@@ -685,7 +685,7 @@ void netpoll_fork_parent(void)
 }
 
 /* Fork child, at once: the parent's epoll instance closed, never touched again. */
-void netpoll_fork_own(void)
+FORK_TEXT void netpoll_fork_own(void)
 {
     FORK_SET(np.no_own_pairs, true);
     np_fork_child();

@@ -185,7 +185,7 @@ long np_ctl(int op, int fd, struct epoll_event *e)
     return rc;
 }
 
-void np_fork_child(void)
+FORK_TEXT void np_fork_child(void)
 {
     for (int slot = OWNFD_EPOLL; slot <= OWNFD_WAKE; slot++) {
         int fd = ownfd_get(slot);

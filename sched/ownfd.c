@@ -97,7 +97,7 @@ int ownfd_get(int slot)
     return __atomic_load_n(&own.fd[slot], __ATOMIC_SEQ_CST);
 }
 
-void ownfd_set(int slot, int fd)
+FORK_TEXT void ownfd_set(int slot, int fd)
 {
     /* The kernel gave fd out again: a slot that still names it lost its
      * file behind goshim's back. */
@@ -259,7 +259,7 @@ void ownfd_counts(uint64_t *moved, uint64_t *lost)
     *lost = __atomic_load_n(&own.lost, __ATOMIC_RELAXED);
 }
 
-void ownfd_fork_child(void)
+FORK_TEXT void ownfd_fork_child(void)
 {
     FORK_SET(own.lock.key, 0); /* another thread of the parent may have held it */
     FORK_SET(own.phase, 0);

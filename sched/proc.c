@@ -59,7 +59,7 @@ __thread uint64_t sched_ncalls __attribute__((tls_model("initial-exec")));
 
 /* Read tls_g freshly: never let the compiler keep it (or its address)
  * across a switch, after which the G may run on another M. */
-__attribute__((noinline)) static struct g *getg(void)
+FORK_TEXT __attribute__((noinline)) static struct g *getg(void)
 {
     struct g *gp = tls_g;
     __asm__ volatile("" ::: "memory");
@@ -186,7 +186,7 @@ void releasem(struct m *mp)
     }
 }
 
-struct m *m_current(void)
+FORK_TEXT struct m *m_current(void)
 {
     return getg() ? getm() : NULL;
 }

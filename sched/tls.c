@@ -528,7 +528,7 @@ bool tls_relist_ready(enum tls_listed how)
            (how == TLS_LISTED_OWN || __atomic_load_n(&glists.used, __ATOMIC_RELAXED));
 }
 
-bool tls_relist_child(void *forked_on, void *kept, enum tls_listed how, unsigned tid)
+FORK_TEXT bool tls_relist_child(void *forked_on, void *kept, enum tls_listed how, unsigned tid)
 {
     struct glist *on = tcb_list(forked_on), *h = on->next, *k = tcb_list(kept);
     if (!tls_relist_ready(how))

@@ -150,7 +150,7 @@ static void snapshot_take(struct snapshot *s)
  * did (zero in the process that started goshim). */
 static struct snapshot since;
 
-void stats_fork_child(void)
+FORK_TEXT void stats_fork_child(void)
 {
     if (ownfd_get(OWNFD_STATS) >= 0)
         snapshot_take(&since);

@@ -201,7 +201,7 @@ static void act_unlock(uint64_t old)
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
 }
 
-void sig_act_fork_child(void)
+FORK_TEXT void sig_act_fork_child(void)
 {
     FORK_SET(act_mu.key, 0); /* a thread the child does not have may have held it */
 }

@@ -69,7 +69,7 @@ static void postq_init(void)
  * kernel gives a child no pending signal); a slot a thread of the parent had claimed but
  * not filled counts as taken. The rest of the queue stays as it is: rewriting every slot,
  * as postq_init does, would copy the whole queue's pages from the parent. */
-static void postq_fork_child(void)
+FORK_TEXT static void postq_fork_child(void)
 {
     uint64_t head = rt.head;
     for (uint64_t pos = rt.tail; pos < head; pos++)
@@ -439,12 +439,12 @@ static int router_restart(void)
     return err;
 }
 
-static void router_fork_child(void)
+FORK_TEXT static void router_fork_child(void)
 {
     sig_act_fork_child();
     if (!goshim_started || !sched_self())
         return;
-    sig_self_pid = getpid();
+    sig_self_pid = (pid_t)rt_syscall(SYS_getpid, 0, 0, 0); /* libc's: a PLT page of goshim's */
     postq_fork_child();
     /* (rt.word stays: the router reads it before each wait.) */
     FORK_SET(rt.handed_waiters, 0);

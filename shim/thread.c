@@ -493,14 +493,14 @@ GOSHIM_EXPORT int pthread_getname_np(pthread_t t, char *buf, size_t len)
 /* ---- start-up ------------------------------------------------------------------ */
 
 /* A fork child has one thread, the one that forked: its exit is the last. */
-static void thread_fork_child(void)
+FORK_TEXT static void thread_fork_child(void)
 {
     FORK_SET(nthreads, 1);
     FORK_SET(sthread_lock.key, 0); /* threads the child does not have may have held these */
     struct sthread *self = goshim_on ? sthread_self() : NULL;
     if (self) { /* the pid, as the main thread's (full mode: the runtime set its TCB's) */
         FORK_SET(self->lock.key, 0);
-        self->tid = getpid();
+        self->tid = (pid_t)rt_syscall(SYS_getpid, 0, 0, 0); /* libc's: a PLT page of goshim's */
     }
     /* Forked by another thread, the child has no main thread: a signal for the process
      * posted to the parent's would wait for ever for a thread the child does not have. */
