@@ -59,7 +59,7 @@ __thread uint64_t sched_ncalls __attribute__((tls_model("initial-exec")));
 
 /* Read tls_g freshly: never let the compiler keep it (or its address)
  * across a switch, after which the G may run on another M. */
-FORK_TEXT __attribute__((noinline)) static struct g *getg(void)
+__attribute__((noinline)) static struct g *getg(void)
 {
     struct g *gp = tls_g;
     __asm__ volatile("" ::: "memory");
@@ -186,9 +186,12 @@ void releasem(struct m *mp)
     }
 }
 
+/* Only fork's (FORK_TEXT): tls_g read here, getg staying on the hot code's pages. */
 FORK_TEXT struct m *m_current(void)
 {
-    return getg() ? getm() : NULL;
+    struct g *gp = tls_g;
+    __asm__ volatile("" ::: "memory");
+    return gp ? getm() : NULL;
 }
 
 bool m_in_runtime(void)
