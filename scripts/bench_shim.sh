@@ -22,7 +22,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 progs=$root/build/tests/progs
 lib=$root/build/libgoshim.so
 
-for f in "$lib" "$progs"/pbench_{create_join,cond_pingpong,mutex_uncontended,mutex_contended,blocked_threads}; do
+for f in "$lib" "$progs"/pbench_{create_join,cond_pingpong,mutex_uncontended,mutex_contended,blocked_threads,malloc}; do
     if [ ! -e "$f" ]; then
         echo "bench_shim: $f is missing (run make all)" >&2
         exit 1
@@ -47,6 +47,9 @@ for t in 2 8 64; do
     k=$(sc $((1000000 / t)))
     cases+=("mutex_contended_$t|pbench_mutex_contended $t $k|$((t * k))|ns|60")
 done
+# Threads allocating at once: each keeps a malloc arena of its own (a regression that shared
+# one per P made it 10x slower, and only a throwaway program saw it).
+cases+=("malloc_4_threads|pbench_malloc 4 $(sc 500000)|$((4 * $(sc 500000)))|ns|60")
 for n in 10000 30000 100000; do
     cases+=("blocked_$((n / 1000))k|pbench_blocked_threads $(sc $n)|$(sc $n)|blocked|120")
 done
@@ -198,6 +201,7 @@ row mutex_uncontended "goshim <= 1.3x glibc ns" "r >= 1 / 1.3"
 row mutex_contended_2 ">= 2x throughput" "r >= 2"
 row mutex_contended_8 ">= 2x throughput" "r >= 2"
 row mutex_contended_64 ">= 2x throughput" "r >= 2"
+row malloc_4_threads "goshim <= 1.1x glibc ns" "r >= 1 / 1.1"
 row blocked_10k "(info)" -
 row blocked_30k "(info)" -
 # 100k blocked threads: goshim must succeed within 1 GiB; native may fail.
