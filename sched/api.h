@@ -521,6 +521,8 @@ void netpoll_unsubscribe(struct psub *s);
 struct pdesc *netpoll_fd(int fd);
 /* Describe a fd the caller just created (no system call). */
 void netpoll_known(int fd, int kind, bool stream, bool socket, bool user_nb);
+/* open() (with these flags) just made fd: taken for a file until something needs to know. */
+void netpoll_opened(int fd, int flags);
 /* The two ends of a pipe or socketpair this process just created. */
 void netpoll_pair(int a, int b);
 /* Forget everything about fd (it is being closed or replaced): waiters

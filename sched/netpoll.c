@@ -61,7 +61,7 @@ static struct {
     uint32_t epoll_waiters; /* Gs parked that only epoll can wake; atomic */
     uint32_t nregistered;   /* atomic */
     bool no_own_pairs;      /* a fork happened: no pair is known to be written only here */
-    uint64_t nparks, ndirect;
+    uint64_t nparks, ndirect, nclassified;
 } np;
 
 static inline long sys(long nr, long a, long b, long c)
@@ -139,7 +139,7 @@ static void pd_set(struct pdesc *pd, int kind, bool stream, bool socket, bool us
     pd->inflight = 0;
     pd->writing = 0;
     pd->hup = 0;
-    __atomic_store_n(&pd->init, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&pd->init, PD_CLASSIFIED, __ATOMIC_RELEASE);
 }
 
 void netpoll_known(int fd, int kind, bool stream, bool socket, bool user_nb)
@@ -161,6 +161,7 @@ static int64_t timeval_ns(const struct timeval *tv)
 static bool classify(struct pdesc *pd)
 {
     struct stat st;
+    __atomic_add_fetch(&np.nclassified, 1, __ATOMIC_RELAXED);
     long rc = sys(SYS_fstat, pd->fd, (long)&st, 0);
     if (rc < 0)
         return false;
@@ -207,12 +208,35 @@ static bool classify(struct pdesc *pd)
 struct pdesc *netpoll_fd(int fd)
 {
     struct pdesc *pd = pd_slot(fd, true);
-    if (!pd || __atomic_load_n(&pd->init, __ATOMIC_ACQUIRE))
+    if (!pd || __atomic_load_n(&pd->init, __ATOMIC_ACQUIRE) == PD_CLASSIFIED)
         return pd;
     struct m *m_pd = pd_lock(pd);
-    bool ok = pd->init || classify(pd);
+    bool ok = pd->init == PD_CLASSIFIED || classify(pd);
     pd_unlock(pd, m_pd);
     return ok ? pd : NULL;
+}
+
+/*
+ * What open() makes is a regular file, a directory or a device nearly
+ * always: read and write take it for one (the kernel's blocking call, the
+ * P handed off) without the two system calls of a classification, which
+ * were a program's every other system call when it read many small files
+ * (ripgrep). A FIFO or a /proc/self/fd path to a pipe is the exception:
+ * its reads block in the kernel as natively (an M each) until something
+ * that needs its true kind classifies it - poll, select or epoll, fcntl's
+ * O_NONBLOCK - after which they park in the netpoller.
+ */
+void netpoll_opened(int fd, int flags)
+{
+    struct pdesc *pd = pd_slot(fd, true);
+    if (!pd)
+        return;
+    struct m *m_pd = pd_lock(pd);
+    if (pd->init == PD_UNKNOWN) {
+        pd_set(pd, PD_BLOCKING, false, false, (flags & O_NONBLOCK) != 0);
+        __atomic_store_n(&pd->init, PD_GUESSED, __ATOMIC_RELEASE);
+    }
+    pd_unlock(pd, m_pd);
 }
 
 /* ---- readiness ---------------------------------------------------------------- */
@@ -423,7 +447,9 @@ static void force_nonblock(struct pdesc *pd)
 
 int netpoll_reset(struct pdcall *c, int fd, int mode, bool listening)
 {
-    struct pdesc *pd = netpoll_fd(fd);
+    struct pdesc *pd = pd_slot(fd, true);
+    if (!pd || __atomic_load_n(&pd->init, __ATOMIC_ACQUIRE) != PD_GUESSED)
+        pd = netpoll_fd(fd);
     c->pd = pd;
     if (!pd)
         return PD_NOTOPEN;
@@ -634,7 +660,7 @@ void netpoll_close(int fd)
     }
     pd->epoll = 0;
     pd->peer = -1;
-    __atomic_store_n(&pd->init, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&pd->init, PD_UNKNOWN, __ATOMIC_RELEASE);
     pd_unlock(pd, m_pd);
     pd_ready(pd, true, true); /* waiters see the new generation: EBADF */
     if (pp) {
@@ -664,7 +690,8 @@ void netpoll_dup(int oldfd, int newfd)
     struct pdesc *pd = netpoll_lookup(oldfd);
     if (pd && pd->peer >= 0)
         pair_unown(pd);
-    struct pdesc *old = pd && __atomic_load_n(&pd->init, __ATOMIC_ACQUIRE) ? pd : NULL;
+    struct pdesc *old =
+        pd && __atomic_load_n(&pd->init, __ATOMIC_ACQUIRE) == PD_CLASSIFIED ? pd : NULL;
     if (old && newfd >= 0) {
         /* Same open file: same kind, same O_NONBLOCK (ours and the user's). */
         struct pdesc *nd = pd_slot(newfd, true);
@@ -778,4 +805,5 @@ void netpoll_stats(struct netpoll_stats *s)
     np_poll_stats(&s->polls, &s->events);
     s->parks = __atomic_load_n(&np.nparks, __ATOMIC_RELAXED);
     s->direct = __atomic_load_n(&np.ndirect, __ATOMIC_RELAXED);
+    s->classified = __atomic_load_n(&np.nclassified, __ATOMIC_RELAXED);
 }

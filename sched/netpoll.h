@@ -30,6 +30,15 @@
 
 struct psub;
 
+/* What is known of a descriptor's kind. */
+enum pd_init {
+    PD_UNKNOWN,    /* nothing: classified (fstat, F_GETFL) when first needed */
+    PD_CLASSIFIED, /* kind, stream, socket and O_NONBLOCK as the kernel says */
+    PD_GUESSED,    /* made by open(): taken for a file (PD_BLOCKING) by read and write,
+                    * classified by what needs to know (poll, fcntl); a dup's copy is
+                    * PD_UNKNOWN */
+};
+
 struct pdesc {
     struct runtime_lock lock; /* subs, peer, epoll registration */
     int fd;
@@ -42,7 +51,7 @@ struct pdesc {
     uint32_t direct;     /* own pair: writes through goshim that brought data */
     uint32_t writing;    /* own pair: writes through goshim in progress */
     int64_t inflight;    /* own pair: bytes written to it through goshim and not yet read */
-    uint8_t init;        /* classified for this gen; release-published */
+    uint8_t init;        /* enum pd_init, for this gen; release-published */
     uint8_t kind;        /* enum pd_kind */
     uint8_t stream;      /* a short read means drained (pipes, FIFOs, stream sockets) */
     uint8_t epoll;       /* 0 not registered, 1 registered, 2 cannot be (EPERM) */
@@ -110,6 +119,7 @@ void netpoll_remade(void);
 /* counters for GOSHIM_STATS */
 struct netpoll_stats {
     uint64_t parks, polls, events, direct;
+    uint64_t classified; /* descriptors whose kind was asked of the kernel (fstat, F_GETFL) */
 };
 void netpoll_stats(struct netpoll_stats *s);
 

@@ -179,9 +179,9 @@ void stats_print(int fd)
              D(ts.tcbs_reset), D(ts.ldt_tcbs), D(ts.ldt_overflow), tcb_block_pages());
     rt_print(fd,
              "goshim stats: netpoll_parks=%lu netpolls=%lu netpoll_events=%lu direct_readies=%lu "
-             "syscalls=%lu handoffs=%lu own_fds_moved=%lu own_fds_lost=%lu\n",
+             "syscalls=%lu handoffs=%lu own_fds_moved=%lu own_fds_lost=%lu fds_classified=%lu\n",
              D(ns.parks), D(ns.polls), D(ns.events), D(ns.direct), D(c.syscalls), D(retakes),
-             D(fds_moved), D(fds_lost));
+             D(fds_moved), D(fds_lost), D(ns.classified));
     unsigned long walks = D(ps.walks);
     rt_print(fd,
              "goshim stats: preempt_requests=%lu preemptions=%lu preempt_refused=%lu "

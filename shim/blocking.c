@@ -46,7 +46,8 @@
 /*
  * open and openat take their mode as a variadic argument (read only with
  * O_CREAT or O_TMPFILE). Opening a FIFO blocks until the other end is
- * opened, by another thread of this very program as often as not.
+ * opened, by another thread of this very program as often as not. What
+ * they open is taken for a file without a look (netpoll_opened).
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -63,9 +64,10 @@ static mode_t open_mode(int flags, va_list ap)
         va_start(ap, flags);                                                                       \
         mode_t mode = open_mode(flags, ap);                                                        \
         va_end(ap);                                                                                \
-        if (!goshim_active())                                                                      \
-            return REAL(name) args;                                                                \
-        return HANDOFF(REAL(name) args);                                                           \
+        int fd_ = goshim_active() ? HANDOFF(REAL(name) args) : REAL(name) args;                    \
+        if (fd_ >= 0 && goshim_on && !(flags & O_PATH))                                            \
+            netpoll_opened(fd_, flags);                                                            \
+        return fd_;                                                                                \
     }
 OPEN_WRAPPER(open, (const char *path, int flags, ...), (path, flags, mode))
 OPEN_WRAPPER(open64, (const char *path, int flags, ...), (path, flags, mode))

@@ -316,6 +316,36 @@ Test(preload_io, file_write_fsync_beside_cpu_threads_one_p, .timeout = 120)
     net_compare("prog_blocking_file", "fsync", "GOSHIM_PROCS=1", 6, 1);
 }
 
+/* What open() made is taken for a file without a look; a FIFO opened by path must still
+ * time out in poll while empty, give EAGAIN once O_NONBLOCK, and a reader blocked in read()
+ * on one must not hold the only P. */
+Test(preload_io, opened_fds_keep_their_kind_one_p, .timeout = 60)
+{
+    net_compare("prog_opened_kinds", NULL, "GOSHIM_PROCS=1", 5, 0);
+}
+
+Test(preload_io, opened_fds_keep_their_kind, .timeout = 60)
+{
+    net_compare("prog_opened_kinds", NULL, NULL, 5, 0);
+}
+
+/* A program that opens and reads many files (ripgrep): goshim asks the kernel for the
+ * kind of none of them (two system calls each, before). */
+Test(preload_io, opened_files_are_not_classified, .timeout = 60)
+{
+    static char out[1 << 14];
+    struct pp_argv a;
+    int st = run_preloaded("prog_opened_kinds", pp_argv(&a, "prog_opened_kinds", "many 200"),
+                           "GOSHIM_STATS=1", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "prog_opened_kinds many 200: status %d\n%s",
+              st, out);
+    cr_assert(strstr(out, "many: 200 files read\n"), "%s", out);
+    const char *c = strstr(out, "fds_classified=");
+    cr_assert(c, "no fds_classified in the stats:\n%s", out);
+    cr_assert_lt(atol(c + 15), 20, "goshim classified %ld descriptors for 200 files read:\n%s",
+                 atol(c + 15), out);
+}
+
 /* ---- a pipe written by a child that got its write end across exec ----------------- */
 
 /* The reader polls, then reads the byte a child wrote (goshim issue 27 item 5). The child
