@@ -93,6 +93,8 @@ struct sched_config {
 int sched_config_from_env(struct sched_config *c);
 /* Usable CPUs: the affinity mask, capped by the cgroup v2 cpu.max quota. */
 int sched_usable_cpus(void);
+/* The CPUs a cgroup v2 cpu.max text allows (rounded up); 0 for none (max) or not one. */
+int sched_cpu_max_cpus(const char *text);
 
 /* ---- fault injection (fault.c) ----------------------------------------- */
 

@@ -273,14 +273,8 @@ void m_unstarted(struct m *mp)
 static long os_threads(void)
 {
     char buf[512];
-    long fd = rt_syscall(SYS_openat, AT_FDCWD, (long)"/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (rt_read_text("/proc/self/stat", buf, sizeof buf) < 0)
         return -1;
-    long n = rt_syscall(SYS_read, fd, (long)buf, sizeof buf - 1);
-    rt_syscall(SYS_close, fd, 0, 0);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
     const char *p = strrchr(buf, ')'); /* then the state; num_threads is the 18th field on */
     for (int field = 0; p && field < 18; field++)
         p = strchr(p + 1, ' ');

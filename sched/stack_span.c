@@ -482,15 +482,8 @@ void set_max_map_count(unsigned long n)
 unsigned long read_max_map_count(void)
 {
     char buf[32];
-    int fd =
-        (int)rt_syscall(SYS_openat, AT_FDCWD, "/proc/sys/vm/max_map_count", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (rt_read_text("/proc/sys/vm/max_map_count", buf, sizeof buf) < 0)
         return 0;
-    long n = rt_syscall(SYS_read, fd, buf, sizeof buf - 1);
-    rt_syscall(SYS_close, fd, 0, 0);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
     unsigned long v = 0;
     for (char *p = buf; *p >= '0' && *p <= '9'; p++)
         v = v * 10 + (unsigned long)(*p - '0');

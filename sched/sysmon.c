@@ -167,14 +167,8 @@ static bool m_sleeping(struct m *mp)
 {
     char path[64], buf[256];
     rt_snprint(path, sizeof path, "/proc/self/task/%d/stat", mp->tid);
-    long fd = rt_syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (rt_read_text(path, buf, sizeof buf) < 0)
         return false;
-    long n = rt_syscall(SYS_read, fd, buf, sizeof buf - 1);
-    rt_syscall(SYS_close, fd, 0, 0);
-    if (n <= 0)
-        return false;
-    buf[n] = 0;
     const char *rp = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
     return rp && rp[1] == ' ' && (rp[2] == 'S' || rp[2] == 'D');
 }

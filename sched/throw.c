@@ -8,6 +8,7 @@
  */
 #include "throw.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -118,6 +119,19 @@ size_t rt_snprint(char *buf, size_t len, const char *fmt, ...)
     va_start(ap, fmt);
     size_t n = format(buf, len, fmt, ap);
     va_end(ap);
+    return n;
+}
+
+long rt_read_text(const char *path, char *buf, size_t len)
+{
+    long fd = rt_syscall6(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    if (fd < 0)
+        return -1;
+    long n = rt_syscall(SYS_read, fd, buf, len - 1);
+    rt_syscall(SYS_close, fd, 0, 0);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
     return n;
 }
 

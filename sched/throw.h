@@ -43,4 +43,8 @@ __attribute__((noreturn)) void goshim_assert_fail(const char *cond, const char *
 long rt_syscall6(long nr, long a, long b, long c, long d, long e, long f);
 #define rt_syscall(nr, a, b, c) rt_syscall6((nr), (long)(a), (long)(b), (long)(c), 0, 0, 0)
 
+/* rt_read_text reads the start of a small file (/proc, /sys) into buf, NUL-terminated,
+ * with raw system calls: its length, or -1 if it cannot be opened or read (or is empty). */
+long rt_read_text(const char *path, char *buf, size_t len);
+
 #endif

@@ -57,23 +57,28 @@ void sig_router_kick(void)
     futexwakeup(&rt.word, 1);
 }
 
-static void postq_init(void)
+/* A slot's seq is kept less the slot's index (pos % POSTQ): the zeroed queue is the empty
+ * one, every slot free for its first position, and no page of it (36 KB) is written at
+ * start-up, where a first touch costs a process 12-16 us a page on some hosts. */
+static uint64_t slot_seq(uint64_t pos)
 {
-    rt.head = rt.tail = 0;
-    rt.overflow = 0;
-    for (uint64_t i = 0; i < POSTQ; i++)
-        rt.slot[i].seq = i;
+    return __atomic_load_n(&rt.slot[pos % POSTQ].seq, __ATOMIC_ACQUIRE) + pos % POSTQ;
+}
+
+static void slot_seq_set(uint64_t pos, uint64_t seq)
+{
+    __atomic_store_n(&rt.slot[pos % POSTQ].seq, seq - pos % POSTQ, __ATOMIC_RELEASE);
 }
 
 /* Fork child: what the parent posted and its router had not taken is gone with it (the
  * kernel gives a child no pending signal); a slot a thread of the parent had claimed but
- * not filled counts as taken. The rest of the queue stays as it is: rewriting every slot,
- * as postq_init does, would copy the whole queue's pages from the parent. */
+ * not filled counts as taken. The rest of the queue stays as it is: rewriting every slot
+ * would copy the whole queue's pages from the parent. */
 FORK_TEXT static void postq_fork_child(void)
 {
     uint64_t head = rt.head;
     for (uint64_t pos = rt.tail; pos < head; pos++)
-        rt.slot[pos % POSTQ].seq = pos + POSTQ;
+        slot_seq_set(pos, pos + POSTQ);
     FORK_SET(rt.tail, head);
     FORK_SET(rt.overflow, 0);
     FORK_SET(rt.handed, (uint32_t)head);
@@ -90,7 +95,7 @@ uint64_t sig_post_kick(int sig, const siginfo_t *info, bool kick)
 {
     uint64_t pos = __atomic_load_n(&rt.head, __ATOMIC_RELAXED);
     for (;;) {
-        uint64_t seq = __atomic_load_n(&rt.slot[pos % POSTQ].seq, __ATOMIC_ACQUIRE);
+        uint64_t seq = slot_seq(pos);
         if (seq == pos) {
             if (__atomic_compare_exchange_n(&rt.head, &pos, pos + 1, true, __ATOMIC_RELAXED,
                                             __ATOMIC_RELAXED))
@@ -107,7 +112,7 @@ uint64_t sig_post_kick(int sig, const siginfo_t *info, bool kick)
     }
     rt.slot[pos % POSTQ].sig = sig;
     rt.slot[pos % POSTQ].info = *info;
-    __atomic_store_n(&rt.slot[pos % POSTQ].seq, pos + 1, __ATOMIC_RELEASE);
+    slot_seq_set(pos, pos + 1);
     sched_helpers_want(); /* a fork child's router, if not started yet */
     if (kick)
         sig_router_kick();
@@ -154,7 +159,7 @@ static int peek_posted(siginfo_t *info, uint64_t *at)
 {
     uint64_t pos = rt.tail;
     *at = pos;
-    if (__atomic_load_n(&rt.slot[pos % POSTQ].seq, __ATOMIC_ACQUIRE) != pos + 1)
+    if (slot_seq(pos) != pos + 1)
         return 0;
     *info = rt.slot[pos % POSTQ].info;
     return rt.slot[pos % POSTQ].sig;
@@ -162,7 +167,7 @@ static int peek_posted(siginfo_t *info, uint64_t *at)
 
 static void consume_posted(uint64_t pos)
 {
-    __atomic_store_n(&rt.slot[pos % POSTQ].seq, pos + POSTQ, __ATOMIC_RELEASE);
+    slot_seq_set(pos, pos + POSTQ);
     __atomic_store_n(&rt.tail, pos + 1, __ATOMIC_SEQ_CST);
 }
 
@@ -389,14 +394,8 @@ static bool pidfd_is_self(int pidfd)
                fs.st_dev == self.st_dev && fs.st_ino == self.st_ino;
     char path[64], buf[512];
     rt_snprint(path, sizeof path, "/proc/self/fdinfo/%d", pidfd);
-    long fd = rt_syscall6(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0);
-    if (fd < 0)
+    if (rt_read_text(path, buf, sizeof buf) < 0)
         return false;
-    long n = rt_syscall(SYS_read, fd, buf, sizeof buf - 1);
-    rt_syscall(SYS_close, fd, 0, 0);
-    if (n <= 0)
-        return false;
-    buf[n] = 0;
     const char *p = strstr(buf, "\nPid:\t");
     return p && atol(p + 6) == sig_self_pid;
 }
@@ -473,7 +472,6 @@ int shim_signal_atfork(void)
 int shim_signal_init(void)
 {
     sig_self_pid = getpid();
-    postq_init();
     int err = sched_helper_thread(router_main);
     if (err == 0)
         err = shim_signal_atfork();

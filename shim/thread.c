@@ -540,13 +540,9 @@ void shim_thread_hooks(struct sched_hooks *h)
 static void adopt_thread_pending(struct sthread *st)
 {
     char buf[2048];
-    long fd = rt_syscall6(SYS_openat, AT_FDCWD, (long)"/proc/thread-self/status",
-                          O_RDONLY | O_CLOEXEC, 0, 0, 0);
-    if (fd < 0)
-        return;
-    long n = rt_syscall(SYS_read, fd, (long)buf, sizeof buf - 1);
-    rt_syscall(SYS_close, fd, 0, 0);
-    const char *p = n > 0 ? (buf[n] = 0, strstr(buf, "\nSigPnd:\t")) : NULL;
+    const char *p = rt_read_text("/proc/thread-self/status", buf, sizeof buf) > 0
+                        ? strstr(buf, "\nSigPnd:\t")
+                        : NULL;
     if (!p)
         return;
     uint64_t pend = strtoull(p + 9, NULL, 16);

@@ -418,6 +418,17 @@ Test(config, default_procs_follow_affinity, .timeout = 10)
     cr_assert_eq(sched_usable_cpus(), 1);
 }
 
+Test(config, cgroup_cpu_max_rounds_up)
+{
+    cr_assert_eq(sched_cpu_max_cpus("150000 100000\n"), 2);
+    cr_assert_eq(sched_cpu_max_cpus("100000 100000\n"), 1);
+    cr_assert_eq(sched_cpu_max_cpus("50000 100000\n"), 1);
+    cr_assert_eq(sched_cpu_max_cpus("400000 100000"), 4);
+    cr_assert_eq(sched_cpu_max_cpus("max 100000\n"), 0);
+    cr_assert_eq(sched_cpu_max_cpus(""), 0);
+    cr_assert_eq(sched_cpu_max_cpus("100000\n"), 0); /* no period */
+}
+
 /* ---- SCHEDTRACE and STATS ---------------------------------------------- */
 
 static int trace_child(void *arg)
