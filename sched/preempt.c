@@ -141,6 +141,7 @@ static struct {
     bool on;
     int sig;
     int64_t slice;
+    int64_t wake_slice; /* the running G's time after which a woken G gets its P */
     bool when_waiting; /* the kernel's policy: preempt only while another G waits for a P */
     pid_t pid;
     int cookie;
@@ -592,6 +593,11 @@ int64_t preempt_slice(void)
     return pr.on ? pr.slice : 0;
 }
 
+int64_t preempt_wake_slice(void)
+{
+    return pr.on ? pr.wake_slice : 0;
+}
+
 bool preempt_when_waiting(void)
 {
     return pr.when_waiting;
@@ -711,6 +717,9 @@ int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff, int walke
     pr.chosen = chosen;
     pr.handoff = handoff;
     pr.slice = slice_ns;
+    pr.wake_slice = pr.when_waiting ? preempt_kernel_slice(1) / 2 : slice_ns;
+    if (pr.wake_slice > slice_ns)
+        pr.wake_slice = slice_ns;
     pr.cookie = (int)(((uint64_t)nanotime() * 0x9E3779B97F4A7C15ULL) >> 33) | 1;
     pr.tcookie = (int)(((uint64_t)pr.cookie * 0xC2B2AE3D27D4EB4FULL) >> 33) | 2;
     pr.on = true;

@@ -29,6 +29,10 @@ bool preempt_handoff_on(void);
 void preempt_count_handoff(void);
 /* The slice, or 0 when preemption is off. */
 int64_t preempt_slice(void);
+/* Under the kernel's policy, how long a G runs before one woken from a sleep (I/O, a
+ * lock, a timer) that waits for its P preempts it: half the kernel's base slice for one
+ * CPU; with a fixed slice, the slice. 0 when preemption is off. */
+int64_t preempt_wake_slice(void);
 /* The kernel's policy: a G is preempted only while another waits for a P. */
 bool preempt_when_waiting(void);
 /* sysmon: a slice cut short because another G waited. */
