@@ -10,8 +10,9 @@
  * stores it, whatever the failed attempts left before).
  *
  * Only lock is goshim's: a G spins with PAUSE a bounded number of times,
- * then yields its P (the holder may be a G waiting on this very P) and
- * tries again. Non-G callers spin in glibc, as a thread would.
+ * then yields its P (the holder may be a G waiting on this very P), takes
+ * the signals sent to it meanwhile and tries again. Non-G callers spin in
+ * glibc, as a thread would.
  */
 #include "shim/shim.h"
 
@@ -37,8 +38,14 @@ GOSHIM_EXPORT int pthread_spin_lock(pthread_spinlock_t *l)
 
         while (__atomic_load_n(l, __ATOMIC_RELAXED) != SPIN_FREE && i++ < SPIN_TRIES)
             __builtin_ia32_pause();
-        if (__atomic_load_n(l, __ATOMIC_RELAXED) != SPIN_FREE)
+        if (__atomic_load_n(l, __ATOMIC_RELAXED) != SPIN_FREE) {
             sched_goyield();
+            /* A signal routed here while it spins: its handler runs now, as natively it
+             * interrupts the spinning thread (it may end the thread: Open POSIX
+             * pthread_spin_lock/1-1). The bell that brought it found the G in goshim's
+             * code, where no handler runs. */
+            shim_deliver_signals();
+        }
     }
     return 0;
 }

@@ -56,6 +56,16 @@ Test(preload_sync, spinlock_one_p, .timeout = 120)
     same_as_native("prog_sync_spin", "GOSHIM_PROCS=1", 8);
 }
 
+/* A process signal for a thread spinning in pthread_spin_lock runs its handler there (it
+ * was left pending in 7-8 rounds of 10, the Open POSIX pthread_spin_lock/1-1 hang). Natively
+ * first: the program itself must pass. */
+Test(preload_sync, signal_reaches_a_thread_spinning_for_the_lock, .timeout = 120)
+{
+    static const char want[] = "handler ran while the thread spun: 20 of 20 rounds\n";
+    expect_native_prints("prog_spin_signal", "20", want);
+    expect_prints_at_p1_and_p2("prog_spin_signal", "20", want, 21);
+}
+
 Test(preload_sync, semaphores_counts_timeouts, .timeout = 120)
 {
     same_as_native("prog_sync_sem", NULL, 16);
