@@ -216,16 +216,7 @@ struct pdesc *netpoll_fd(int fd)
     return ok ? pd : NULL;
 }
 
-/*
- * What open() makes is a regular file, a directory or a device nearly
- * always: read and write take it for one (the kernel's blocking call, the
- * P handed off) without the two system calls of a classification, which
- * were a program's every other system call when it read many small files
- * (ripgrep). A FIFO or a /proc/self/fd path to a pipe is the exception:
- * its reads block in the kernel as natively (an M each) until something
- * that needs its true kind classifies it - poll, select or epoll, fcntl's
- * O_NONBLOCK - after which they park in the netpoller.
- */
+/* What open() made: taken for a file until something needs to know (PD_GUESSED). */
 void netpoll_opened(int fd, int flags)
 {
     struct pdesc *pd = pd_slot(fd, true);

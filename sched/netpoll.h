@@ -30,7 +30,15 @@
 
 struct psub;
 
-/* What is known of a descriptor's kind. */
+/*
+ * What is known of a descriptor's kind. What open() makes is a regular file, a directory
+ * or a device nearly always: read and write take it for one (the kernel's blocking call,
+ * the P handed off) without the two system calls of a classification, which were a
+ * program's every other system call when it read many small files (ripgrep). A FIFO or a
+ * /proc/self/fd path to a pipe is the exception: its reads block in the kernel as natively
+ * (an M each) until something that needs its true kind classifies it - poll, select or
+ * epoll, fcntl's O_NONBLOCK - after which they park in the netpoller.
+ */
 enum pd_init {
     PD_UNKNOWN,    /* nothing: classified (fstat, F_GETFL) when first needed */
     PD_CLASSIFIED, /* kind, stream, socket and O_NONBLOCK as the kernel says */
