@@ -60,7 +60,10 @@ struct p *releasep(void)
     struct p *pp = mp->p;
     if (pp == NULL)
         goshim_throw("releasep: no p");
-    if (pp->m != mp || pp->status != Prunning)
+    /* Atomic loads, as in acquirep: a G back from a system call may try to CAS the status
+     * of the P it left, which this M holds now (exitsyscall_try; TSan saw the race). */
+    if (__atomic_load_n(&pp->m, __ATOMIC_RELAXED) != mp ||
+        __atomic_load_n(&pp->status, __ATOMIC_RELAXED) != Prunning)
         goshim_throw("releasep: invalid p state");
     mp->p = NULL;
     __atomic_store_n(&pp->m, NULL, __ATOMIC_RELAXED);
