@@ -40,20 +40,23 @@
  * 1.2 times libgcc's on every stack scripts/bench_preempt.sh (case d)
  * measures (docs/measured.md has the figures).
  *
- * Where a preempted G goes. One that entered goshim since its last
- * preemption (sched_ncalls moved: a mutex, a read, any wrapper) yields to
- * the tail of its P's run queue, or of the global queue when its P's
- * queue is empty and the global one is not (else it would run again at
- * once, before the Gs it was preempted for) (Go sends it to the global queue; then
- * every 61st schedule, which checks the global queue first, runs the
- * preempted G again before a G that a timer just readied into runnext,
- * and a sleeper beside a spinner wakes slices late). One that did not is
- * a spinner (redis's io threads, an adaptive lock's spin phase): it goes
- * to the global queue's tail, behind every G that waits, the way EEVDF's
- * lag puts a task that used its share behind those that did not. Only
- * under the kernel's policy: with a fixed (Go) slice the global queue's
- * 61st-tick check ran a demoted spinner before a sleeper just readied into
- * runnext, a whole extra 10 ms slice late.
+ * Where a preempted G goes. Behind the Gs of its P (its run queue's
+ * tail), where it keeps its CPU's caches, unless the global queue holds
+ * Gs: then behind those (its tail) when its P's queue is empty (else it
+ * would run again at once, before the Gs it was preempted for), and
+ * always when it is a spinner. A spinner has not entered goshim since its
+ * last preemption (sched_ncalls did not move: redis's io threads, an
+ * adaptive lock's spin phase); it goes behind every G that waits, the way
+ * EEVDF's lag puts a task that used its share behind those that did not,
+ * and Gs readied by a thread without a P (a sleeper woken by sysmon's
+ * netpoll or timers) wait in the global queue. Go sends every preempted G
+ * there; so did goshim with every spinner, which moved computing Gs from
+ * CPU to CPU at each tick: lbzip2's decoders, whose tables are megabytes
+ * of random reads, then spent far more CPU time than natively, where the
+ * kernel rotates tasks on their own CPU (docs/measured.md, session 27).
+ * Only under the kernel's policy: with a fixed (Go) slice the global
+ * queue's 61st-tick check ran a demoted spinner before a sleeper just
+ * readied into runnext, a whole extra 10 ms slice late.
  *
  * Slice timers (the kernel's policy only). Each M makes, on its own
  * thread, a POSIX timer on its CPU-time clock (timer_create with
@@ -142,7 +145,7 @@ static struct {
     int sig;
     int64_t slice;
     int64_t wake_slice; /* the running G's time after which a woken G gets its P */
-    bool when_waiting; /* the kernel's policy: preempt only while another G waits for a P */
+    bool when_waiting;  /* the kernel's policy: preempt only while another G waits for a P */
     pid_t pid;
     int cookie;
     int tcookie;      /* the slice timers' sigev_value */
@@ -153,7 +156,7 @@ static struct {
     uint64_t handled; /* signals whose handler is goshim's (bit sig-1) */
     struct sigaction app_action[65]; /* the application's disposition of each of them */
     bool app_set[65];
-    uint64_t nrequests, ndone, nrefused, nstale, nhandoff, ncut, ndemoted;
+    uint64_t nrequests, ndone, nrefused, nstale, nhandoff, ncut, ndemoted, nglobal;
     uint64_t nticks, ntickcuts, ntimerfail; /* slice-timer signals, the preemptions they asked */
     int walker;                             /* PREEMPT_WALK_LIBGCC, _LIBUNWIND or _BOTH */
     uint64_t nwalks, walk_ns;               /* walks and their total time */
@@ -442,16 +445,15 @@ void goshim_preempt_point(const uint64_t *saved)
         __atomic_add_fetch(&pr.nwalks, 1, __ATOMIC_RELAXED);
     }
     /* Chosen before locks drops, when a hand-off signal may take the P (sched_gosched
-     * gets one back). A spinner (no wrapped call since its last preemption) goes behind
-     * every waiting G (the global queue's tail); any other G behind those of its P, or
-     * when none waits there, those of the global queue. */
+     * gets one back): behind the Gs of its P, or of the global queue when that holds
+     * some and its P has none or it is a spinner (no wrapped call since its last
+     * preemption): see "Where a preempted G goes". */
     mp = getm(); /* a walk that met a program's lock parked, maybe resumed elsewhere */
     struct p *pp = mp->p;
     bool ok = verdict == 1 && gp && pp;
     bool spinner = ok && gp->ncalls_preempted == sched_ncalls;
-    bool behind =
-        ok && pr.when_waiting &&
-        (spinner || (runqempty(pp) && __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0));
+    bool behind = ok && pr.when_waiting && __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 &&
+                  (spinner || runqempty(pp));
     __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
     if (!ok) {
         refuse(mp);
@@ -462,9 +464,10 @@ void goshim_preempt_point(const uint64_t *saved)
         gp->flags |= G_PREEMPTQ;
         __atomic_add_fetch(&sched.npreemptq, 1, __ATOMIC_RELAXED);
     }
+    if (spinner && pr.when_waiting)
+        __atomic_add_fetch(&pr.ndemoted, 1, __ATOMIC_RELAXED);
     if (behind) {
-        if (spinner)
-            __atomic_add_fetch(&pr.ndemoted, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&pr.nglobal, 1, __ATOMIC_RELAXED);
         sched_gosched();
     } else {
         sched_goyield();
@@ -768,6 +771,7 @@ void preempt_stats(struct preempt_stats *s)
     s->handoffs = __atomic_load_n(&pr.nhandoff, __ATOMIC_RELAXED);
     s->cut = __atomic_load_n(&pr.ncut, __ATOMIC_RELAXED);
     s->demoted = __atomic_load_n(&pr.ndemoted, __ATOMIC_RELAXED);
+    s->to_global = __atomic_load_n(&pr.nglobal, __ATOMIC_RELAXED);
     s->ticks = __atomic_load_n(&pr.nticks, __ATOMIC_RELAXED);
     s->tickcuts = __atomic_load_n(&pr.ntickcuts, __ATOMIC_RELAXED);
     s->timerfail = __atomic_load_n(&pr.ntimerfail, __ATOMIC_RELAXED);

@@ -58,6 +58,7 @@ struct preempt_stats {
     uint64_t requests, done, refused, stale, handoffs;
     uint64_t cut;             /* slices cut short because another G waited (the kernel's policy) */
     uint64_t demoted;         /* preempted spinners sent behind the waiting Gs */
+    uint64_t to_global;       /* preempted Gs sent to the global queue's tail */
     uint64_t ticks, tickcuts; /* slice-timer signals, and the preemptions they began */
     uint64_t timerfail;       /* Ms without a slice timer */
     uint64_t walks, walk_ns;  /* safety walks and their total time */

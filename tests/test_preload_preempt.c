@@ -57,6 +57,7 @@ static long stat_value(const char *out, const char *name)
 /* The preemption counters of one preloaded run. */
 struct pp_stats {
     long requests, done, refused, handoffs, cut, demoted;
+    long to_global;       /* preempted Gs sent to the global queue rather than kept on their P */
     long ticks, tickcuts; /* the Ms' slice-timer signals, and the preemptions they began */
 };
 
@@ -89,6 +90,7 @@ static struct pp_stats pp_preloaded(const char *prog, const char *args, const ch
     s.handoffs = stat_value(out, "preempt_handoffs");
     s.cut = stat_value(out, "slices_cut");
     s.demoted = stat_value(out, "spinners_demoted");
+    s.to_global = stat_value(out, "preempted_to_global");
     s.ticks = stat_value(out, "ticks");
     s.tickcuts = stat_value(out, "tick_cuts");
     long differ = stat_value(out, "walk_verdicts_differ");
@@ -99,9 +101,10 @@ static struct pp_stats pp_preloaded(const char *prog, const char *args, const ch
     cr_assert_eq(WEXITSTATUS(st), 0, "%s %s fails under goshim (%s):\n%s", prog, args ? args : "",
                  penv, out);
     cr_assert(s.requests >= 0 && s.done >= 0 && s.refused >= 0 && s.handoffs >= 0 && s.cut >= 0 &&
-                  s.demoted >= 0 && s.ticks >= 0 && s.tickcuts >= 0,
+                  s.demoted >= 0 && s.to_global >= 0 && s.ticks >= 0 && s.tickcuts >= 0,
               "%s: no \"goshim stats: preempt_requests=... preemptions=... preempt_refused=... "
-              "preempt_handoffs=... slices_cut=... spinners_demoted=... ticks=... "
+              "preempt_handoffs=... slices_cut=... spinners_demoted=... preempted_to_global=... "
+              "ticks=... "
               "tick_cuts=...\" line under goshim (%s):\n%s",
               prog, penv, out);
     strip_stats(out);
@@ -388,6 +391,24 @@ Test(preload_preempt, spinners_yield_to_the_worker_one_p, .timeout = 60)
 Test(preload_preempt, spinners_yield_to_the_worker_two_p, .timeout = 60)
 {
     spinners_yield("GOSHIM_PROCS=2");
+}
+
+/*
+ * Threads preempted while nothing waits in the global queue stay behind the
+ * others of their P, on its CPU's caches, as the kernel rotates tasks on
+ * their CPU: here nothing ever readies a thread from outside a P, so none
+ * should go there. Sent to the global queue, each spinner ran next on
+ * whichever P looked first (lbzip2's decoders: 1.4x native's CPU time).
+ */
+Test(preload_preempt, preempted_threads_stay_on_their_p, .timeout = 60)
+{
+    struct pp_stats s = pp_preloaded("prog_spinners", "3", "GOSHIM_PROCS=2", SPINNERS_OK(3));
+
+    cr_assert_geq(s.done, 2, "fewer than 2 preemptions (%ld): nothing to judge", s.done);
+    cr_assert_leq(4 * s.to_global, s.done,
+                  "%ld of %ld preempted threads went to the global queue, with nothing waiting "
+                  "there",
+                  s.to_global, s.done);
 }
 
 /* Alone (the main thread, the only one), a CPU-bound thread is never preempted. */
