@@ -746,6 +746,9 @@ void release_commit(struct m *mp)
     case REL_YIELD:
         setgstatus_owned(r.gp, Grunning, Grunnable, "goyield_m");
         runqput(pp, r.gp, false);
+        /* Go's goyield does not wake an idle P: here a preempted G yields so (its P
+         * keeps it), and an idle P's M, asleep, would never see the queue it waits in. */
+        wakep();
         return;
     case REL_EXIT:
         castatus_or_throw(r.gp, Grunning, Gdead, "goexit0");

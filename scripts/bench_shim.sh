@@ -22,7 +22,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 progs=$root/build/tests/progs
 lib=$root/build/libgoshim.so
 
-for f in "$lib" "$progs"/pbench_{create_join,cond_pingpong,pipeline,mutex_uncontended,mutex_contended,blocked_threads,malloc}; do
+for f in "$lib" "$progs"/pbench_{create_join,cond_pingpong,pipeline,chase,mutex_uncontended,mutex_contended,blocked_threads,malloc}; do
     if [ ! -e "$f" ]; then
         echo "bench_shim: $f is missing (run make all)" >&2
         exit 1
@@ -45,6 +45,10 @@ cases=(
     # Reader -> worker -> writer, one 32 KiB block per link: ns per block (a thief that
     # slept 50 us for a runnext G made it 1.4x native's; pigz -d is such a chain).
     "pipeline_32k|pbench_pipeline $(sc 5000) 32768|$(sc 5000)|ns|60"
+    # Four threads that only compute, each chasing pointers through a 4 MiB table of its
+    # own: rotated at the tick, each must resume on the CPU it left (sent to the global
+    # queue at every preemption, they ran 1.6x slower than natively).
+    "chase_4x4m|pbench_chase 4 $(sc 4000000) 4096|$((4 * $(sc 4000000)))|ns|60"
 )
 for t in 2 8 64; do
     k=$(sc $((1000000 / t)))
@@ -201,6 +205,7 @@ row create_join_seq ">= 100x" "r >= 100"
 row create_join_batch1000 ">= 100x" "r >= 100"
 row cond_pingpong ">= 20x (one-way hand-off)" "r >= 20"
 row pipeline_32k ">= 1x (as fast as native)" "r >= 1"
+row chase_4x4m ">= 1x (as fast as native)" "r >= 1"
 row mutex_uncontended "goshim <= 1.3x glibc ns" "r >= 1 / 1.3"
 row mutex_contended_2 ">= 2x throughput" "r >= 2"
 row mutex_contended_8 ">= 2x throughput" "r >= 2"
