@@ -232,6 +232,64 @@ Test(sched, runnable_g_beside_idle_p_gets_a_woken_m, .timeout = 60)
     cr_assert_eq(sched.mcount, 2);
 }
 
+/* ---- a yield wakes an idle P for the G it leaves queued ----------------- */
+
+static int yielder_back; /* the yielder ran again after its yield */
+static int hogger_gave_up;
+
+/* Runs beside the yielder on its P, never yielding (no preemption): it
+ * ends once the yielder has run again, which only another P can do. */
+static void hogger(void *arg)
+{
+    (void)arg;
+    int64_t until = nanotime() + 10 * 1000000000LL;
+    while (!__atomic_load_n(&yielder_back, __ATOMIC_ACQUIRE))
+        if (nanotime() > until) {
+            __atomic_store_n(&hogger_gave_up, 1, __ATOMIC_RELEASE);
+            break;
+        }
+    sched_wg_done(&wg);
+}
+
+/* Puts a G into its own P's ring without waking anyone, once the other P
+ * is idle and its M asleep; then yields behind it. */
+static void yielder(void *arg)
+{
+    (void)arg;
+    struct spawn_attr a = {.guardsize = (size_t)-1, .suspended = true};
+    int err;
+    struct g *hog = sched_spawn(hogger, NULL, &a, &err);
+    cr_assert_not_null(hog, "spawn: %d", err);
+    int64_t until = nanotime() + 10 * 1000000000LL;
+    for (;;) {
+        runtime_lock(&sched.lock);
+        bool asleep = sched.npidle == 1 && sched.nmidle >= 1 &&
+                      __atomic_load_n(&sched.nmspinning, __ATOMIC_SEQ_CST) == 0;
+        runtime_unlock(&sched.lock);
+        if (asleep)
+            break;
+        cr_assert_lt(nanotime(), until, "the other P never went idle");
+    }
+    struct m *mp = acquirem();
+    cr_assert(casgstatus(hog, Gwaiting, Grunnable));
+    runqput(mp->p, hog, false); /* no wakep: the yield below must do it */
+    releasem(mp);
+    sched_goyield(); /* the hogger runs here; this G runs again only on the other P */
+    __atomic_store_n(&yielder_back, 1, __ATOMIC_RELEASE);
+    sched_wg_done(&wg);
+}
+
+Test(sched, yield_beside_an_idle_p_wakes_it, .timeout = 60)
+{
+    start_with(2, 0); /* no preemption: the hogger keeps its P */
+    sched_wg_init(&wg);
+    sched_wg_add(&wg, 2);
+    int err;
+    sched_spawn(yielder, NULL, NULL, &err);
+    sched_wg_wait(&wg);
+    cr_assert_not(hogger_gave_up, "the yielder never ran again: its yield left the idle P asleep");
+}
+
 /* ---- an idle runtime sleeps -------------------------------------------- */
 
 static double cpu_seconds(void)
