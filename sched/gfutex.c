@@ -478,7 +478,7 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
     if (gp != NULL && __atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST))
         exitsyscall(); /* its P was handed off while it stayed away: get one */
     /* Not a G (g0 among them), or a G without a P (a handler in a system call). */
-    if (gp == NULL || getm()->p == NULL)
+    if (gp == NULL || __atomic_load_n(&getm()->p, __ATOMIC_RELAXED) == NULL)
         return thread_wait(addr, val, deadline_ns);
 
     maybe_grow();

@@ -210,7 +210,8 @@ static bool handoff(struct m *mp, int32_t own_locks)
     }
     __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
     mp->oldp = pp;
-    mp->p = NULL;
+    /* gfutex_wait reads it before its acquirem, which then undoes this hand-off. */
+    __atomic_store_n(&mp->p, NULL, __ATOMIC_RELAXED);
     __atomic_store_n(&pp->m, NULL, __ATOMIC_RELAXED);
     __atomic_store_n(&pp->status, Psyscall, __ATOMIC_SEQ_CST);
     __atomic_store_n(&mp->pless, PLESS_YES, __ATOMIC_RELEASE);
