@@ -48,11 +48,13 @@ enum waitreason {
 };
 
 enum {
-    RUNQ_SIZE = 256,      /* local run queue slots, as Go */
-    SCHED_FAIR_TICK = 61, /* every 61st schedule checks the global queue first */
-    STEAL_TRIES = 4,      /* steal rounds; runnext only in the last */
-    GFREE_LOCAL_MAX = 64, /* per-P free G cache; half goes global above this */
-    TCB_PCACHE_MAX = 32,  /* per-P cache of joined threads' TCBs (sched_tcb_free) */
+    RUNQ_SIZE = 256,         /* local run queue slots, as Go */
+    SCHED_FAIR_TICK = 61,    /* every 61st schedule checks the global queue first */
+    STEAL_TRIES = 4,         /* steal rounds; runnext only in the last */
+    RUNNEXT_GRACE_NS = 3000, /* a thief leaves a running P's runnext G that long to its owner */
+    OWNER_RAN_NAP = 4,       /* graces in a row that saw the owner run it: the thief sleeps */
+    GFREE_LOCAL_MAX = 64,    /* per-P free G cache; half goes global above this */
+    TCB_PCACHE_MAX = 32,     /* per-P cache of joined threads' TCBs (sched_tcb_free) */
     MAX_PROCS = 1024,
 };
 
@@ -243,7 +245,8 @@ struct p {
     uint32_t runqhead;
     uint32_t runqtail;
     struct g *runq[RUNQ_SIZE];
-    struct g *runnext; /* runs next, inheriting the time slice; CAS */
+    struct g *runnext;  /* runs next, inheriting the time slice; CAS */
+    uint32_t owner_ran; /* graces in a row that saw its owner run runnext itself; thieves, atomic */
 
     struct g *gfree; /* dead Gs with stacks; owner */
     int32_t gfreecnt;

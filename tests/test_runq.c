@@ -3,6 +3,7 @@
  * structures directly: no M runs, so every outcome is deterministic.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "sched/sched.h"
@@ -198,4 +199,94 @@ Test(runq, fairness_tick_lets_a_woken_runnext_go_first_once, .init = setup, .tim
                  "the next look takes the global queue first, runnext or not");
     cr_assert_eq(findrunnable_local(pp, &inherit), again, "then runnext");
     cr_assert_not(pp->fairdue, "the deferral is spent");
+}
+
+/* ---- a thief's grace for a running P's runnext G (runnext_grace) ---------------------- */
+
+/* A thief steals a running P's runnext G once its grace is over: the owner did not run it. */
+Test(runq, runnext_is_stolen_after_the_grace_and_the_streak_ends, .init = setup, .timeout = 10)
+{
+    struct p *thief = mkp(0), *victim = mkp(1);
+    struct g *only = mkg(42);
+    runqput(victim, only, true);
+    victim->owner_ran = OWNER_RAN_NAP - 1;
+    int64_t t0 = nanotime();
+    cr_assert_eq(runqsteal(thief, victim, true), only);
+    cr_assert_geq(nanotime() - t0, RUNNEXT_GRACE_NS, "stolen without the grace");
+    cr_assert_eq(victim->owner_ran, 0, "a theft ends the owner's streak");
+}
+
+/* The victim's owner: at each round it puts a G in runnext and, once the thief has seen it,
+ * runs it itself about 1 us later (runqget), as a G that readies another and parks does. */
+struct quick_owner {
+    struct p *victim;
+    struct g *gs[256];
+    int round;          /* main -> owner: the round to play; atomic */
+    int seen;           /* main -> owner: the thief saw this round's G; atomic */
+    int done;           /* owner -> main: the last round played; atomic */
+    struct g *ran[256]; /* what the owner took back, each round */
+};
+
+static void *quick_owner_main(void *arg)
+{
+    struct quick_owner *o = arg;
+    bool inherit;
+    for (int r = 1; r < 256; r++) {
+        while (__atomic_load_n(&o->round, __ATOMIC_ACQUIRE) < r)
+            procyield(20);
+        runqput(o->victim, o->gs[r], true);
+        while (__atomic_load_n(&o->seen, __ATOMIC_ACQUIRE) < r)
+            procyield(20);
+        int64_t until = nanotime() + 1000;
+        while (nanotime() < until)
+            procyield(20);
+        o->ran[r] = runqget(o->victim, &inherit);
+        __atomic_store_n(&o->done, r, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+/* A thief that saw the owner run its runnext G OWNER_RAN_NAP graces in a row (a P handing
+ * off among its own Gs) sleeps rather than polling on, and takes nothing. */
+Test(runq, a_thief_sleeps_once_the_owner_ran_runnext_graces_in_a_row, .init = setup, .timeout = 20)
+{
+    struct p *thief = mkp(0), *victim = mkp(1);
+    static struct quick_owner o;
+    o.victim = victim;
+    for (int r = 1; r < 256; r++)
+        o.gs[r] = mkg((uint64_t)r);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, quick_owner_main, &o), 0);
+    int napped = 0, kept = 0;
+    for (int r = 1; r < 256; r++) {
+        uint32_t before = victim->owner_ran;
+        __atomic_store_n(&o.round, r, __ATOMIC_RELEASE);
+        while (__atomic_load_n(&victim->runnext, __ATOMIC_ACQUIRE) != o.gs[r])
+            procyield(20);
+        __atomic_store_n(&o.seen, r, __ATOMIC_RELEASE);
+        int64_t t0 = nanotime();
+        struct g *stolen = runqsteal(thief, victim, true);
+        int64_t took = nanotime() - t0;
+        while (__atomic_load_n(&o.done, __ATOMIC_ACQUIRE) < r)
+            procyield(20);
+        if (stolen) { /* the owner was off its CPU past the grace: the streak starts over */
+            cr_assert_eq(stolen, o.gs[r]);
+            cr_assert_null(o.ran[r]);
+            cr_assert_eq(victim->owner_ran, 0);
+            thief->runqhead = thief->runqtail = 0;
+            continue;
+        }
+        cr_assert_eq(o.ran[r], o.gs[r], "round %d: the G is nobody's", r);
+        if (victim->owner_ran == before + 1 && before + 1 >= OWNER_RAN_NAP) {
+            napped += took >= 3000; /* a nanosleep of 3 us lasts at least that */
+            if (++kept == 8)
+                break;
+        }
+    }
+    /* It plays the rounds left alone. */
+    __atomic_store_n(&o.seen, 256, __ATOMIC_RELEASE);
+    __atomic_store_n(&o.round, 256, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    cr_assert_eq(kept, 8, "only %d rounds with the owner's streak long enough", kept);
+    cr_assert_eq(napped, kept, "the thief slept in %d of %d such rounds", napped, kept);
 }
