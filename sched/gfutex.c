@@ -1,42 +1,35 @@
 /*
  * G-aware futex (contract in gfutex.h), after Go's sema.go semtable.
  *
- * A table of buckets, chosen by hashing the address; each bucket is a
- * runtime_lock and a chain of per-address wait queues, one per address
- * that has G waiters. A queue is a FIFO ring of struct gfwaiter; the
- * oldest waiter is its head and is the element linked in the bucket's
- * chain (Go's semaRoot treap does the same with its sudogs), so the table
- * needs no memory per address beyond the waiters' own. Wake, requeue and
- * wait walk only the chain of distinct addresses of one bucket, never the
- * other waiters of their address or of the addresses sharing the bucket:
- * with one chain of waiters per bucket, exit's wake of a join word that
+ * A table of buckets, chosen by hashing the address; each bucket is a runtime_lock and a
+ * chain of per-address wait queues, one per address that has G waiters. A queue is a FIFO
+ * ring of struct gfwaiter; the oldest waiter is its head and is the element linked in the
+ * bucket's chain (as Go's semaRoot treap with its sudogs), so the table needs no memory per
+ * address beyond the waiters' own. Wake, requeue and wait walk only the chain of distinct
+ * addresses of one bucket, never the other waiters of their address or of the addresses
+ * sharing the bucket: with one chain of waiters per bucket, exit's wake of a join word that
  * shares the bucket of a mutex with 100k waiters would walk them all.
  *
- * The table grows (doubling) when the number of queues exceeds twice the
- * number of buckets, so a chain stays short however many addresses are
- * waited on. Growing locks every bucket of the old table in index order
- * (one grower at a time, grow.lock), moves every queue to the new table,
- * updates each waiter's bucket, publishes the new table and unlocks. Anyone
- * who locked a bucket looks at the table pointer again under that lock and
- * starts over if it changed. Old tables are never unmapped (a late reader
- * may still be looking at one); they add up to less than the live one.
- * Table memory comes from mmap: fresh zero pages, never written with zeros.
+ * The table grows (doubling) when the number of queues exceeds twice the number of buckets,
+ * so a chain stays short however many addresses are waited on. Growing locks every bucket of
+ * the old table in index order (one grower at a time, grow.lock), moves every queue to the
+ * new table, updates each waiter's bucket, publishes the new table and unlocks. Anyone who
+ * locked a bucket looks at the table pointer again under that lock and starts over if it
+ * changed. Old tables are never unmapped (a late reader may still be looking at one); they
+ * add up to less than the live one. Table memory comes from mmap: fresh zero pages.
  *
- * A G waiter is a struct gfwaiter on the waiting G's stack (it lives until
- * gfutex_wait returns): wait locks the bucket, checks *addr == val,
- * enqueues, and gopark()s with the bucket lock as unlockf, so the check and
- * the enqueue are atomic with respect to wake, which takes the same lock to
- * dequeue. The waker readies the Gs after dropping the lock.
+ * A G waiter is a struct gfwaiter on the waiting G's stack (it lives until gfutex_wait
+ * returns): wait locks the bucket, checks *addr == val, enqueues, and gopark()s with the
+ * bucket lock as unlockf, so the check and the enqueue are atomic with respect to wake, which
+ * takes the same lock to dequeue. The waker readies the Gs after dropping the lock.
  *
- * Timeouts: a struct timer inside the waiter, armed before the bucket is
- * locked (timer_add may start an M: not under a bucket lock). Its function
- * takes the bucket lock and decides under it, like wake: exactly one of
- * {wake, requeue-wake, timeout} moves the waiter out of QUEUED and readies
- * the G, so a G is never readied twice. The waiter, once running again,
- * calls timer_del, which also waits for a timer function still running
- * with a pointer to the waiter, before the frame goes away. A timeout that
- * fires before the waiter is queued (ARMING) just marks it TIMEDOUT; wait
- * then returns ETIMEDOUT without parking.
+ * Timeouts: a struct timer inside the waiter, armed before the bucket is locked (timer_add
+ * may start an M: not under a bucket lock). Its function takes the bucket lock and decides
+ * under it, like wake: exactly one of {wake, requeue-wake, timeout} moves the waiter out of
+ * QUEUED and readies the G, so a G is never readied twice. The waiter, once running again,
+ * calls timer_del, which also waits for a timer function still running with a pointer to the
+ * waiter, before the frame goes away. A timeout that fires before the waiter is queued
+ * (ARMING) just marks it TIMEDOUT; wait then returns ETIMEDOUT without parking.
  *
  * Requeue and growing move G waiters between buckets holding both locks and update w->b;
  * whoever follows w->b (the timer function, an interrupter, the waiter itself) locks it and re-
@@ -64,7 +57,6 @@
 #include "gfutex.h"
 #include "sched.h"
 #include <string.h>
-
 #include "throw.h"
 #include "timer.h"
 
@@ -304,8 +296,8 @@ static struct gftable *table_map(uintptr_t n)
 
 /*
  * Double the table if it holds more than about two queues per bucket (nqueues). Called with
- * no bucket lock held; amortised O(1) per queue made. A failed mapping
- * leaves the table as it is (longer chains, still correct).
+ * no bucket lock held; amortised O(1) per queue made. A failed mapping leaves the table as it
+ * is (longer chains, still correct).
  */
 static void maybe_grow(void)
 {
@@ -351,10 +343,10 @@ static void maybe_grow(void)
 }
 
 /*
- * Timer function: time out the waiter if it is still waiting. A waiter not
- * queued yet (ARMING) is marked TIMEDOUT by a CAS that races with the
- * waiter's own ARMING -> QUEUED/WOKEN; a queued one is dequeued under the
- * lock of the bucket it is on, which the waiter set before it queued.
+ * Timer function: time out the waiter if it is still waiting. A waiter not queued yet
+ * (ARMING) is marked TIMEDOUT by a CAS that races with the waiter's own ARMING ->
+ * QUEUED/WOKEN; a queued one is dequeued under the lock of the bucket it is on, which the
+ * waiter set before it queued.
  */
 static void gfutex_timeout(void *arg)
 {
@@ -475,17 +467,25 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
      * waiting for a program's lock parks as any G (blocking the thread would keep the P
      * the holder may need) and gets its count back where it resumes (docs/design.md). */
     int32_t held = gp != NULL ? __atomic_load_n(&getm()->locks, __ATOMIC_RELAXED) : 0;
-    if (gp != NULL && __atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST))
-        exitsyscall(); /* its P was handed off while it stayed away: get one */
-    /* Not a G (g0 among them), or a G without a P (a handler in a system call). */
-    if (gp == NULL || __atomic_load_n(&getm()->p, __ATOMIC_RELAXED) == NULL)
-        return thread_wait(addr, val, deadline_ns);
-
+    struct m *mp;
+    for (;;) {
+        if (gp != NULL && __atomic_load_n(&getm()->pless, __ATOMIC_SEQ_CST))
+            exitsyscall(); /* its P was handed off while it stayed away: get one */
+        /* Not a G (g0 among them), or a G without a P (a handler in a system call). */
+        if (gp == NULL || __atomic_load_n(&getm()->p, __ATOMIC_RELAXED) == NULL)
+            return thread_wait(addr, val, deadline_ns);
+        if (__builtin_expect(gfutex_test_before_acquirem != NULL, 0))
+            gfutex_test_before_acquirem();
+        mp = acquirem(); /* dropped by gopark, or below */
+        if (__atomic_load_n(&getm()->p, __ATOMIC_RELAXED) != NULL)
+            break;
+        /* Handed off since the look above, no P idle to take back: parking needs one (gopark
+         * would wait for it holding the bucket lock, which the P's new G may be waiting for). */
+        releasem(mp);
+    }
     maybe_grow();
     struct gftable *t0 = LIVE_TABLE();
-    /* Field by field: an initialiser would zero the timer too, with a
-     * rep stos on every wait; the timer is set only when timed,
-     * the links by enqueue. */
+    /* Field by field: an initialiser's rep stos would zero the timer (set only if timed). */
     struct gfwaiter w;
     w.addr = addr;
     w.gp = gp;
@@ -494,9 +494,10 @@ int gfutex_wait(uint32_t *addr, uint32_t val, int64_t deadline_ns)
     w.ishead = 0;
     w.state = W_ARMING;
     bool timed = deadline_ns >= 0;
-    if (timed && deadline_ns <= nanotime())
+    if (timed && deadline_ns <= nanotime()) {
+        releasem(mp);
         return __atomic_load_n(addr, __ATOMIC_SEQ_CST) != val ? EAGAIN : ETIMEDOUT;
-    struct m *mp = acquirem(); /* dropped by gopark, or below */
+    }
     if (timed) {
         w.t = (struct timer){.when = deadline_ns, .f = gfutex_timeout, .arg = &w};
         timer_add(&w.t);
@@ -663,13 +664,12 @@ int gfutex_nwaiters(uint32_t *addr)
 /*
  * Wakes from signal handlers.
  *
- * A handler runs on whatever the thread was doing. If that thread is an M
- * inside the runtime (m_in_runtime: g0, or a G between acquirem and
- * releasem) it may hold the very bucket lock or sched.lock a wake needs, or
- * be halfway through its P's run queue: a direct wake would deadlock or
- * corrupt. Then the address goes into a small lock-free table and a waker
- * thread, which holds nothing, does the wake. Wakes may be spurious, so a
- * full table simply makes the waker wake every G waiter once.
+ * A handler runs on whatever the thread was doing. If that thread is an M inside the runtime
+ * (m_in_runtime: g0, or a G between acquirem and releasem) it may hold the very bucket lock
+ * or sched.lock a wake needs, or be halfway through its P's run queue: a direct wake would
+ * deadlock or corrupt. Then the address goes into a small lock-free table and a waker
+ * thread, which holds nothing, does the wake. Wakes may be spurious, so a full table simply
+ * makes the waker wake every G waiter once.
  */
 enum { DEFER_SLOTS = 64 };
 static uint32_t *defer_slot[DEFER_SLOTS];
@@ -737,10 +737,9 @@ int gfutex_wake_async(uint32_t *addr, int n)
 }
 
 /*
- * Interrupt gp's gfutex wait: if it is parked in one, dequeue it and make
- * it return EINTR; if it is about to wait, its wait returns EINTR at once.
- * For cancellation (and later signals). Callable from any thread; not from
- * a signal handler.
+ * Interrupt gp's gfutex wait: if it is parked in one, dequeue it and make it return EINTR; if
+ * it is about to wait, its wait returns EINTR at once. For cancellation (and later signals).
+ * Callable from any thread; not from a signal handler.
  */
 void gfutex_interrupt(struct g *gp)
 {
@@ -789,6 +788,7 @@ void gfutex_fork_child(void)
 }
 
 /* Test hooks (tests/test_gfutex.c): the live table's size, and addr's bucket in it. */
+void (*gfutex_test_before_acquirem)(void);
 unsigned long gfutex_test_buckets(void)
 {
     return (unsigned long)__atomic_load_n(&table, __ATOMIC_ACQUIRE)->mask + 1;

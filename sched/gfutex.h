@@ -51,6 +51,8 @@ int gfutex_nwaiters(uint32_t *addr);
  * exceed twice that), and the bucket addr hashes to in it. */
 unsigned long gfutex_test_buckets(void);
 unsigned long gfutex_test_bucket(uint32_t *addr);
+/* Test hook: called by a G's wait between its look at its P and its acquirem, if set. */
+extern void (*gfutex_test_before_acquirem)(void);
 
 /*
  * gfutex_wake for async-signal contexts (sem_post): wakes directly when

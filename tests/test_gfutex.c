@@ -351,6 +351,71 @@ Test(gfutex, mutex_built_on_it_excludes_gs_and_threads, .timeout = 120)
     cr_assert_eq(counter, (NG + 1) * mtx_rounds);
 }
 
+/* The same mutex at one P, each G's wait handed off from its P between its look at that P
+ * and its acquirem, as sysmon may (it found the M asleep in the kernel a moment before). Once
+ * acquirem found no P idle to take back (another M runs the P's next G), gopark waited for
+ * one holding the bucket lock, and that G waited in the same lock for good. */
+static bool always(struct m *mp)
+{
+    (void)mp;
+    return true;
+}
+
+static long handoffs, workers_left;
+
+/* Always runnable: a hand-off's P goes to another M at once (startm), none stays idle. */
+static void yielder(void *arg)
+{
+    (void)arg;
+    while (load(&workers_left) > 0)
+        sched_goyield();
+    sched_wg_done(&wg);
+}
+
+static void counted_worker(void *arg)
+{
+    mtx_worker(arg);
+    __atomic_sub_fetch(&workers_left, 1, __ATOMIC_SEQ_CST);
+}
+
+/* What sysmon does in two rounds, at every other wait: the hand-off, then the retake of the
+ * P (to another M). */
+static long waits;
+
+static void hand_my_p_off(void)
+{
+    struct m *mp = getm();
+    if (__atomic_fetch_add(&waits, 1, __ATOMIC_RELAXED) % 2 || !sched_handoff_asleep(mp, always))
+        return;
+    __atomic_add_fetch(&handoffs, 1, __ATOMIC_RELAXED);
+    struct p *pp = mp->oldp;
+    uint32_t st = Psyscall;
+    if (__atomic_compare_exchange_n(&pp->status, &st, Pidle, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
+        handoffp(pp);
+    }
+}
+
+Test(gfutex, a_waiter_handed_off_before_it_parks_takes_a_p_back, .timeout = 30)
+{
+    enum { NG = 4 };
+    start(1);
+    sched_wg_init(&wg);
+    mtx_rounds = test_scale(2000);
+    gfutex_test_before_acquirem = hand_my_p_off;
+    workers_left = NG;
+    for (int i = 0; i < NG; i++)
+        go(counted_worker, NULL);
+    for (int i = 0; i < 2; i++)
+        go(yielder, NULL);
+    sched_wg_wait(&wg);
+    gfutex_test_before_acquirem = NULL;
+    cr_assert_eq(counter, NG * mtx_rounds);
+    cr_assert_gt(load(&handoffs), 0, "no wait was handed off");
+    cr_log_info("%ld hand-offs", load(&handoffs));
+}
+
 /* ---- requeue ------------------------------------------------------------ */
 
 static uint32_t words[256];
