@@ -351,7 +351,7 @@ Test(gfutex, mutex_built_on_it_excludes_gs_and_threads, .timeout = 120)
     cr_assert_eq(counter, (NG + 1) * mtx_rounds);
 }
 
-/* The same mutex at one P, each G's wait handed off from its P between its look at that P
+/* A mutex as above at one P, each G's wait handed off from its P between its look at that P
  * and its acquirem, as sysmon may (it found the M asleep in the kernel a moment before). Once
  * acquirem found no P idle to take back (another M runs the P's next G), gopark waited for
  * one holding the bucket lock, and that G waited in the same lock for good. */
@@ -372,10 +372,22 @@ static void yielder(void *arg)
     sched_wg_done(&wg);
 }
 
+/* mtx_worker's rounds until HANDOFFS waits were handed off: what it added goes to *arg. */
+enum { HANDOFFS = 40 };
+
 static void counted_worker(void *arg)
 {
-    mtx_worker(arg);
+    long i;
+    for (i = 0; load(&handoffs) < HANDOFFS; i++) {
+        mtx_lock();
+        counter++;
+        if (i % 16 == 0)
+            sched_goyield();
+        mtx_unlock();
+    }
+    __atomic_add_fetch((long *)arg, i, __ATOMIC_SEQ_CST);
     __atomic_sub_fetch(&workers_left, 1, __ATOMIC_SEQ_CST);
+    sched_wg_done(&wg);
 }
 
 /* What sysmon does in two rounds, at every other wait: the hand-off, then the retake of the
@@ -400,20 +412,20 @@ static void hand_my_p_off(void)
 Test(gfutex, a_waiter_handed_off_before_it_parks_takes_a_p_back, .timeout = 30)
 {
     enum { NG = 4 };
+    static long rounds;
     start(1);
     sched_wg_init(&wg);
-    mtx_rounds = test_scale(2000);
     gfutex_test_before_acquirem = hand_my_p_off;
     workers_left = NG;
     for (int i = 0; i < NG; i++)
-        go(counted_worker, NULL);
+        go(counted_worker, &rounds);
     for (int i = 0; i < 2; i++)
         go(yielder, NULL);
     sched_wg_wait(&wg);
     gfutex_test_before_acquirem = NULL;
-    cr_assert_eq(counter, NG * mtx_rounds);
-    cr_assert_gt(load(&handoffs), 0, "no wait was handed off");
-    cr_log_info("%ld hand-offs", load(&handoffs));
+    cr_assert_eq(counter, load(&rounds));
+    cr_assert_geq(load(&handoffs), HANDOFFS);
+    cr_log_info("%ld hand-offs, %ld rounds", load(&handoffs), load(&rounds));
 }
 
 /* ---- requeue ------------------------------------------------------------ */
