@@ -24,11 +24,6 @@
 #define MS 1000000LL
 #define US 1000LL
 
-static void start(int nprocs)
-{
-    test_start_runtime(nprocs);
-}
-
 static struct sched_wg wg;
 
 static struct g *go(void (*fn)(void *), void *arg)
@@ -82,7 +77,7 @@ static void eagain_g(void *arg)
 
 Test(gfutex, wait_returns_eagain_when_value_differs, .timeout = 20)
 {
-    start(2);
+    test_start_runtime(2);
     sched_wg_init(&wg);
     word = 1;
     go(eagain_g, NULL);
@@ -108,7 +103,7 @@ static void waiter_g(void *arg)
 Test(gfutex, wake_one_wakes_exactly_one_then_wake_all_the_rest, .timeout = 30)
 {
     enum { N = 8 };
-    start(2);
+    test_start_runtime(2);
     sched_wg_init(&wg);
     for (long i = 0; i < N; i++)
         go(waiter_g, (void *)i);
@@ -141,7 +136,7 @@ static void timed_g(void *arg)
 Test(gfutex, timed_wait_times_out_not_before_its_deadline, .timeout = 30)
 {
     enum { N = 6 };
-    start(2);
+    test_start_runtime(2);
     sched_wg_init(&wg);
     int64_t now = nanotime();
     for (long i = 0; i < N; i++) {
@@ -178,7 +173,7 @@ static void sleeper_g(void *arg)
 static void idle_m_sleeps_until_timer(int nprocs)
 {
     enum { ROUNDS = 3 };
-    start(nprocs);
+    test_start_runtime(nprocs);
     sched_wg_init(&wg);
     double cpu0 = cpu_seconds();
     int64_t t0 = nanotime();
@@ -239,7 +234,7 @@ static void race_waker(void *arg)
 Test(gfutex, wake_racing_timeout_readies_once_and_loses_nobody, .timeout = 120)
 {
     enum { WAITERS = 2 };
-    start(2);
+    test_start_runtime(2);
     sched_wg_init(&wg);
     race_iters = test_scale(10000);
     for (long i = 0; i < WAITERS; i++)
@@ -273,7 +268,7 @@ static void waker_of_thread(void *arg)
 
 Test(gfutex, thread_waiter_is_woken_by_a_g, .timeout = 30)
 {
-    start(2);
+    test_start_runtime(2);
     sched_wg_init(&wg);
     go(waker_of_thread, NULL);
     int r = gfutex_wait(&word, 0, -1);
@@ -284,7 +279,7 @@ Test(gfutex, thread_waiter_is_woken_by_a_g, .timeout = 30)
 
 Test(gfutex, g_waiter_is_woken_by_a_thread, .timeout = 30)
 {
-    start(2);
+    test_start_runtime(2);
     sched_wg_init(&wg);
     go(waiter_g, (void *)0L);
     int n;
@@ -336,7 +331,7 @@ static void mtx_worker(void *arg)
 Test(gfutex, mutex_built_on_it_excludes_gs_and_threads, .timeout = 120)
 {
     enum { NG = 8 };
-    start(2);
+    test_start_runtime(2);
     sched_wg_init(&wg);
     mtx_rounds = test_scale(20000);
     for (int i = 0; i < NG; i++)
@@ -412,7 +407,7 @@ Test(gfutex, a_waiter_handed_off_before_it_parks_takes_a_p_back, .timeout = 30)
 {
     enum { NG = 4 };
     static long rounds;
-    start(1);
+    test_start_runtime(1);
     sched_wg_init(&wg);
     gfutex_test_before_acquirem = hand_my_p_off;
     workers_left = NG;
@@ -487,7 +482,7 @@ static uint32_t pool[1 << 14];
 
 Test(gfutex, requeue_moves_waiters_to_another_word, .timeout = 30)
 {
-    start(2);
+    test_start_runtime(2);
     uint32_t *same[2], *other[2];
     pick_words(pool, 1 << 14, same, other);
     requeue_moves(other[0], other[1]); /* different buckets */
@@ -545,7 +540,7 @@ static void wake_in_order(uint32_t *addr, const long *idx, int n)
 
 Test(gfutex, many_addresses_per_bucket_wake_the_right_waiter_in_fifo_order, .timeout = 60)
 {
-    start(2);
+    test_start_runtime(2);
     sched_wg_init(&wg);
     /* FIFO_ADDRS words of one bucket, waited on interleaved. */
     uint32_t *same[FIFO_ADDRS];
@@ -582,7 +577,7 @@ Test(gfutex, many_addresses_per_bucket_wake_the_right_waiter_in_fifo_order, .tim
 
 Test(gfutex, requeue_across_buckets_keeps_fifo_behind_the_waiters_there, .timeout = 60)
 {
-    start(2);
+    test_start_runtime(2);
     sched_wg_init(&wg);
     uint32_t *same[2], *other[2];
     pick_words(pool, 1 << 14, same, other);
@@ -628,7 +623,7 @@ static void grow_waiter(void *arg)
 
 Test(gfutex, table_grows_with_addresses_and_keeps_every_waiter, .timeout = 60)
 {
-    start(2);
+    test_start_runtime(2);
     sched_wg_init(&wg);
     unsigned long b0 = gfutex_test_buckets();
     grow_deadline = nanotime() + 1500 * MS; /* the timed ones wait across the growing */
@@ -661,7 +656,7 @@ static void rq_timed(void *arg)
 
 Test(gfutex, requeued_waiter_still_times_out, .timeout = 30)
 {
-    start(2);
+    test_start_runtime(2);
     sched_wg_init(&wg);
     go(rq_timed, &words[0]);
     wait_until_waiters(&words[0], 1);
