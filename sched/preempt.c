@@ -557,8 +557,7 @@ void preempt_request(struct p *pp, bool handoff)
     int sig = __atomic_load_n(&pr.sig, __ATOMIC_ACQUIRE);
     si.si_signo = sig;
     si.si_code = SI_QUEUE;
-    si.si_pid = pr.pid;
-    si.si_uid = getuid();
+    si.si_pid = pr.pid; /* si_uid: never read (a getuid, a system call, per request) */
     si.si_value.sival_int = pr.cookie;
     __atomic_add_fetch(&pr.nrequests, 1, __ATOMIC_RELAXED);
     bool injected = fault_inject(FAULT_SIGQUEUE);

@@ -273,6 +273,7 @@ int errno_get(void);
 void errno_set(int v);
 int sysmon_threads(void);
 uint64_t sysmon_retakes(void);
+uint64_t sysmon_rounds(void);
 void sched_steal_order_init(uint32_t n);
 
 /* runq.c */

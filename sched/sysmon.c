@@ -13,8 +13,9 @@
  *     kernel outside goshim for two rounds, its P is handed to another M
  *     where the G stands (syscall.c, sched_handoff_self);
  *   - prints GOSHIM_SCHEDTRACE lines on time.
- * It sleeps 20 us after a round that did something, doubling after 50
- * idle rounds up to 10 ms.
+ * It sleeps 20 us after a round that retook a P, doubling after 50 idle
+ * rounds up to 10 ms (Go's rule: a poll that readied Gs is no reason to
+ * look again in 20 us).
  *
  * The slice is the kernel's by default (docs/design.md, rule
  * 6): C programs were written for EEVDF, which lets a task run its
@@ -93,8 +94,8 @@ static struct {
     bool detailed;
     int64_t lasttrace;
     bool running;
-    uint64_t nretake; /* Ps retaken from system calls; atomic */
-    uint64_t nrounds;
+    uint64_t nretake;    /* Ps retaken from system calls; atomic */
+    uint64_t nrounds;    /* atomic */
     int64_t nextlook;    /* the last round's: when a P next needs a look (INT64_MAX: none) */
     int64_t lastround;   /* when the previous round looked at the Ps */
     int64_t watch_until; /* after a kick: sleeps stay within a slice until then */
@@ -547,10 +548,11 @@ static void *sysmon(void *arg)
         }
         int64_t now = sysmon_sleep(delay);
         __atomic_store_n(&sm.lone, 0, __ATOMIC_RELAXED);
-        sm.nrounds++;
-        bool busy = sysmon_poll(now);
-        if (retake(now) > 0)
-            busy = true;
+        __atomic_store_n(&sm.nrounds, sm.nrounds + 1, __ATOMIC_RELAXED);
+        /* Gs a poll readied wait in the global queue, and the round below times their
+         * wait (nextlook): no reason to look again in 20 us. */
+        bool polled = sysmon_poll(now);
+        bool busy = retake(now) > 0;
         m_retry(now);
         sm.lastround = now;
         idle = busy ? 0 : idle + 1;
@@ -560,7 +562,7 @@ static void *sysmon(void *arg)
             schedtrace(sm.detailed);
         }
         quit_check();
-        if (!busy)
+        if (!busy && !polled)
             deadlock_check();
     }
     return NULL;
@@ -626,6 +628,11 @@ int sysmon_threads(void)
 uint64_t sysmon_retakes(void)
 {
     return __atomic_load_n(&sm.nretake, __ATOMIC_RELAXED);
+}
+
+uint64_t sysmon_rounds(void)
+{
+    return __atomic_load_n(&sm.nrounds, __ATOMIC_RELAXED);
 }
 
 /* Fork child: sysmon was a thread of the parent; a new one with the same settings, at once

@@ -132,7 +132,7 @@ struct snapshot {
     struct tls_stats ts;
     struct netpoll_stats ns;
     struct preempt_stats ps;
-    uint64_t fds_moved, fds_lost, retakes;
+    uint64_t fds_moved, fds_lost, retakes, sysmon_rounds;
 };
 
 static void snapshot_take(struct snapshot *s)
@@ -144,6 +144,7 @@ static void snapshot_take(struct snapshot *s)
     preempt_stats(&s->ps);
     ownfd_counts(&s->fds_moved, &s->fds_lost);
     s->retakes = sysmon_retakes();
+    s->sysmon_rounds = sysmon_rounds();
 }
 
 /* The counters at the fork that made this process: a child's lines count what the child
@@ -179,9 +180,10 @@ void stats_print(int fd)
              D(ts.tcbs_reset), D(ts.ldt_tcbs), D(ts.ldt_overflow), tcb_block_pages());
     rt_print(fd,
              "goshim stats: netpoll_parks=%lu netpolls=%lu netpoll_events=%lu direct_readies=%lu "
-             "syscalls=%lu handoffs=%lu own_fds_moved=%lu own_fds_lost=%lu fds_classified=%lu\n",
+             "syscalls=%lu handoffs=%lu own_fds_moved=%lu own_fds_lost=%lu fds_classified=%lu "
+             "sysmon_rounds=%lu\n",
              D(ns.parks), D(ns.polls), D(ns.events), D(ns.direct), D(c.syscalls), D(retakes),
-             D(fds_moved), D(fds_lost), D(ns.classified));
+             D(fds_moved), D(fds_lost), D(ns.classified), D(sysmon_rounds));
     unsigned long walks = D(ps.walks);
     rt_print(fd,
              "goshim stats: preempt_requests=%lu preemptions=%lu preempt_refused=%lu "
