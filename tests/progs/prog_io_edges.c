@@ -202,8 +202,10 @@ static void case_sndtimeo(void)
                     call, r, err);
             exit(1);
         }
-        /* The kernel counts SO_SNDTIMEO in jiffies: a few ms early at most. */
-        if (took < ms - 10 || took > bound_ms) {
+        /* The kernel counts SO_SNDTIMEO in jiffies: a few ms early, and in a VM whose
+         * ticks catch up after the host stole the CPU, more (a native run gave up after
+         * 25 ms of 40 here); a call that did not wait at all is what this must catch. */
+        if (took < ms / 2 || took > bound_ms) {
             fprintf(stderr, "prog_io_edges: sndtimeo: %s gave up after %ld ms, want %ld\n", call,
                     took, ms);
             exit(1);
