@@ -40,6 +40,7 @@
 #include "shim/cancel.h"
 #include "shim/io.h"
 #include "shim/shim.h"
+#include "shim/sigdeliver.h"
 
 /* glibc's fortified entry points (-D_FORTIFY_SOURCE), declared only inside
  * its bits/ headers. */
@@ -240,13 +241,14 @@ static long io_kernel_wait(struct io *io, struct pdcall *c)
         ts = (struct timespec){left / 1000000000, left % 1000000000};
         tsp = &ts;
     }
+    uint32_t ran = shim_handlers_ran();
     long r =
         HANDOFF_WITH(entersyscallblock, rt_syscall6(SYS_ppoll, (long)&pfd, 1, (long)tsp, 0, 8, 0));
     if (r == 0)
         return io_outcome(io, -EAGAIN);
-    if (r == -EINTR)
+    if (r == -EINTR && shim_handlers_ran() != ran)
         return io_outcome(io, -EINTR);
-    return IO_MORE; /* ready, or an error the next try reports */
+    return IO_MORE; /* ready, an error the next try reports, or goshim's own signal */
 }
 
 /* Park until the fd may be ready: IO_MORE, or the result to return. */
@@ -312,6 +314,24 @@ static long io_call(struct io *io)
 
 /* ---- the wrappers (shim/io.def) ------------------------------------------------------ */
 
+/*
+ * The kernel's own call, the P handed off. A socket call with a timeout (SO_RCVTIMEO,
+ * SO_SNDTIMEO) ends with EINTR at any signal, SA_RESTART or not: goshim's own (a
+ * preemption request sent before the G went into the call) or one goshim catches for the
+ * program, which ignores it (SIGURG), would show the program an EINTR it never sees
+ * natively. The call is made again unless a handler of the program's ran (its timeout
+ * then starts afresh: at most one more, for each such signal).
+ */
+#define HANDOFF_NO_GOSHIM_EINTR(ret, call)                                                         \
+    ({                                                                                             \
+        uint32_t hran_ = shim_handlers_ran();                                                      \
+        ret hr_;                                                                                   \
+        do                                                                                         \
+            hr_ = HANDOFF(call);                                                                   \
+        while ((long)hr_ == -1 && errno == EINTR && shim_handlers_ran() == hran_);                 \
+        hr_;                                                                                       \
+    })
+
 #define IO(ret, name, params, args, pass, setup, after)                                            \
     GOSHIM_EXPORT ret name params                                                                  \
     {                                                                                              \
@@ -321,7 +341,7 @@ static long io_call(struct io *io)
         setup;                                                                                     \
         long r = io_call(&io);                                                                     \
         if (r == IO_HANDOFF)                                                                       \
-            return HANDOFF(REAL(name) args);                                                       \
+            return HANDOFF_NO_GOSHIM_EINTR(ret, REAL(name) args);                                  \
         if (r >= 0) {                                                                              \
             after;                                                                                 \
         }                                                                                          \

@@ -125,6 +125,16 @@ Test(preload_fault, poller_never_made, .timeout = 120)
                          "GOSHIM_PROCS=2 GOSHIM_FAULT=poller:1/2,seed:1");
 }
 
+/* Without a poller a recv with SO_RCVTIMEO is the kernel's, which any caught signal ends
+ * with EINTR: SIGURG, ignored by the program but caught by goshim (its preemption signal),
+ * did, and so could a preemption request sent just before the call (poller_never_made,
+ * prog_timeouts, once under a loaded suite). */
+Test(preload_fault, ignored_signal_does_not_cut_a_timed_recv_short, .timeout = 60)
+{
+    fault_same_as_native("prog_rcvtimeo_signal", NULL, "GOSHIM_PROCS=1 GOSHIM_FAULT=poller:1");
+    fault_same_as_native("prog_rcvtimeo_signal", NULL, "GOSHIM_PROCS=2 GOSHIM_FAULT=poller:1");
+}
+
 /* Computing threads still take turns at one P: sysmon times the slices. */
 Test(preload_fault, timer_never_made, .timeout = 60)
 {
