@@ -155,8 +155,8 @@ Test(preload_fault, sigqueue_refused_is_sent_again, .timeout = 120)
 {
     for (int seed = 1; seed <= 6; seed++) {
         char env[96];
-        snprintf(env, sizeof env, "GOSHIM_PROCS=%d GOSHIM_FAULT=sigqueue:1/2,seed:%d",
-                 seed % 2 + 1, (seed + 1) / 2);
+        snprintf(env, sizeof env, "GOSHIM_PROCS=%d GOSHIM_FAULT=sigqueue:1/2,seed:%d", seed % 2 + 1,
+                 (seed + 1) / 2);
         int n = fault_same_as_native("prog_fault_signal", NULL, env);
         cr_assert_eq(n, 1, "%s: %d lines about the injected failure, want 1", env, n);
     }
