@@ -544,19 +544,6 @@ bool preempt_timers_ok(void)
 
 /* ---- sysmon's side ------------------------------------------------------------------ */
 
-/* libgcc's unwinder, loaded once a G may need preempting, outside any G's walk (whose
- * dlopen could wait on a loader lock a frame below holds); then the tables take its text.
- * At the runtime's start it cost every threaded process 0.3 ms (libc.c). */
-void sched_unwinder_warm(void)
-{
-    static bool tried;
-    if (__atomic_load_n(&tried, __ATOMIC_RELAXED) ||
-        __atomic_exchange_n(&tried, 1, __ATOMIC_ACQ_REL))
-        return;
-    if (libc_unwind_load())
-        apptext_refresh();
-}
-
 void preempt_request(struct p *pp, bool handoff)
 {
     struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
