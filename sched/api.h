@@ -326,9 +326,6 @@ static inline void chaos_point(void)
 }
 /* Ask gp, if it runs, to yield at its next safe point (preempt.c). */
 void sched_preempt_g(struct g *gp);
-/* Load the unwinder a preemption's walk needs, once (preempt.c: not at start-up). Not on a
- * G inside the runtime, nor under a runtime lock: it may dlopen. */
-void sched_unwinder_warm(void);
 
 /* ---- inside the runtime (proc.c) --------------------------------------- */
 

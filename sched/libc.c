@@ -95,12 +95,12 @@ int libc_fclose(FILE *f)
 
 /*
  * libgcc's unwinder (libgcc_s.so.1), which preemption's walk and a G's pthread_exit use:
- * loaded when first needed (libc_unwind_load: by sysmon before a G may be preempted,
- * sched_unwinder_warm in preempt.c, or by a G's first pthread_exit), as glibc loads it only
- * for a thread's first pthread_exit or cancellation. Loaded with goshim, every exec paid
- * about 250 us, and at the runtime's start every threaded process 0.3 ms, most of them
- * never preempting (docs/measured.md). Without it (not installed), no preemption is found
- * safe and a pthread_exit runs no cleanup handler, each said once.
+ * loaded when the runtime starts (libc_unwind_load), not with goshim, as glibc loads it
+ * only for a thread's first pthread_exit or cancellation. The programs goshim is
+ * preloaded into that never make a thread (most of those a shell runs) would each load it
+ * for nothing: about 250 us an exec on this host (docs/measured.md). Without it (not
+ * installed), no preemption is found safe and a pthread_exit runs no cleanup handler, each
+ * said once.
  */
 static struct {
     _Unwind_Reason_Code (*backtrace)(_Unwind_Trace_Fn, void *);

@@ -115,7 +115,6 @@
 #include "preempt_unw.h"
 #include "sched.h"
 #include "throw.h"
-#include "tls.h"
 
 #if __has_include(<valgrind/valgrind.h>)
 #include <valgrind/valgrind.h>
@@ -544,19 +543,6 @@ bool preempt_timers_ok(void)
 }
 
 /* ---- sysmon's side ------------------------------------------------------------------ */
-
-/* libgcc's unwinder (libc.c), loaded once a G may need preempting, outside any G's walk (a
- * dlopen there could wait on a loader lock held below); sysmon's dlopen in main's arena. */
-void sched_unwinder_warm(void)
-{
-    static bool tried;
-    if (__atomic_exchange_n(&tried, 1, __ATOMIC_ACQ_REL))
-        return;
-    if (!sched_self())
-        tls_malloc_seed(tls_self());
-    if (libc_unwind_load())
-        apptext_refresh(); /* its text in the tables (never the application's) */
-}
 
 void preempt_request(struct p *pp, bool handoff)
 {

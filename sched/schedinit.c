@@ -121,6 +121,7 @@ int sched_init(const struct sched_config *c)
         setxid_init();
     sched.starttime = nanotime();
     sched.started = true;
+    libc_unwind_load(); /* before the first preemption's walk, in a handler */
     preempt_init(c->preempt_ns, c->preempt_signal, c->preempt_signal_set, c->preempt_handoff,
                  c->preempt_walk);
     sysmon_start(c->schedtrace_ms, c->scheddetail);

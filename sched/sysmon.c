@@ -368,8 +368,6 @@ static void retake_running(struct p *pp, struct ptick *pt, const struct round *r
     if (r->policy && !others_wait(pp, r->global)) {
         pt->armed = 0;      /* nobody waits for this P: its G runs on */
     } else if (!r->woken) { /* its slice timer rotates it */
-        if (r->now - pt->schedwhen >= r->slice)
-            sched_unwinder_warm(); /* its timer may preempt it from now on */
         if (r->now - pt->schedwhen >= r->rotate) {
             rotation_stuck(pp, pt);
             look_at(r->now + tick_ns());
@@ -377,7 +375,6 @@ static void retake_running(struct p *pp, struct ptick *pt, const struct round *r
             look_at(pt->schedwhen + r->rotate);
         }
     } else if (r->now - start >= r->cut) {
-        sched_unwinder_warm();
         if (r->policy && !pt->cut) {
             pt->cut = true;
             preempt_count_cut();
@@ -433,10 +430,8 @@ static int retake(int64_t now)
     for (int32_t i = 0; i < sched.gomaxprocs; i++) {
         struct p *pp = sched.allp[i];
         uint32_t status = __atomic_load_n(&pp->status, __ATOMIC_ACQUIRE);
-        if (status == Prunning && sched_chaos && sched.gomaxprocs > 1 && chaos_rand() % 8 == 0) {
-            sched_unwinder_warm();
+        if (status == Prunning && sched_chaos && sched.gomaxprocs > 1 && chaos_rand() % 8 == 0)
             preempt_request(pp, false); /* chaos: an extra preemption at its next safe point */
-        }
         if (status == Prunning && r.slice > 0)
             retake_running(pp, &pticks[i], &r);
         else if (status == Psyscall && retake_syscall(pp, &pticks[i], &r))

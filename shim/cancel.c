@@ -130,8 +130,7 @@ GOSHIM_EXPORT int pthread_cancel(pthread_t t)
     if (!goshim_active() || !(st = sthread_lookup(t)))
         return REAL(pthread_cancel)(t);
     if (__atomic_load_n(&st->exited, __ATOMIC_ACQUIRE))
-        return 0;          /* glibc: cancelling a terminated, unjoined thread succeeds */
-    sched_unwinder_warm(); /* an asynchronous cancellation preempts; an exit unwinds */
+        return 0; /* glibc: cancelling a terminated, unjoined thread succeeds */
     __atomic_store_n(&st->cancelreq, 1, __ATOMIC_SEQ_CST);
     if (st == sthread_self()) {
         pthread_testcancel();

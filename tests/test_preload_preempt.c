@@ -426,17 +426,6 @@ Test(preload_preempt, lone_thread_never_preempted, .timeout = 60)
     }
 }
 
-/* The walk's unwinder is loaded when a G may first need preempting, not at the runtime's
- * start: natively a C program's threads never load libgcc_s (glibc does for pthread_exit
- * and cancellation), and loading it cost every threaded process 0.3 ms. With preemption
- * off nothing asks for it. */
-Test(preload_preempt, the_unwinder_is_not_loaded_at_start, .timeout = 60)
-{
-    const char *want = "4 threads joined; libgcc_s loaded: no\n";
-    pp_native("prog_unwinder_lazy", NULL, want);
-    expect_preloaded_prints("prog_unwinder_lazy", NULL, "GOSHIM_PREEMPT=0", want, 5);
-}
-
 /* A fixed GOSHIM_PREEMPT keeps Go's rule: the lone thread is preempted too. */
 Test(preload_preempt, fixed_slice_preempts_a_lone_thread, .timeout = 60)
 {
