@@ -25,20 +25,14 @@
 #include "shim/shim.h"
 #include "shim/sigdeliver.h"
 
-/* EINTR only for a handler of the program's: goshim's own signals (a preemption request
- * that found the G gone into the call, a bell) end msgrcv, msgsnd, semop and pause, which
- * the kernel never restarts; the call is made again. None of these has a timeout. */
+/* EINTR only for a handler of the program's (msgrcv, msgsnd, semop and pause, which the
+ * kernel never restarts; none has a timeout). */
 #define BLOCKING(ret, name, entry, params, args)                                                   \
     GOSHIM_EXPORT ret name params                                                                  \
     {                                                                                              \
         if (!goshim_active())                                                                      \
             return REAL(name) args;                                                                \
-        uint32_t ran = shim_handlers_ran();                                                        \
-        ret r;                                                                                     \
-        do                                                                                         \
-            r = HANDOFF_WITH(entry, REAL(name) args);                                              \
-        while ((long)r == -1 && errno == EINTR && shim_handlers_ran() == ran);                     \
-        return r;                                                                                  \
+        return HANDOFF_WITH_NO_GOSHIM_EINTR(ret, entry, REAL(name) args);                          \
     }
 #include "shim/blocking.def"
 #undef BLOCKING

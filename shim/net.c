@@ -314,24 +314,6 @@ static long io_call(struct io *io)
 
 /* ---- the wrappers (shim/io.def) ------------------------------------------------------ */
 
-/*
- * The kernel's own call, the P handed off. A socket call with a timeout (SO_RCVTIMEO,
- * SO_SNDTIMEO) ends with EINTR at any signal, SA_RESTART or not: goshim's own (a
- * preemption request sent before the G went into the call) or one goshim catches for the
- * program, which ignores it (SIGURG), would show the program an EINTR it never sees
- * natively. The call is made again unless a handler of the program's ran (its timeout
- * then starts afresh: at most one more, for each such signal).
- */
-#define HANDOFF_NO_GOSHIM_EINTR(ret, call)                                                         \
-    ({                                                                                             \
-        uint32_t hran_ = shim_handlers_ran();                                                      \
-        ret hr_;                                                                                   \
-        do                                                                                         \
-            hr_ = HANDOFF(call);                                                                   \
-        while ((long)hr_ == -1 && errno == EINTR && shim_handlers_ran() == hran_);                 \
-        hr_;                                                                                       \
-    })
-
 #define IO(ret, name, params, args, pass, setup, after)                                            \
     GOSHIM_EXPORT ret name params                                                                  \
     {                                                                                              \
@@ -341,7 +323,7 @@ static long io_call(struct io *io)
         setup;                                                                                     \
         long r = io_call(&io);                                                                     \
         if (r == IO_HANDOFF)                                                                       \
-            return HANDOFF_NO_GOSHIM_EINTR(ret, REAL(name) args);                                  \
+            return HANDOFF_WITH_NO_GOSHIM_EINTR(ret, entersyscall, REAL(name) args);               \
         if (r >= 0) {                                                                              \
             after;                                                                                 \
         }                                                                                          \

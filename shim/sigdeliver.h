@@ -82,6 +82,23 @@ uint64_t shim_hidden_mask(void);
 /* A handler of the program runs on the calling thread (the dispatcher); how many did. */
 void shim_handler_ran(void);
 uint32_t shim_handlers_ran(void);
+/*
+ * A kernel call made with the P handed off (entry: shim.h's HANDOFF_WITH), made again when
+ * it fails with EINTR while no handler of the program's ran: goshim's own signals (a
+ * preemption request sent before the G went into the call, a bell) or one goshim catches
+ * for a program that ignores it (SIGURG) end calls the kernel never restarts (msgrcv,
+ * pause, a socket call with SO_RCVTIMEO or SO_SNDTIMEO), which natively nothing would cut
+ * short. A timeout of the call's own starts afresh then: at most one more per such signal.
+ */
+#define HANDOFF_WITH_NO_GOSHIM_EINTR(ret, entry, call)                                             \
+    ({                                                                                             \
+        uint32_t hran_ = shim_handlers_ran();                                                      \
+        ret hr_;                                                                                   \
+        do                                                                                         \
+            hr_ = HANDOFF_WITH(entry, call);                                                       \
+        while ((long)hr_ == -1 && errno == EINTR && shim_handlers_ran() == hran_);                 \
+        hr_;                                                                                       \
+    })
 void shim_set_hidden_mask(uint64_t set);
 /* A wait with a signal mask of its own (ppoll, pselect, epoll_pwait, epoll_pwait2): begin
  * installs the call's mask as the thread's (handling what it lets through), interrupted
