@@ -174,6 +174,8 @@ static void exit_hook(struct g *gp)
         return;
     sched_g_set_thread(gp, NULL);
     runtime_lock(&st->lock);
+    if (!sched_g_stack(gp, &st->exit_stack, &st->exit_stacksize, &st->exit_guard))
+        st->exit_stack = NULL;
     st->gp = NULL;
     bool detached = st->joinstate == JS_DETACHED;
     void *kept = detached ? NULL : sched_g_take_tcb(gp); /* detached: the G keeps it for reuse */
@@ -454,12 +456,17 @@ GOSHIM_EXPORT int pthread_getattr_np(pthread_t t, pthread_attr_t *attr)
     int err = pthread_attr_init(attr);
     if (err)
         return err;
+    void *lo = NULL;
+    size_t size = 0, guard = 0;
     runtime_lock(&st->lock);
     struct g *gp = st->gp;
+    if (!gp && st->exit_stack) { /* ended, not joined: its stack is kept */
+        lo = st->exit_stack;
+        size = st->exit_stacksize;
+        guard = st->exit_guard;
+    }
     runtime_unlock(&st->lock);
-    void *lo;
-    size_t size, guard;
-    if (gp && sched_g_stack(gp, &lo, &size, &guard)) {
+    if (lo || (gp && sched_g_stack(gp, &lo, &size, &guard))) {
         pthread_attr_setstack(attr, lo, size);
         pthread_attr_setguardsize(attr, guard);
     }

@@ -71,6 +71,10 @@ struct sthread {
     bool is_main;
     struct g *gp; /* its G while it runs; NULL after exit */
     void *tcb;    /* the pthread_t (full mode) */
+    /* Its stack as it ended (lock), which a joinable thread keeps until joined:
+     * pthread_getattr_np reports it then, as glibc does. */
+    void *exit_stack;
+    size_t exit_stacksize, exit_guard;
     void *(*fn)(void *);
     void *arg;
     void *retval;

@@ -17,13 +17,13 @@
  * layout: each thread says whether pthread_self() lies inside the stack
  *   block pthread_getattr_np reports, above its own frames (as glibc
  *   places it). Prints "layout: tcb in stack block: K of T".
- * joinable: a joinable thread exits; 200 threads made and joined one by
- *   one after it never get its pthread_t or stack; its attributes still
- *   read its own stack and its join returns its value. Prints
- *   "joinable: ok" or what went wrong. Under GOSHIM_FS=ldt, where a TCB
- *   lives apart from its stack (below 4 GiB), the exited thread's stack
- *   may serve a later thread before the join (README, Limits): only its
- *   pthread_t and attributes are checked there.
+ * joinable: a joinable thread's attributes are read, then it exits; 200
+ *   threads made and joined one by one after it never get its pthread_t or
+ *   stack; its attributes still read its own stack and its join returns its
+ *   value. Prints "joinable: ok" or what went wrong. Under GOSHIM_FS=ldt,
+ *   where a TCB lives apart from its stack (below 4 GiB), the exited
+ *   thread's stack may serve a later thread before the join (docs/limits.md):
+ *   only its pthread_t and attributes are checked there.
  * detached: N detached threads, at most 64 alive at a time, each exits
  *   alone; then "detached: N done" (under GOSHIM_STATS the test checks that
  *   their blocks were reused, not made N times).
@@ -216,12 +216,14 @@ static int run_layout(void)
     return 0;
 }
 
-static sem_t exiting;
+static sem_t exiting, looked;
 
+/* Alive until main has read its attributes; the 200 threads after it run once it ended. */
 static void *first(void *arg)
 {
     tvar = 5150;
     sem_post(&exiting);
+    sem_wait(&looked);
     return arg;
 }
 
@@ -249,17 +251,19 @@ static int run_joinable(void)
     pthread_attr_setstacksize(&small, 64 * 1024);
     pthread_t a;
     sem_init(&exiting, 0, 0);
+    sem_init(&looked, 0, 0);
     pthread_create(&a, &small, first, (void *)0x5150);
     sem_wait(&exiting);
     pthread_attr_t aa;
     void *abase;
     size_t asize;
     if (pthread_getattr_np(a, &aa) != 0) {
-        printf("joinable: pthread_getattr_np of the exited thread failed\n");
+        printf("joinable: pthread_getattr_np of the running thread failed\n");
         return 1;
     }
     pthread_attr_getstack(&aa, &abase, &asize);
     pthread_attr_destroy(&aa);
+    sem_post(&looked);
     const char *fs = getenv("GOSHIM_FS");
     bool stack_kept = !(fs && strcmp(fs, "ldt") == 0);
     for (int i = 0; i < 200; i++) {
