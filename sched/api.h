@@ -195,6 +195,8 @@ uint64_t thread_sigmask(void);         /* the calling OS thread's, from the kern
  * stack, and every signal blocked, so that a signal for the process
  * reaches one of the program's threads, as natively. 0 or an errno value. */
 int sched_helper_thread(void *(*fn)(void *));
+/* Helper threads made in this process (GOSHIM_STATS). */
+uint32_t sched_helpers_made(void);
 /* In a fork child of one thread, record start to be called when the child first needs its
  * helpers (true), instead of now (false: call it). See machines.c. */
 bool sched_helper_defer(int (*start)(void));
@@ -203,6 +205,15 @@ void sched_helpers_want(void);  /* async-signal-safe: start them at the next saf
 void sched_helpers_start(void); /* from a G's own call or a lock-free scheduler context */
 /* sched_helpers_start if a signal handler asked for them; true if it started them now. */
 bool sched_helpers_check(void);
+/* The helpers only routed signals need (the router, the waker): record start for the first
+ * routed signal (true), or false: call it now (one was routed already). helpers.c. */
+bool sched_helper_for_signals(int (*start)(void));
+bool sched_signal_helpers_lazy(void); /* not started (yet) */
+/* Start them, if not yet: from a context that may make threads (no handler, no lock). True
+ * if this call made them. */
+bool sched_signal_helpers_start(void);
+/* Async-signal-safe: start them at the next safe point (sched_helpers_check). */
+void sched_signal_helpers_want(void);
 /* The signals the shim routes to a thread (bit sig-1, atomic): those with a program handler,
  * and those at their default action that a thread has blocked (shim/signal.c). An idle M
  * blocks them besides its last G's mask (machines.c). */

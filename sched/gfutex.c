@@ -710,9 +710,19 @@ static void *waker(void *arg)
     return NULL;
 }
 
+/* The waker, made with the first routed signal (a handler's sem_post) or a fork child's. */
+static int waker_start(void)
+{
+    int err = sched_helper_thread(waker);
+    if (err)
+        rt_print(2, "goshim: cannot start the waker thread: sem_post in signal handlers may "
+                    "deadlock\n");
+    return err;
+}
+
 int gfutex_init(void)
 {
-    return sched_helper_thread(waker);
+    return sched_helper_for_signals(waker_start) ? 0 : waker_start();
 }
 
 int gfutex_wake_async(uint32_t *addr, int n)
@@ -762,17 +772,7 @@ void gfutex_interrupt(struct g *gp)
     releasem(mp);
 }
 
-static int waker_restart(void)
-{
-    int err = gfutex_init();
-    if (err)
-        rt_print(2, "goshim: forked child: cannot start the waker thread: sem_post in signal "
-                    "handlers may deadlock\n");
-    return err;
-}
-
-/* Fork child: the waiters were other threads' (gone); the waker thread too: a new one, now
- * or when the child needs it. */
+/* Fork child: the waiters and the waker were other threads' (gone): a new waker if any. */
 void gfutex_fork_child(void)
 {
     fork_zero(&table0.b, sizeof table0.b);
@@ -783,8 +783,8 @@ void gfutex_fork_child(void)
     fork_zero(defer_slot, sizeof defer_slot);
     FORK_SET(defer_full, 0);
     FORK_SET(defer_seq, 0);
-    if (!sched_helper_defer(waker_restart))
-        waker_restart();
+    if (!sched_signal_helpers_lazy() && !sched_helper_defer(waker_start))
+        waker_start(); /* (lazy: made with the first routed signal, as in the parent) */
 }
 
 /* Test hooks (tests/test_gfutex.c): the live table's size, and addr's bucket in it. */

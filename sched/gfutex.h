@@ -67,7 +67,8 @@ int gfutex_wake_async(uint32_t *addr, int n);
 struct g;
 void gfutex_interrupt(struct g *gp);
 
-/* Start the waker thread (sched_init does). 0 or an errno value. */
+/* The waker thread (sched_init): recorded for the first routed signal (helpers.c), or made
+ * now. 0 or an errno value (said). */
 int gfutex_init(void);
 
 #endif

@@ -102,9 +102,7 @@ int sched_init(const struct sched_config *c)
     if (procresize(nprocs) != 0)
         return ENOMEM;
     sched_steal_order_init((uint32_t)nprocs);
-    if (gfutex_init() != 0)
-        rt_print(2, "goshim: cannot start the waker thread: sem_post in signal handlers may "
-                    "deadlock\n");
+    gfutex_init(); /* says why not */
     int nerr = netpoll_init();
     if (nerr != 0) {
         rt_print(2, "goshim: cannot create the netpoller's epoll instance (error %d)\n", nerr);

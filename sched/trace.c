@@ -181,9 +181,9 @@ void stats_print(int fd)
     rt_print(fd,
              "goshim stats: netpoll_parks=%lu netpolls=%lu netpoll_events=%lu direct_readies=%lu "
              "syscalls=%lu handoffs=%lu own_fds_moved=%lu own_fds_lost=%lu fds_classified=%lu "
-             "sysmon_rounds=%lu\n",
+             "sysmon_rounds=%lu helpers=%u\n",
              D(ns.parks), D(ns.polls), D(ns.events), D(ns.direct), D(c.syscalls), D(retakes),
-             D(fds_moved), D(fds_lost), D(ns.classified), D(sysmon_rounds));
+             D(fds_moved), D(fds_lost), D(ns.classified), D(sysmon_rounds), sched_helpers_made());
     unsigned long walks = D(ps.walks);
     rt_print(fd,
              "goshim stats: preempt_requests=%lu preemptions=%lu preempt_refused=%lu "

@@ -131,6 +131,26 @@ uint64_t shim_idle_lets(void)
 
 static void dispatch(int sig, siginfo_t *info, void *uc);
 
+/* Handlers of the program's this thread is in (call_app); one left by a longjmp stays
+ * counted, which only delays the helpers below to the next park. */
+static __thread int in_handler __attribute__((tls_model("initial-exec")));
+
+/* sig is routed from now on: the router and the waker are made for the first routed
+ * signal (sched/helpers.c), by helpers_settle once act_mu is let go. */
+static void routed(uint64_t bit)
+{
+    __atomic_or_fetch(&sig_dispatched, bit, __ATOMIC_SEQ_CST);
+    sched_signal_helpers_want();
+}
+
+/* After a call that may have routed a signal: the helpers now, from the program's own call;
+ * from a handler (no thread can be made there), at the next park (sched_helpers_check). */
+static void helpers_settle(void)
+{
+    if (!in_handler)
+        sched_helpers_check();
+}
+
 /* Take act_mu, with every signal blocked on this OS thread (the mask before is returned, for
  * act_unlock). Not in a vfork child. */
 static uint64_t act_lock(void)
@@ -324,12 +344,14 @@ static void call_app(int sig, siginfo_t *info, void *uc)
     if (handler && (a.sa_flags & SA_RESETHAND))
         reset_action(sig);
     void *h = handler_of(&a);
+    in_handler++;
     if (handler && (a.sa_flags & SA_SIGINFO))
         a.sa_sigaction(sig, info, uc);
     else if (handler)
         a.sa_handler(sig);
     else if (h == (void *)SIG_DFL)
         act_default(sig);
+    in_handler--;
 }
 
 /* Sent to one thread: by tgkill, raise or pthread_kill, or a fault of the code it runs. */
@@ -452,7 +474,7 @@ static int route_default_locked(int sig, const struct sigaction *act, uint64_t *
         app_act[sig] = *act;
         *idle |= bit;
     } else {
-        __atomic_or_fetch(&sig_dispatched, bit, __ATOMIC_SEQ_CST);
+        routed(bit);
     }
     __atomic_or_fetch(&sched_routed_signals, bit, __ATOMIC_SEQ_CST);
     sig_router_kick();
@@ -491,6 +513,7 @@ void shim_route_defaults(uint64_t blocked)
     }
     act_unlock(before);
     sched_idle_block(idle);
+    helpers_settle();
 }
 
 /* The program's action for sig, as sigaction reports it to the program (sigroute.h). */
@@ -541,12 +564,13 @@ static int owned_action(int sig, const struct sigaction *act, struct sigaction *
             k.sa_sigaction = dispatch;
             k.sa_flags = (act->sa_flags | SA_SIGINFO) & ~SA_RESETHAND;
             preempt_app_action(sig, &k, NULL);
-            __atomic_or_fetch(&sig_dispatched, bit, __ATOMIC_SEQ_CST);
+            routed(bit);
         } else {
             preempt_app_action(sig, act, NULL);
             __atomic_and_fetch(&sig_dispatched, ~bit, __ATOMIC_SEQ_CST);
         }
         sig_router_kick();
+        helpers_settle();
     }
     if (old)
         *old = prev;
@@ -586,7 +610,7 @@ GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
             app_act[sig] = *act; /* before the kernel's: another thread may take sig at once */
             r = REAL(sigaction)(sig, &k, NULL);
             if (r == 0) {
-                __atomic_or_fetch(&sig_dispatched, bit, __ATOMIC_SEQ_CST);
+                routed(bit);
                 __atomic_or_fetch(&sched_routed_signals, bit, __ATOMIC_SEQ_CST);
             } else {
                 app_act[sig] = was;
@@ -611,6 +635,7 @@ GOSHIM_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigacti
     if (act) {
         act_unlock(before);
         sched_idle_block(idle);
+        helpers_settle();
     }
     if (r != 0)
         return -1; /* errno: the kernel's */

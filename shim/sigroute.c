@@ -429,12 +429,16 @@ bool sig_router_busy(void)
            __atomic_load_n(&rt.routing, __ATOMIC_SEQ_CST);
 }
 
-static int router_restart(void)
+/* The router's start: with the first routed signal (sched_helper_for_signals), or a fork
+ * child's. */
+static int router_start(void)
 {
     int err = sched_helper_thread(router_main);
     if (err)
-        rt_print(2, "goshim: cannot start the signal router in the fork child: signals sent to "
-                    "the process may reach a thread late\n");
+        rt_print(2,
+                 "goshim: cannot start the signal router (error %d): signals sent to the "
+                 "process may reach a thread late\n",
+                 err);
     return err;
 }
 
@@ -448,8 +452,8 @@ FORK_TEXT static void router_fork_child(void)
     /* (rt.word stays: the router reads it before each wait.) */
     FORK_SET(rt.handed_waiters, 0);
     FORK_SET(sig_parked, 0);
-    if (!sched_helper_defer(router_restart))
-        router_restart();
+    if (!sched_signal_helpers_lazy() && !sched_helper_defer(router_start))
+        router_start(); /* (lazy: made with the first routed signal, as in the parent) */
 }
 
 /* A fork child's router started by a signal posted to it while it was absent: what was posted
@@ -472,7 +476,7 @@ int shim_signal_atfork(void)
 int shim_signal_init(void)
 {
     sig_self_pid = getpid();
-    int err = sched_helper_thread(router_main);
+    int err = sched_helper_for_signals(router_start) ? 0 : sched_helper_thread(router_main);
     if (err == 0)
         err = shim_signal_atfork();
     return err;

@@ -441,3 +441,43 @@ Test(preload_signal, signals_pending_across_exec_then_ignored_are_discarded, .ti
     expect_native_prints("prog_exec_pending", NULL, want);
     expect_one_thread_prints_at_p1_and_p2("prog_exec_pending", NULL, want);
 }
+
+/* The helpers GOSHIM_STATS counts (sched/helpers.c) in prog args under env (NULL: none); the
+ * program must print want. */
+static long helpers_in(const char *prog, const char *args, const char *env, const char *want)
+{
+    static char out[1 << 16];
+    char penv[256];
+    run_preloaded_ok(prog, args, env, penv, sizeof penv, out, sizeof out);
+    const char *h = strstr(out, "helpers=");
+    cr_assert(h, "%s %s (%s): no helpers= in the stats:\n%s", prog, args, penv, out);
+    long n = atol(h + 8);
+    strip_stats(out);
+    cr_assert_str_eq(out, want, "%s %s under goshim (%s) printed:\n%s", prog, args, penv, out);
+    return n;
+}
+
+/* The signal router and the waker serve routed signals only (a handler, a blocked default):
+ * a threaded program that routes none never gets them, two threads and about 0.3 ms less
+ * at its start; one that installs its first handler once threads run gets them then, and
+ * its signals arrive as natively: the kill to itself handled before kill returns, a
+ * handler's sem_post waking a thread, a timer's signal; and in a fork child that installs
+ * one while it has one thread. */
+Test(preload_signal, signal_helpers_wait_for_the_first_handler, .timeout = 120)
+{
+    const char *none = "none: 4 threads joined\n";
+    const char *late =
+        "late: handler before kill returned: yes, waiter woken: yes, timer signal: yes\n";
+    const char *child = "child: handler ran: yes\n";
+    expect_native_prints("prog_late_handler", "none", none);
+    expect_native_prints("prog_late_handler", "late", late);
+    expect_native_prints("prog_late_handler", "child", child);
+    for (int p = 1; p <= 2; p++) {
+        const char *env = p == 1 ? "GOSHIM_PROCS=1" : "GOSHIM_PROCS=2";
+        long without = helpers_in("prog_late_handler", "none", env, none);
+        long with = helpers_in("prog_late_handler", "late", env, late);
+        cr_assert_eq(with, without + 2, "P=%d: %ld helper threads without a handler, %ld with one",
+                     p, without, with);
+        expect_preloaded_prints("prog_late_handler", "child", env, child, 1);
+    }
+}
