@@ -217,21 +217,24 @@ Test(runq, runnext_is_stolen_after_the_grace_and_the_streak_ends, .init = setup,
 }
 
 /* The victim's owner: at each round it puts a G in runnext and, once the thief has seen it,
- * runs it itself about 1 us later (runqget), as a G that readies another and parks does. */
+ * runs it itself about 1 us later (runqget), as a G that readies another and parks does.
+ * Rounds enough for a loaded machine, where the kernel takes the owner's CPU now and then
+ * and a theft starts its streak over (a CI run got 7 long rounds of 255). */
+enum { QUICK_ROUNDS = 2048 };
 struct quick_owner {
     struct p *victim;
-    struct g *gs[256];
-    int round;          /* main -> owner: the round to play; atomic */
-    int seen;           /* main -> owner: the thief saw this round's G; atomic */
-    int done;           /* owner -> main: the last round played; atomic */
-    struct g *ran[256]; /* what the owner took back, each round */
+    struct g *gs[QUICK_ROUNDS];
+    int round;                   /* main -> owner: the round to play; atomic */
+    int seen;                    /* main -> owner: the thief saw this round's G; atomic */
+    int done;                    /* owner -> main: the last round played; atomic */
+    struct g *ran[QUICK_ROUNDS]; /* what the owner took back, each round */
 };
 
 static void *quick_owner_main(void *arg)
 {
     struct quick_owner *o = arg;
     bool inherit;
-    for (int r = 1; r < 256; r++) {
+    for (int r = 1; r < QUICK_ROUNDS; r++) {
         while (__atomic_load_n(&o->round, __ATOMIC_ACQUIRE) < r)
             procyield(20);
         runqput(o->victim, o->gs[r], true);
@@ -253,12 +256,12 @@ Test(runq, a_thief_sleeps_once_the_owner_ran_runnext_graces_in_a_row, .init = se
     struct p *thief = mkp(0), *victim = mkp(1);
     static struct quick_owner o;
     o.victim = victim;
-    for (int r = 1; r < 256; r++)
+    for (int r = 1; r < QUICK_ROUNDS; r++)
         o.gs[r] = mkg((uint64_t)r);
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, quick_owner_main, &o), 0);
     int napped = 0, kept = 0;
-    for (int r = 1; r < 256; r++) {
+    for (int r = 1; r < QUICK_ROUNDS; r++) {
         uint32_t before = victim->owner_ran;
         __atomic_store_n(&o.round, r, __ATOMIC_RELEASE);
         while (__atomic_load_n(&victim->runnext, __ATOMIC_ACQUIRE) != o.gs[r])
@@ -284,8 +287,8 @@ Test(runq, a_thief_sleeps_once_the_owner_ran_runnext_graces_in_a_row, .init = se
         }
     }
     /* It plays the rounds left alone. */
-    __atomic_store_n(&o.seen, 256, __ATOMIC_RELEASE);
-    __atomic_store_n(&o.round, 256, __ATOMIC_RELEASE);
+    __atomic_store_n(&o.seen, QUICK_ROUNDS, __ATOMIC_RELEASE);
+    __atomic_store_n(&o.round, QUICK_ROUNDS, __ATOMIC_RELEASE);
     pthread_join(th, NULL);
     cr_assert_eq(kept, 8, "only %d rounds with the owner's streak long enough", kept);
     cr_assert_eq(napped, kept, "the thief slept in %d of %d such rounds", napped, kept);
