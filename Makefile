@@ -339,7 +339,7 @@ test-unit:
 	$(Q)scripts/check-exports.sh $(LIBGOSHIM)
 	$(Q)scripts/check-layers.sh . $(BUILD)
 	$(Q)CC="$(CC)" scripts/gen-knobs.sh --check
-	$(Q)$(TEST_ENV) timeout -k 10 $(TEST_TIMEOUT) $(UNIT) --jobs 2 --verbose $(TEST_FILTER)
+	$(Q)$(TEST_ENV) scripts/run_unit.sh timeout -k 10 $(TEST_TIMEOUT) $(UNIT) --jobs 2 --verbose $(TEST_FILTER)
 
 test-asan:
 	$(Q)$(MAKE) --no-print-directory SAN=address test-unit
