@@ -25,14 +25,105 @@
 #include "shim/shim.h"
 #include "shim/sigdeliver.h"
 
+/*
+ * The probes of the calls a signal may cut short as they start (shim/sigdeliver.h: the call
+ * made without waiting; SHIM_WOULD_WAIT when it would wait). Only a call that would wait
+ * fails with EINTR then, as the kernel's: a waitpid with a child to reap, a free flock, a
+ * message in the queue go through.
+ */
+static long probe_pause(void)
+{
+    return SHIM_WOULD_WAIT;
+}
+
+static long probe_waitpid(pid_t pid, int *status, int options)
+{
+    if (options & WNOHANG)
+        return REAL(waitpid)(pid, status, options);
+    pid_t r = REAL(waitpid)(pid, status, options | WNOHANG);
+    return r == 0 ? SHIM_WOULD_WAIT : r;
+}
+
+static long probe_wait(int *status)
+{
+    return probe_waitpid(-1, status, 0);
+}
+
+static long probe_wait4(pid_t pid, int *status, int options, struct rusage *ru)
+{
+    if (options & WNOHANG)
+        return REAL(wait4)(pid, status, options, ru);
+    pid_t r = REAL(wait4)(pid, status, options | WNOHANG, ru);
+    return r == 0 ? SHIM_WOULD_WAIT : r;
+}
+
+static long probe_waitid(idtype_t type, id_t id, siginfo_t *info, int options)
+{
+    if (options & WNOHANG)
+        return REAL(waitid)(type, id, info, options);
+    if (info)
+        info->si_pid = 0;
+    int r = REAL(waitid)(type, id, info, options | WNOHANG);
+    return r == 0 && info && info->si_pid == 0 ? SHIM_WOULD_WAIT : r;
+}
+
+static long probe_flock(int fd, int op)
+{
+    if (op & LOCK_NB)
+        return REAL(flock)(fd, op);
+    int r = REAL(flock)(fd, op | LOCK_NB);
+    return r == -1 && errno == EWOULDBLOCK ? SHIM_WOULD_WAIT : r;
+}
+
+static long probe_msgrcv(int id, void *msg, size_t n, long type, int flags)
+{
+    if (flags & IPC_NOWAIT)
+        return REAL(msgrcv)(id, msg, n, type, flags);
+    ssize_t r = REAL(msgrcv)(id, msg, n, type, flags | IPC_NOWAIT);
+    return r == -1 && errno == ENOMSG ? SHIM_WOULD_WAIT : r;
+}
+
+static long probe_msgsnd(int id, const void *msg, size_t n, int flags)
+{
+    if (flags & IPC_NOWAIT)
+        return REAL(msgsnd)(id, msg, n, flags);
+    int r = REAL(msgsnd)(id, msg, n, flags | IPC_NOWAIT);
+    return r == -1 && errno == EAGAIN ? SHIM_WOULD_WAIT : r;
+}
+
+/* Each operation without waiting (a copy); an operation the program let wait that would
+ * wait makes the whole call one that would (its EAGAIN and a wait are not told apart when
+ * it mixed the two kinds: EINTR then). More operations than a copy holds: as waiting. */
+static long probe_semop(int id, struct sembuf *ops, size_t n)
+{
+    struct sembuf copy[64];
+    bool waits = false;
+    if (n > sizeof copy / sizeof copy[0])
+        return SHIM_WOULD_WAIT;
+    for (size_t i = 0; i < n; i++) {
+        copy[i] = ops[i];
+        waits |= !(ops[i].sem_flg & IPC_NOWAIT);
+        copy[i].sem_flg |= IPC_NOWAIT;
+    }
+    if (!waits)
+        return REAL(semop)(id, ops, n);
+    int r = REAL(semop)(id, copy, n);
+    return r == -1 && errno == EAGAIN ? SHIM_WOULD_WAIT : r;
+}
+
+#define PROBE_SHIM_CALL_GOES_ON(name, args)  SHIM_WOULD_WAIT
+#define PROBE_SHIM_CALL_RESTARTS(name, args) probe_##name args
+#define PROBE_SHIM_CALL_ENDS(name, args)     probe_##name args
+
 /* EINTR only for a handler of the program's (msgrcv, msgsnd, semop and pause, which the
- * kernel never restarts; none has a timeout). */
-#define BLOCKING(ret, name, entry, params, args)                                                   \
+ * kernel never restarts; none has a timeout), or without SA_RESTART (waits, flock). */
+#define BLOCKING(ret, name, entry, on_signal, params, args)                                        \
     GOSHIM_EXPORT ret name params                                                                  \
     {                                                                                              \
         if (!goshim_active())                                                                      \
             return REAL(name) args;                                                                \
-        return HANDOFF_WITH_NO_GOSHIM_EINTR(ret, entry, REAL(name) args);                          \
+        return HANDOFF_WITH_NO_GOSHIM_EINTR(ret, entry, on_signal, PROBE_##on_signal(name, args),  \
+                                            REAL(name) args);                                      \
     }
 #include "shim/blocking.def"
 #undef BLOCKING

@@ -323,7 +323,8 @@ static long io_call(struct io *io)
         setup;                                                                                     \
         long r = io_call(&io);                                                                     \
         if (r == IO_HANDOFF)                                                                       \
-            return HANDOFF_WITH_NO_GOSHIM_EINTR(ret, entersyscall, REAL(name) args);               \
+            return HANDOFF_WITH_NO_GOSHIM_EINTR(ret, entersyscall, SHIM_CALL_GOES_ON, 0,           \
+                                                REAL(name) args);                                  \
         if (r >= 0) {                                                                              \
             after;                                                                                 \
         }                                                                                          \

@@ -537,11 +537,19 @@ void shim_sigwaiting(uint64_t set)
         __atomic_store_n(&st->sigwaiting, set, __ATOMIC_SEQ_CST);
 }
 
-void shim_handler_ran(void)
+void shim_handler_ran(bool restarts)
 {
     struct sthread *st = goshim_on ? sthread_self() : NULL;
-    if (st && st->magic == STHREAD_MAGIC)
+    if (st && st->magic == STHREAD_MAGIC) {
         st->handlers_ran++;
+        st->cutting_ran += !restarts;
+    }
+}
+
+uint32_t shim_cutting_handlers_ran(void)
+{
+    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    return st ? st->cutting_ran : 0;
 }
 
 uint32_t shim_handlers_ran(void)
@@ -593,6 +601,19 @@ __attribute__((noinline)) static int deliver_pending(struct sthread *st)
         ring(sched_self(), sched_mtid(), sig, false);
     }
     return res;
+}
+
+int shim_signalled_at_start(uint32_t ran, uint32_t cut)
+{
+    struct sthread *st = goshim_on ? sthread_self() : NULL;
+    if (!st)
+        return 0;
+    uint64_t mask = sched_sigmask() | __atomic_load_n(&st->hidden_mask, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&st->sigpending, __ATOMIC_SEQ_CST) & ~mask)
+        deliver_pending(st); /* the handlers run now, before the call */
+    if (st->handlers_ran == ran)
+        return 0;
+    return st->cutting_ran != cut ? 2 : 1;
 }
 
 uint64_t shim_pending_signals(void)

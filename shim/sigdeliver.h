@@ -8,6 +8,7 @@
 #ifndef GOSHIM_SHIM_SIGDELIVER_H
 #define GOSHIM_SHIM_SIGDELIVER_H
 
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -79,9 +80,11 @@ bool shim_forwarded_info(int sig, siginfo_t *out);
 void shim_sigwaiting(uint64_t set);
 /* Signals of the preemption kind the calling thread asked to block: reported, not installed. */
 uint64_t shim_hidden_mask(void);
-/* A handler of the program runs on the calling thread (the dispatcher); how many did. */
-void shim_handler_ran(void);
+/* A handler of the program runs on the calling thread (the dispatcher), with SA_RESTART or
+ * not; how many did, and how many of them without. */
+void shim_handler_ran(bool restarts);
 uint32_t shim_handlers_ran(void);
+uint32_t shim_cutting_handlers_ran(void);
 /*
  * A kernel call made with the P handed off (entry: shim.h's HANDOFF_WITH), made again when
  * it fails with EINTR while no handler of the program's ran: goshim's own signals (a
@@ -89,20 +92,51 @@ uint32_t shim_handlers_ran(void);
  * for a program that ignores it (SIGURG) end calls the kernel never restarts (msgrcv,
  * pause, a socket call with SO_RCVTIMEO or SO_SNDTIMEO), which natively nothing would cut
  * short. A timeout of the call's own starts afresh then: at most one more per such signal.
- * Before it is made again, the signals marked for the thread meanwhile are delivered: a bell
- * that cut the call short without running the handler (it found the G leaving its M) left
- * the mark, and the call made again waited for ever with it (pause at P=2: 3-5 runs in 100).
+ * Before it is made again the thread's marks are delivered: a bell that cut it short without
+ * running the handler (it found the G leaving its M) leaves its mark.
+ *
+ * A signal marked for the thread that it takes, seen once the G is in its system-call state
+ * (on_signal not SHIM_CALL_GOES_ON: calls whose entry may park the G on its way in,
+ * entersyscallblock_waiting), is handled there, before the call, and the call then goes as
+ * the kernel's goes when a signal is pending as it starts: probe, the call made without
+ * waiting, gives its result, or SHIM_WOULD_WAIT; only a call that would wait is cut short,
+ * with EINTR for SHIM_CALL_ENDS (pause, msgrcv, msgsnd, semop; also when a handler ran
+ * since the wrapper was entered) and for SHIM_CALL_RESTARTS (waitpid, flock) when a
+ * handler without SA_RESTART ran. The two sides pair up: a sender marks, then reads the G's
+ * state, and rings a G in a system call; the G publishes that state, then reads the marks
+ * (each step a locked instruction). pause at P=2 waited for ever when its SIGALRM was
+ * marked while the G was parked for an OS thread for its P: not rung there, nor checked
+ * after.
  */
-#define HANDOFF_WITH_NO_GOSHIM_EINTR(ret, entry, call)                                             \
+enum { SHIM_CALL_GOES_ON, SHIM_CALL_RESTARTS, SHIM_CALL_ENDS };
+#define SHIM_WOULD_WAIT LONG_MIN
+#define HANDOFF_WITH_NO_GOSHIM_EINTR(ret, entry, on_signal, probe, call)                           \
     ({                                                                                             \
-        uint32_t hran_ = shim_handlers_ran();                                                      \
+        uint32_t hran_ = shim_handlers_ran(), hcut_ = shim_cutting_handlers_ran();                 \
         ret hr_;                                                                                   \
-        do                                                                                         \
-            hr_ = HANDOFF_WITH(entry, call);                                                       \
-        while ((long)hr_ == -1 && errno == EINTR &&                                                \
-               (shim_deliver_signals(), shim_handlers_ran() == hran_));                            \
+        do {                                                                                       \
+            bool in_ = entry();                                                                    \
+            int at_ =                                                                              \
+                (on_signal) == SHIM_CALL_GOES_ON ? 0 : shim_signalled_at_start(hran_, hcut_);      \
+            long pr_ = at_ ? (long)(probe) : SHIM_WOULD_WAIT;                                      \
+            if (pr_ != SHIM_WOULD_WAIT) {                                                          \
+                hr_ = (ret)pr_;                                                                    \
+            } else if (at_ == 2 || (at_ && (on_signal) == SHIM_CALL_ENDS)) {                       \
+                hr_ = (ret)-1;                                                                     \
+                errno = EINTR;                                                                     \
+            } else {                                                                               \
+                hr_ = (call);                                                                      \
+            }                                                                                      \
+            if (in_)                                                                               \
+                exitsyscall();                                                                     \
+        } while ((long)hr_ == -1 && errno == EINTR &&                                              \
+                 (shim_deliver_signals(), shim_handlers_ran() == hran_));                          \
         hr_;                                                                                       \
     })
+/* The check above, made once the G's system-call state is published; ran, cut: the
+ * handlers run when the wrapper was entered (shim_handlers_ran, shim_cutting_handlers_ran).
+ * 0: none ran since; 2: one without SA_RESTART did; 1: only others. */
+int shim_signalled_at_start(uint32_t ran, uint32_t cut);
 void shim_set_hidden_mask(uint64_t set);
 /* A wait with a signal mask of its own (ppoll, pselect, epoll_pwait, epoll_pwait2): begin
  * installs the call's mask as the thread's (handling what it lets through), interrupted

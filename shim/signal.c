@@ -340,7 +340,7 @@ static void call_app(int sig, siginfo_t *info, void *uc)
     struct sigaction a = app_act[sig];
     bool handler = is_handler(&a);
     if (handler && !goshim_vforked)
-        shim_handler_ran(); /* for the waits that end when a handler ran (shim_callmask) */
+        shim_handler_ran(a.sa_flags & SA_RESTART); /* for the waits a handler ends */
     if (handler && (a.sa_flags & SA_RESETHAND))
         reset_action(sig);
     void *h = handler_of(&a);

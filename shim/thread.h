@@ -108,6 +108,7 @@ struct sthread {
     uint64_t sigwaiting;
     uint64_t hidden_mask;
     uint32_t handlers_ran; /* handlers of the program run on it (shim_handler_ran); owner */
+    uint32_t cutting_ran;  /* ... of which without SA_RESTART; owner */
     char name[16];
     void ***keyblk; /* errno mode: key values, 32 blocks of 32; both levels lazily (key.c) */
     pid_t tid;      /* errno mode: its tid (full mode: its TCB's), shim/tid.c */

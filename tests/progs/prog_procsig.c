@@ -8,7 +8,9 @@
  *                           returns early, the handler ran on the main thread
  *   prog_procsig sem        main in sem_wait, two threads compute, an ITIMER_REAL SIGALRM
  *                           handler without SA_RESTART: sem_wait fails with EINTR, 10 rounds
- *   prog_procsig pause      alarm-style: main in pause() while two threads compute
+ *   prog_procsig pause [US] alarm-style: main in pause() while two threads compute; the
+ *                           alarm after US microseconds (50000)
+ *   prog_procsig flock [US] the same in a flock that waits for a lock of the process's own
  *   prog_procsig join       main in pthread_join; SIGINT from a child process runs the
  *                           handler on the main thread, which lets the joined thread end
  *   prog_procsig restart    SIGTERM (sent again and again by a child) during a read from a
@@ -121,13 +123,17 @@ static int mode_sem(void)
     return 0;
 }
 
-static int mode_pause(void)
+static int mode_pause(long us)
 {
     pthread_t t[2];
     install(SIGALRM, note, 0);
     for (int i = 0; i < 2; i++)
         EXPECT(pthread_create(&t[i], NULL, spin, NULL), 0);
-    struct itimerval it = {{0, 0}, {0, 50 * 1000}};
+    /* A time slice of its own from here (under goshim, which preempts a thread when its
+     * slice is used up): between the timer and the call it is not put aside for longer
+     * than the alarm, for its handler to run before pause. */
+    sched_yield();
+    struct itimerval it = {{0, 0}, {us / 1000000, us % 1000000}};
     CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
     int r = pause();
     int e = errno;
@@ -135,6 +141,34 @@ static int mode_pause(void)
     for (int i = 0; i < 2; i++)
         EXPECT(pthread_join(t[i], NULL), 0);
     printf("pause returned %d %s; handler on the main thread: %s\n", r,
+           r == -1 && e == EINTR ? "EINTR" : "?", on_main && !on_other ? "yes" : "no");
+    return 0;
+}
+
+/* The same for a flock that another open file description's lock makes wait: its alarm,
+ * without SA_RESTART, ends it with EINTR (the lock-with-a-timeout idiom). */
+static int mode_flock(long us)
+{
+    pthread_t t[2];
+    install(SIGALRM, note, 0);
+    char tmpl[] = "/tmp/prog_procsig_XXXXXX";
+    int held = mkstemp(tmpl);
+    CHECK(held >= 0);
+    int fd = open(tmpl, O_RDWR); /* a description of its own */
+    CHECK(fd >= 0);
+    unlink(tmpl);
+    CHECK(flock(held, LOCK_EX) == 0);
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_create(&t[i], NULL, spin, NULL), 0);
+    sched_yield(); /* as in pause: a time slice of its own from here */
+    struct itimerval it = {{0, 0}, {us / 1000000, us % 1000000}};
+    CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+    int r = flock(fd, LOCK_EX);
+    int e = errno;
+    stop = 1;
+    for (int i = 0; i < 2; i++)
+        EXPECT(pthread_join(t[i], NULL), 0);
+    printf("flock returned %d %s; handler on the main thread: %s\n", r,
            r == -1 && e == EINTR ? "EINTR" : "?", on_main && !on_other ? "yes" : "no");
     return 0;
 }
@@ -672,7 +706,9 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "sem"))
         return mode_sem();
     if (!strcmp(mode, "pause"))
-        return mode_pause();
+        return mode_pause(argc > 2 ? atol(argv[2]) : 50 * 1000);
+    if (!strcmp(mode, "flock"))
+        return mode_flock(argc > 2 ? atol(argv[2]) : 50 * 1000);
     if (!strcmp(mode, "join"))
         return mode_join();
     if (!strcmp(mode, "restart"))
