@@ -55,12 +55,15 @@ Test(preload_blocking, raw_futex_lock_parks_gs_one_p, .timeout = 60)
                   strstr(out, "futex timed wait: timed out\n") &&
                   strstr(out, "futex event: woken\n"),
               "wrong output:\n%s", out);
-    long threads = stats_threads(out);
-    /* M0, the one M a hand-off took, and the M maker's reserve (sched/mmaker.c) */
-    cr_assert(threads >= 1 && threads <= 3,
-              "%ld OS threads carried 9 threads contending on a futex with one P: waits held "
-              "OS threads\n%s",
-              threads, out);
+    long threads = stats_threads(out), handoffs = stat_of(out, "handoffs");
+    /* M0, the M maker's reserve (sched/mmaker.c), and one M each hand-off took (the output's
+     * writes): on a loaded machine the next hand-off may come before the last one's M is
+     * idle again, and take the reserve, which the maker makes anew (4 OS threads for 2). */
+    long most = 2 + (handoffs > 1 ? handoffs : 1);
+    cr_assert(threads >= 1 && threads <= most,
+              "%ld OS threads (at most %ld) carried 9 threads contending on a futex with one P: "
+              "waits held OS threads\n%s",
+              threads, most, out);
 }
 
 Test(preload_blocking, raw_futex_lock_same_as_native, .timeout = 60)
