@@ -123,34 +123,44 @@ static int mode_sem(void)
     return 0;
 }
 
-static int mode_pause(long us)
+/* pause and flock: main waits in the call while two threads compute; SIGALRM's handler
+ * (without SA_RESTART) runs on main after us and ends the call with EINTR. */
+static pthread_t alarm_spinners[2];
+
+static void alarm_begin(long us)
 {
-    pthread_t t[2];
     install(SIGALRM, note, 0);
     for (int i = 0; i < 2; i++)
-        EXPECT(pthread_create(&t[i], NULL, spin, NULL), 0);
+        EXPECT(pthread_create(&alarm_spinners[i], NULL, spin, NULL), 0);
     /* A time slice of its own from here (under goshim, which preempts a thread when its
      * slice is used up): between the timer and the call it is not put aside for longer
-     * than the alarm, for its handler to run before pause. */
+     * than the alarm, for its handler to run before the call. */
     sched_yield();
     struct itimerval it = {{0, 0}, {us / 1000000, us % 1000000}};
     CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
-    int r = pause();
-    int e = errno;
+}
+
+static int alarm_end(const char *call, int r, int e)
+{
     stop = 1;
     for (int i = 0; i < 2; i++)
-        EXPECT(pthread_join(t[i], NULL), 0);
-    printf("pause returned %d %s; handler on the main thread: %s\n", r,
+        EXPECT(pthread_join(alarm_spinners[i], NULL), 0);
+    printf("%s returned %d %s; handler on the main thread: %s\n", call, r,
            r == -1 && e == EINTR ? "EINTR" : "?", on_main && !on_other ? "yes" : "no");
     return 0;
 }
 
-/* The same for a flock that another open file description's lock makes wait: its alarm,
- * without SA_RESTART, ends it with EINTR (the lock-with-a-timeout idiom). */
+static int mode_pause(long us)
+{
+    alarm_begin(us);
+    int r = pause();
+    return alarm_end("pause", r, errno);
+}
+
+/* The same for a flock that another open file description's lock makes wait (the
+ * lock-with-a-timeout idiom). */
 static int mode_flock(long us)
 {
-    pthread_t t[2];
-    install(SIGALRM, note, 0);
     char tmpl[] = "/tmp/prog_procsig_XXXXXX";
     int held = mkstemp(tmpl);
     CHECK(held >= 0);
@@ -158,19 +168,9 @@ static int mode_flock(long us)
     CHECK(fd >= 0);
     unlink(tmpl);
     CHECK(flock(held, LOCK_EX) == 0);
-    for (int i = 0; i < 2; i++)
-        EXPECT(pthread_create(&t[i], NULL, spin, NULL), 0);
-    sched_yield(); /* as in pause: a time slice of its own from here */
-    struct itimerval it = {{0, 0}, {us / 1000000, us % 1000000}};
-    CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+    alarm_begin(us);
     int r = flock(fd, LOCK_EX);
-    int e = errno;
-    stop = 1;
-    for (int i = 0; i < 2; i++)
-        EXPECT(pthread_join(t[i], NULL), 0);
-    printf("flock returned %d %s; handler on the main thread: %s\n", r,
-           r == -1 && e == EINTR ? "EINTR" : "?", on_main && !on_other ? "yes" : "no");
-    return 0;
+    return alarm_end("flock", r, errno);
 }
 
 static sem_t release;
