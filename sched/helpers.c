@@ -3,9 +3,11 @@
  * signal router), and their deferred start in a fork child that has one thread.
  */
 #include <asm/prctl.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 #include "libc.h"
 #include "preempt.h"
@@ -97,6 +99,13 @@ int sched_helper_thread(void *(*fn)(void *))
     int err = helper_create(fn, stack);
     if (err && stack) /* refused on our stack (a sanitizer's pthread_create wants more) */
         err = helper_create(fn, NULL);
+    /* EAGAIN passes: a helper made late (the router, the waker) failed so 16 times in 912
+     * beside a process of a million goshim threads, which the next try got past. */
+    for (long ms = 1; err == EAGAIN && ms <= 16; ms *= 2) {
+        struct timespec nap = {0, ms * 1000000};
+        rt_syscall(SYS_nanosleep, (long)&nap, 0, 0);
+        err = helper_create(fn, stack);
+    }
     if (!err)
         __atomic_add_fetch(&helpers_made, 1, __ATOMIC_RELAXED);
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
