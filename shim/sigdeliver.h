@@ -112,7 +112,8 @@ enum { SHIM_CALL_GOES_ON, SHIM_CALL_RESTARTS, SHIM_CALL_ENDS };
 #define SHIM_WOULD_WAIT LONG_MIN
 #define HANDOFF_WITH_NO_GOSHIM_EINTR(ret, entry, on_signal, probe, call)                           \
     ({                                                                                             \
-        uint32_t hran_ = shim_handlers_ran(), hcut_ = shim_cutting_handlers_ran();                 \
+        uint32_t hran_ = shim_handlers_ran();                                                      \
+        uint32_t hcut_ = (on_signal) == SHIM_CALL_GOES_ON ? 0 : shim_cutting_handlers_ran();       \
         ret hr_;                                                                                   \
         do {                                                                                       \
             bool in_ = entry();                                                                    \
