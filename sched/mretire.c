@@ -156,23 +156,21 @@ static void m_stack_release(struct m *mp)
  * At most M_STACKS_KEPT ended Ms keep their stacks, as glibc keeps at most 40 MiB of
  * ended threads' stacks for the next ones: a program that once had a thousand threads
  * blocked in the kernel would otherwise keep a GiB of address space for good (RLIMIT_AS).
- * The stacks beyond, up to max, of the Ms on sched.mfree from first on whose threads are
- * gone (or, wait, still ending), taken off those Ms into out, with their descriptors, for
- * the caller to unmap once each thread is gone; how many. sched.lock held.
+ * The stacks beyond, up to max, of the Ms on sched.mfree whose threads are gone, taken
+ * off those Ms into out for the caller to unmap; how many. sched.lock held. A stack whose
+ * thread is still ending waits for the next look (the next M to end or to idle): an
+ * ending M that waited for the threads ended before it made the ends of a thousand shed
+ * Ms one chain, a thread at a time (docs/measured.md, session 32).
  */
-struct mstack_out {
-    char *stack;
-    void *tcb;
-};
-static int m_stack_surplus(struct m *first, struct mstack_out *out, int max, bool wait)
+static int m_stack_surplus(char **out, int max)
 {
     int n = 0;
-    for (struct m *mp = first; mp && n < max && sched.nmfreestacks > M_STACKS_KEPT;
+    for (struct m *mp = sched.mfree; mp && n < max && sched.nmfreestacks > M_STACKS_KEPT;
          mp = mp->schedlink)
         if (mp->ownstack &&
-            (wait || !mp->ownstack_tcb ||
+            (!mp->ownstack_tcb ||
              __atomic_load_n(tls_tcb_tid_word(mp->ownstack_tcb), __ATOMIC_ACQUIRE) == 0)) {
-            out[n++] = (struct mstack_out){mp->ownstack, mp->ownstack_tcb};
+            out[n++] = mp->ownstack;
             mp->ownstack = NULL;
             mp->ownstack_tcb = NULL;
             sched.nmfreestacks--;
@@ -186,27 +184,16 @@ static GOSHIM_NO_TSAN bool m_stacks_over(void)
     return *(volatile int32_t *)&sched.nmfreestacks > M_STACKS_KEPT;
 }
 
-/* self: an ending M, on sched.mfree, that may wait for the threads of the Ms that ended
- * before it (after it on the list: no two wait for each other); NULL: none waited for. */
-static void m_stacks_trim_from(struct m *self)
+void m_stacks_trim(void)
 {
     if (!m_stacks_over())
         return;
-    struct mstack_out out[16];
+    char *out[16];
     runtime_lock(&sched.lock);
-    int n = self ? m_stack_surplus(self->schedlink, out, 16, true)
-                 : m_stack_surplus(sched.mfree, out, 16, false);
+    int n = m_stack_surplus(out, 16);
     runtime_unlock(&sched.lock);
-    while (n-- > 0) {
-        if (out[n].tcb)
-            m_stack_thread_gone(out[n].tcb);
-        rt_syscall(SYS_munmap, (long)out[n].stack, M_STACK_GUARD + M_STACK_SIZE, 0);
-    }
-}
-
-void m_stacks_trim(void)
-{
-    m_stacks_trim_from(NULL);
+    while (n-- > 0)
+        rt_syscall(SYS_munmap, (long)out[n], M_STACK_GUARD + M_STACK_SIZE, 0);
 }
 
 /*
@@ -226,7 +213,7 @@ void m_exit(struct m *mp)
     mp->retired = true;
     mfree_put(mp);
     runtime_unlock(&sched.lock);
-    m_stacks_trim_from(mp);
+    m_stacks_trim();
 }
 
 struct m *m_reuse(void)

@@ -214,18 +214,36 @@ Test(preload_thread, fork_handlers_registered_before_the_first_thread_run_in_ord
     expect_prints_at_p1_and_p2("prog_lazy_start", "atfork", want, 2);
 }
 
+/* prog_thread_retire THREADS ROUNDS FORKS, natively and at P=1 and P=2: its lines. */
+static void expect_threads_retire(int nthreads, int rounds, int forks)
+{
+    char want[1024], args[64];
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int limit = 8 + 2 * (int)(cpus > 0 ? cpus : 1);
+    size_t len = 0;
+    for (int r = 1; r <= rounds; r++)
+        len += (size_t)snprintf(want + len, sizeof want - len,
+                                "round %d: %d threads blocked in the kernel, then at most %d OS "
+                                "threads\n",
+                                r, nthreads, limit);
+    snprintf(want + len, sizeof want - len, "fork child: ran, exited 0\n");
+    snprintf(args, sizeof args, "%d %d %d", nthreads, rounds, forks);
+    expect_native_prints("prog_thread_retire", args, want);
+    expect_prints_at_p1_and_p2("prog_thread_retire", args, want, nthreads + 1);
+}
+
 /* Threads that blocked in the kernel (each on an M) leave no surplus OS threads behind once
  * they are done, round after round, and a fork child after them runs. */
 Test(preload_thread, os_threads_of_blocked_threads_retire, .timeout = 180)
 {
-    char want[512];
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int limit = 8 + 2 * (int)(cpus > 0 ? cpus : 1);
-    snprintf(want, sizeof want,
-             "round 1: 100 threads blocked in the kernel, then at most %d OS threads\n"
-             "round 2: 100 threads blocked in the kernel, then at most %d OS threads\n"
-             "fork child: ran, exited 0\n",
-             limit, limit);
-    expect_native_prints("prog_thread_retire", "100 2", want);
-    expect_prints_at_p1_and_p2("prog_thread_retire", "100 2", want, 201);
+    expect_threads_retire(100, 2, 1);
+}
+
+/* A thousand of them, then a hundred fork children made at once, each alive until the
+ * last is made: the Open POSIX Test Suite's pthread_cond_broadcast 1-2, which hung when
+ * each ending M waited for the one that ended before it (one OS thread ended at a time,
+ * and each fork, about a second, copied the rest). */
+Test(preload_thread, a_fork_burst_after_a_thousand_blocked_threads_runs, .timeout = 120)
+{
+    expect_threads_retire(1000, 1, 100);
 }

@@ -2,15 +2,17 @@
  * prog_thread_retire: the OS threads that a program's blocked threads held go away once
  * those threads are done, and come back when they are needed again.
  *
- *   prog_thread_retire [THREADS [ROUNDS]]   (defaults 100 and 2)
+ *   prog_thread_retire [THREADS [ROUNDS [FORKS]]]   (defaults 100, 2 and 1)
  *
  * Each round, THREADS threads wait on a process-shared condition variable: glibc's own
  * wait, in the kernel, so each holds an OS thread natively and under goshim (an M). Once
  * every one waits (counted under the mutex the wait releases), the program checks that
  * it has at least THREADS OS threads (/proc/self/task), broadcasts and joins them all.
  * Then it watches its OS threads fall to a few (at most 8 and two per CPU), for at most
- * 30 s: natively at once; under goshim once the surplus idle Ms have retired (a fork
- * child made right after the joins, while they are still there, must run too). A process
+ * 30 s: natively at once; under goshim once the surplus idle Ms have retired. Right after
+ * the joins, while those Ms are still there, it makes FORKS children one after another,
+ * each alive until the last is made (as the Open POSIX Test Suite's pthread_cond_broadcast
+ * 1-2 does): every one must run and exit 0. A process
  * that kept them would copy them at every fork: last, with one more thread parked in a
  * pipe read, a fork child must find itself the only OS thread and exit 0. Prints one
  * line per round and one for the child; exit 0.
@@ -74,23 +76,35 @@ static int settle(int limit)
     return n;
 }
 
-/* A fork child that finds itself the process's only OS thread. */
-static void fork_child(void)
+/* forks children, one after another, each alive until the last is made; each must find
+ * itself its process's only OS thread. */
+static void fork_children(int forks)
 {
+    int gate[2];
+    CHECK(pipe(gate) == 0);
     fflush(stdout);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0)
-        _exit(os_threads() == 1 ? 0 : 3);
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "fork child: failed, status %d\n", st);
-        exit(1);
+    for (int i = 0; i < forks; i++) {
+        pid_t pid = fork();
+        CHECK(pid >= 0);
+        if (pid == 0) {
+            char c;
+            close(gate[1]);
+            _exit(os_threads() == 1 && read(gate[0], &c, 1) == 0 ? 0 : 3);
+        }
+    }
+    close(gate[0]);
+    close(gate[1]);
+    for (int i = 0; i < forks; i++) {
+        int st;
+        CHECK(wait(&st) > 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            fprintf(stderr, "fork child: failed, status %d\n", st);
+            exit(1);
+        }
     }
 }
 
-static void one_round(pthread_t *t, int nthreads, unsigned r, int limit)
+static void one_round(pthread_t *t, int nthreads, unsigned r, int limit, int forks)
 {
     EXPECT(pthread_mutex_lock(&mu), 0);
     waiting = 0;
@@ -118,7 +132,7 @@ static void one_round(pthread_t *t, int nthreads, unsigned r, int limit)
     EXPECT(pthread_mutex_unlock(&mu), 0);
     for (int i = 0; i < nthreads; i++)
         EXPECT(pthread_join(t[i], NULL), 0);
-    fork_child(); /* at once: under goshim, with the idle Ms still there */
+    fork_children(forks); /* at once: under goshim, with the idle Ms still there */
     int left = settle(limit);
     if (left > limit) {
         fprintf(stderr, "round %u: still %d OS threads 30 s after the %d threads ended\n", r, left,
@@ -133,8 +147,9 @@ int main(int argc, char **argv)
 {
     int nthreads = argc > 1 ? atoi(argv[1]) : 100;
     int rounds = argc > 2 ? atoi(argv[2]) : 2;
-    if (nthreads < 1 || nthreads > 5000 || rounds < 1) {
-        fprintf(stderr, "usage: prog_thread_retire [THREADS [ROUNDS]]\n");
+    int forks = argc > 3 ? atoi(argv[3]) : 1;
+    if (nthreads < 1 || nthreads > 5000 || rounds < 1 || forks < 1 || forks > 1000) {
+        fprintf(stderr, "usage: prog_thread_retire [THREADS [ROUNDS [FORKS]]]\n");
         return 2;
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -150,11 +165,11 @@ int main(int argc, char **argv)
     pthread_t *t = calloc((size_t)nthreads, sizeof *t);
     CHECK(t != NULL);
     for (int r = 1; r <= rounds; r++)
-        one_round(t, nthreads, (unsigned)r, limit);
+        one_round(t, nthreads, (unsigned)r, limit, forks);
     pthread_t parked;
     CHECK(pipe(pipefd) == 0);
     EXPECT(pthread_create(&parked, NULL, reader, NULL), 0);
-    fork_child();
+    fork_children(1);
     CHECK(write(pipefd[1], "x", 1) == 1);
     EXPECT(pthread_join(parked, NULL), 0);
     printf("fork child: ran, exited 0\n");
