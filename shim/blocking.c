@@ -118,12 +118,16 @@ static long probe_semop(int id, struct sembuf *ops, size_t n)
 /* EINTR only for a handler of the program's (msgrcv, msgsnd, semop and pause, which the
  * kernel never restarts; none has a timeout), or without SA_RESTART (waits, flock). */
 #define BLOCKING(ret, name, entry, on_signal, params, args)                                        \
-    GOSHIM_EXPORT ret name params                                                                  \
+    static ret blocking_##name params                                                              \
     {                                                                                              \
         if (!goshim_active())                                                                      \
             return REAL(name) args;                                                                \
         return HANDOFF_WITH_NO_GOSHIM_EINTR(ret, entry, on_signal, PROBE_##on_signal(name, args),  \
                                             REAL(name) args);                                      \
+    }                                                                                              \
+    GOSHIM_EXPORT ret name params                                                                  \
+    {                                                                                              \
+        return blocking_##name args;                                                               \
     }
 #include "shim/blocking.def"
 #undef BLOCKING
@@ -217,6 +221,40 @@ static int syscall_kind(long nr)
         return 2;
     default:
         return 0;
+    }
+}
+
+/* The raw calls that have a wrapper above (blocking_NAME), made by it (its look at the marks made while
+ * it entered the call: HANDOFF_WITH_NO_GOSHIM_EINTR); the same arguments and results as
+ * the kernel's call. */
+static bool blocking_wrapped(long nr, long a, long b, long c, long d, long e, long *r)
+{
+    switch (nr) {
+    case SYS_pause:
+        *r = blocking_pause();
+        return true;
+    case SYS_flock:
+        *r = blocking_flock((int)a, (int)b);
+        return true;
+    case SYS_wait4:
+        *r = blocking_wait4((pid_t)a, (int *)b, (int)c, (struct rusage *)d);
+        return true;
+    case SYS_waitid: /* glibc's passes no rusage */
+        if (e != 0)
+            return false;
+        *r = blocking_waitid((idtype_t)a, (id_t)b, (siginfo_t *)c, (int)d);
+        return true;
+    case SYS_msgrcv:
+        *r = blocking_msgrcv((int)a, (void *)b, (size_t)c, d, (int)e);
+        return true;
+    case SYS_msgsnd:
+        *r = blocking_msgsnd((int)a, (const void *)b, (size_t)c, (int)d);
+        return true;
+    case SYS_semop:
+        *r = blocking_semop((int)a, (struct sembuf *)b, (size_t)c);
+        return true;
+    default:
+        return false;
     }
 }
 
@@ -347,5 +385,7 @@ GOSHIM_EXPORT long syscall(long nr, ...)
         return REAL(syscall)(nr, a, b, c, d, e, f);
     if (kind == 1)
         return HANDOFF(REAL(syscall)(nr, a, b, c, d, e, f));
+    if (blocking_wrapped(nr, a, b, c, d, e, &r))
+        return r;
     return HANDOFF_WITH(entersyscallblock_waiting, REAL(syscall)(nr, a, b, c, d, e, f));
 }

@@ -11,6 +11,7 @@
  *   prog_procsig pause [US] alarm-style: main in pause() while two threads compute; the
  *                           alarm after US microseconds (50000)
  *   prog_procsig flock [US] the same in a flock that waits for a lock of the process's own
+ *   prog_procsig syspause [US] the same in syscall(SYS_pause)
  *   prog_procsig join       main in pthread_join; SIGINT from a child process runs the
  *                           handler on the main thread, which lets the joined thread end
  *   prog_procsig restart    SIGTERM (sent again and again by a child) during a read from a
@@ -67,6 +68,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -155,6 +157,14 @@ static int mode_pause(long us)
     alarm_begin(us);
     int r = pause();
     return alarm_end("pause", r, errno);
+}
+
+/* The same through syscall() (Rust's std and hand-written code make raw calls). */
+static int mode_syspause(long us)
+{
+    alarm_begin(us);
+    int r = (int)syscall(SYS_pause);
+    return alarm_end("syscall(SYS_pause)", r, errno);
 }
 
 /* The same for a flock that another open file description's lock makes wait (the
@@ -709,6 +719,8 @@ int main(int argc, char **argv)
         return mode_pause(argc > 2 ? atol(argv[2]) : 50 * 1000);
     if (!strcmp(mode, "flock"))
         return mode_flock(argc > 2 ? atol(argv[2]) : 50 * 1000);
+    if (!strcmp(mode, "syspause"))
+        return mode_syspause(argc > 2 ? atol(argv[2]) : 50 * 1000);
     if (!strcmp(mode, "join"))
         return mode_join();
     if (!strcmp(mode, "restart"))
@@ -735,8 +747,9 @@ int main(int argc, char **argv)
         return mode_recycle();
     if (!strcmp(mode, "timer"))
         return mode_timer();
-    fprintf(stderr, "usage: prog_procsig sleep|sem|pause|join|restart|eintr|onlyone|sigwait|"
-                    "sigchld|execpend|parked|lastthread|newm|recycle|timer (ppoll and friends: "
-                    "prog_procsig_masked)\n");
+    fprintf(stderr,
+            "usage: prog_procsig sleep|sem|pause|flock|syspause|join|restart|eintr|onlyone|sigwait|"
+            "sigchld|execpend|parked|lastthread|newm|recycle|timer (ppoll and friends: "
+            "prog_procsig_masked)\n");
     return 2;
 }
