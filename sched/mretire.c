@@ -88,6 +88,7 @@ void m_end_if_shed(struct m *mp)
  * child, the parent's threads are gone whatever their tid says. NULL (glibc makes the
  * stack): a sanitizer build, whose runtime wants glibc's, or no memory for a new one.
  */
+#ifndef GOSHIM_SAN
 static bool m_stack_thread_gone(void *tcb)
 {
     uint32_t *word = tls_tcb_tid_word(tcb);
@@ -102,6 +103,7 @@ static bool m_stack_thread_gone(void *tcb)
         rt_syscall6(SYS_futex, (long)word, FUTEX_WAIT, tid, (long)&ms, 0, 0);
     }
 }
+#endif
 
 char *m_stack(struct m *mp)
 {
