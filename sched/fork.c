@@ -168,6 +168,7 @@ static void reset_sched(struct m *mp, struct p *fork_p)
     sched.mcount = 1;
     sched.nmspinning = 0;
     sched.nkept = 0;
+    sched.scavasked = 0;
     sched.runq.head = sched.runq.tail = NULL;
     sched.runqsize = 0;
 

@@ -566,6 +566,7 @@ static void idle_release(struct m *mp, int64_t until)
 {
     if (stack_scavenge_due() && stays_idle_flagged(mp, until))
         stack_scavenge(&mp->park);
+    __atomic_store_n(&sched.scavasked, 0, __ATOMIC_RELEASE); /* scavenge_ask */
     m_stacks_trim();
 }
 

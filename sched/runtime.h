@@ -290,6 +290,7 @@ struct schedt {
     int32_t npidle;       /* atomic (written under sched.lock) */
     int32_t nmspinning;   /* atomic */
     int32_t nkept;        /* Gs in calls that kept their P while idle (keep_idle_p); atomic */
+    int32_t scavasked;    /* an idle M woken to give back stacks (scavenge_ask); atomic */
     struct gqueue runq;   /* global run queue; sched.lock */
     int32_t runqsize;     /* sched.lock; read racily as a hint */
     int32_t npreemptq;    /* atomic: runnable Gs that wait because they were preempted */
