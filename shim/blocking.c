@@ -224,9 +224,9 @@ static int syscall_kind(long nr)
     }
 }
 
-/* The raw calls that have a wrapper above (blocking_NAME), made by it (its look at the marks made while
- * it entered the call: HANDOFF_WITH_NO_GOSHIM_EINTR); the same arguments and results as
- * the kernel's call. */
+/* The raw calls that have a wrapper above (blocking_NAME), made by it: its look at the
+ * marks made while it entered the call (HANDOFF_WITH_NO_GOSHIM_EINTR); the same arguments
+ * and results as the kernel's call. */
 static bool blocking_wrapped(long nr, long a, long b, long c, long d, long e, long *r)
 {
     switch (nr) {

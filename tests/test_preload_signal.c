@@ -182,11 +182,12 @@ Test(preload_signal, itimer_interrupts_pause_in_main, .timeout = 60)
     procsig_under_goshim("pause");
 }
 
-/* The alarm while main is on its way into pause, flock or syscall(SYS_pause): parked for an OS thread to hand its P to
- * (two threads compute at P=2), it was marked there but not rung, and went into the kernel
- * without a look at its marks: pause waited for ever (4 of 4 runs of this test hung, 0 of
- * 15 after; 3 runs in 100 of the 50 ms case hung). Fresh processes: only a first pause
- * finds no idle OS thread. The raw call took no look until session 32. */
+/* The alarm while main is on its way into pause, flock or syscall(SYS_pause): parked for
+ * an OS thread to hand its P to (two threads compute at P=2), it was marked there but not
+ * rung, and went into the kernel without a look at its marks: pause waited for ever (4 of
+ * 4 runs of this test hung, 0 of 15 after; 3 runs in 100 of the 50 ms case hung). Fresh
+ * processes: only a first pause finds no idle OS thread. The raw call took no look until
+ * session 32. */
 Test(preload_signal, itimer_interrupts_pause_on_its_way_in, .timeout = 60)
 {
     static char out[4096];
