@@ -104,7 +104,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <sys/utsname.h>
 #include <ucontext.h>
 #include <unistd.h>
 #include <unwind.h>
@@ -205,6 +204,7 @@ static void refuse(struct m *mp)
 
 static void on_tick(struct m *mp, bool in_runtime, void *ucv);
 static void slicetimer_create(struct m *mp, int sig);
+static bool slicetimer_retry_due(struct m *mp);
 
 static void handler(int sig, siginfo_t *info, void *ucv)
 {
@@ -224,13 +224,18 @@ static void handler(int sig, siginfo_t *info, void *ucv)
     /* Held while the handler reads the M's P and G: sysmon does not hand
      * them off meanwhile (syscall.c), nor does it once it had begun. */
     int32_t locks = __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
-    if (tick && mp->slicetimer_sig != __atomic_load_n(&pr.sig, __ATOMIC_RELAXED))
-        slicetimer_create(mp, __atomic_load_n(&pr.sig, __ATOMIC_RELAXED)); /* moved off */
-    else if (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST) == 0) {
-        if (tick)
-            on_tick(mp, locks > 1, ucv);
-        else
-            on_request(mp, locks > 1, ucv);
+    int sig_now = __atomic_load_n(&pr.sig, __ATOMIC_RELAXED);
+    if (tick && mp->slicetimer_sig != sig_now) {
+        slicetimer_create(mp, sig_now); /* moved off */
+    } else {
+        if (!tick && slicetimer_retry_due(mp))
+            slicetimer_create(mp, sig_now);
+        if (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST) == 0) {
+            if (tick)
+                on_tick(mp, locks > 1, ucv);
+            else
+                on_request(mp, locks > 1, ucv);
+        }
     }
     __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
 }
@@ -479,14 +484,36 @@ void goshim_preempt_point(const uint64_t *saved)
 
 /* ---- the slice timers -------------------------------------------------------------- */
 
+/* Whether slice timers are wanted at all: the kernel's policy, not under valgrind. */
+static bool slicetimers_wanted(void)
+{
+    return pr.on && pr.when_waiting && !pr.notimers;
+}
+
+/* An M refused its timer asks again this long after (at a request of sysmon's). */
+#define SLICETIMER_RETRY_NS 20000000
+
+/*
+ * Whether mp, whose slices sysmon times because it has no slice timer,
+ * should ask the kernel for one again now. A refusal is seldom for good:
+ * RLIMIT_SIGPENDING counts the queued and preallocated signals of all the
+ * user's processes, so another program's burst of signals or threads
+ * refuses a timer that the next moment would give.
+ */
+static bool slicetimer_retry_due(struct m *mp)
+{
+    return slicetimers_wanted() && !mp->slicetimer_sig && nanotime() >= mp->slicetimer_retry;
+}
+
 /* Give mp, the calling thread's M, a slice timer that signals sig (the old
  * one, if any, is deleted). On failure the M has none: sysmon times its
- * slices instead (preempt_timers_ok says so). Async-signal-safe. */
+ * slices (preempt_m_timed says so) and the M asks again later.
+ * Async-signal-safe. */
 static void slicetimer_create(struct m *mp, int sig)
 {
     if (mp->slicetimer_sig) {
         rt_syscall(SYS_timer_delete, mp->slicetimer, 0, 0);
-        mp->slicetimer_sig = 0;
+        __atomic_store_n(&mp->slicetimer_sig, 0, __ATOMIC_RELAXED);
     }
     struct sigevent se;
     memset(&se, 0, sizeof se);
@@ -513,19 +540,21 @@ static void slicetimer_create(struct m *mp, int sig)
         if (__atomic_fetch_add(&pr.ntimerfail, 1, __ATOMIC_RELAXED) == 0)
             rt_print(2,
                      "goshim: cannot give a thread its CPU-time slice timer (error %ld: %s): "
-                     "sysmon times the slices instead, at more cost%s\n",
+                     "sysmon times its slices until it gets one%s\n",
                      -rc, why, fault_note(injected));
+        mp->slicetimer_retry = nanotime() + SLICETIMER_RETRY_NS;
         return;
     }
     mp->slicetimer = id;
-    mp->slicetimer_sig = sig;
+    __atomic_store_n(&mp->slicetimer_sig, sig, __ATOMIC_RELAXED);
 }
 
 void preempt_m_init(struct m *mp)
 {
     mp->slicetimer_sig = 0;
+    mp->slicetimer_retry = 0;
     mp->tick_p = NULL;
-    if (pr.on && pr.when_waiting && !pr.notimers)
+    if (slicetimers_wanted())
         slicetimer_create(mp, __atomic_load_n(&pr.sig, __ATOMIC_RELAXED));
 }
 
@@ -533,13 +562,12 @@ void preempt_m_fini(struct m *mp)
 {
     if (mp->slicetimer_sig)
         rt_syscall(SYS_timer_delete, mp->slicetimer, 0, 0);
-    mp->slicetimer_sig = 0;
+    __atomic_store_n(&mp->slicetimer_sig, 0, __ATOMIC_RELAXED);
 }
 
-bool preempt_timers_ok(void)
+bool preempt_m_timed(const struct m *mp)
 {
-    return pr.on && pr.when_waiting && !pr.notimers &&
-           __atomic_load_n(&pr.ntimerfail, __ATOMIC_RELAXED) == 0;
+    return slicetimers_wanted() && __atomic_load_n(&mp->slicetimer_sig, __ATOMIC_RELAXED) != 0;
 }
 
 /* ---- sysmon's side ------------------------------------------------------------------ */
@@ -608,27 +636,6 @@ bool preempt_when_waiting(void)
 void preempt_count_cut(void)
 {
     __atomic_add_fetch(&pr.ncut, 1, __ATOMIC_RELAXED);
-}
-
-/*
- * The kernel's base slice for nprocs CPUs, as EEVDF computes it:
- * sysctl_sched_base_slice (0.75 ms until Linux 6.14, 0.70 ms from 6.15)
- * times 1 + ilog2(min(ncpu, 8)) (sched_update_scaling's default, log
- * scaling): 0.70 ms at one P, 1.40 at 2, 2.10 at 4, 2.80 from 8 on.
- */
-int64_t preempt_kernel_slice(int nprocs)
-{
-    int64_t base = 700000;
-    struct utsname u;
-    int major = 0, minor = 0;
-    if (uname(&u) == 0 && sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
-        (major < 6 || (major == 6 && minor < 15)))
-        base = 750000;
-    int n = nprocs < 1 ? 1 : nprocs > 8 ? 8 : nprocs;
-    int log = 0;
-    while (n >>= 1)
-        log++;
-    return base * (1 + log);
 }
 
 /* ---- the application's disposition of the signal --------------------------------- */

@@ -37,7 +37,7 @@ int64_t preempt_wake_slice(void);
 bool preempt_when_waiting(void);
 /* sysmon: a slice cut short because another G waited. */
 void preempt_count_cut(void);
-/* The kernel's EEVDF base slice for nprocs CPUs, in ns. */
+/* The kernel's EEVDF base slice for nprocs CPUs, in ns (sysmon.c, beside its tick). */
 int64_t preempt_kernel_slice(int nprocs);
 /* sysmon: pp has run the same G past the slice: signal its M to preempt
  * the G, or (handoff) to let the P go where the G stands. */
@@ -50,9 +50,9 @@ struct m;
 void preempt_m_init(struct m *mp);
 /* On an M's own thread, before the thread ends: its slice timer deleted. */
 void preempt_m_fini(struct m *mp);
-/* Every M has its slice timer: sysmon leaves the rotation of Gs that were
- * only preempted to them. */
-bool preempt_timers_ok(void);
+/* mp has its slice timer: sysmon leaves the rotation of its P's Gs that
+ * were only preempted to it. */
+bool preempt_m_timed(const struct m *mp);
 
 struct preempt_stats {
     uint64_t requests, done, refused, stale, handoffs;
@@ -60,7 +60,7 @@ struct preempt_stats {
     uint64_t demoted;         /* preempted spinners sent behind the waiting Gs */
     uint64_t to_global;       /* preempted Gs sent to the global queue's tail */
     uint64_t ticks, tickcuts; /* slice-timer signals, and the preemptions they began */
-    uint64_t timerfail;       /* Ms without a slice timer */
+    uint64_t timerfail;       /* slice timers refused (an M asks again while it has none) */
     uint64_t walks, walk_ns;  /* safety walks and their total time */
     uint64_t walk_faults;     /* walks that faulted (refused: stack_fault_escape) */
     const char *walker;       /* "libgcc", "libunwind" or "both" */

@@ -202,7 +202,8 @@ struct m {
      * tick_p/tick_sched: the P and schedtick its last signal saw (the
      * same G still running at the next one has run a whole period). */
     int slicetimer;
-    int slicetimer_sig;
+    int slicetimer_sig;       /* 0: none (atomic: sysmon reads) */
+    int64_t slicetimer_retry; /* refused: when to ask again (nanotime) */
     struct p *tick_p;
     uint32_t tick_sched;
     uint64_t nsyscall; /* blocking system calls; owner writes */

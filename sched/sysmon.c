@@ -69,7 +69,9 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <stdio.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <time.h>
 
 #include "netpoll.h"
@@ -108,6 +110,27 @@ static void look_at(int64_t when)
 {
     if (when < sm.nextlook)
         sm.nextlook = when;
+}
+
+/*
+ * The kernel's base slice for nprocs CPUs, as EEVDF computes it:
+ * sysctl_sched_base_slice (0.75 ms until Linux 6.14, 0.70 ms from 6.15)
+ * times 1 + ilog2(min(ncpu, 8)) (sched_update_scaling's default, log
+ * scaling): 0.70 ms at one P, 1.40 at 2, 2.10 at 4, 2.80 from 8 on.
+ */
+int64_t preempt_kernel_slice(int nprocs)
+{
+    int64_t base = 700000;
+    struct utsname u;
+    int major = 0, minor = 0;
+    if (uname(&u) == 0 && sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
+        (major < 6 || (major == 6 && minor < 15)))
+        base = 750000;
+    int n = nprocs < 1 ? 1 : nprocs > 8 ? 8 : nprocs;
+    int log = 0;
+    while (n >>= 1)
+        log++;
+    return base * (1 + log);
 }
 
 /* The kernel's tick (CLOCK_MONOTONIC_COARSE's resolution: 4 ms at
@@ -303,8 +326,9 @@ static struct round round_begin(int64_t now)
      * (they compute, as the running ones do) take turns at the kernel's
      * tick, which the Ms' own slice timers keep (preempt.c): sysmon only
      * steps in for a P whose G the timer did not rotate (refused, blocked
-     * in the kernel outside goshim). */
-    r.woken = !r.policy || !preempt_timers_ok() || due || sched_chaos;
+     * in the kernel outside goshim) or whose M has no timer (the kernel
+     * refused one: retake_running times its slices). */
+    r.woken = !r.policy || due || sched_chaos;
     bool woken_waits = due;
     if (r.policy && !due) {
         for (int32_t i = 0; i < sched.gomaxprocs; i++)
@@ -365,9 +389,10 @@ static void retake_running(struct p *pp, struct ptick *pt, const struct round *r
     int64_t start = pt->schedwhen;
     if (r->policy && !r->global && runqlen(pp) == 0)
         start = pt->switchwhen;
+    struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
     if (r->policy && !others_wait(pp, r->global)) {
-        pt->armed = 0;      /* nobody waits for this P: its G runs on */
-    } else if (!r->woken) { /* its slice timer rotates it */
+        pt->armed = 0; /* nobody waits for this P: its G runs on */
+    } else if (!r->woken && mp && preempt_m_timed(mp)) { /* its slice timer rotates it */
         if (r->now - pt->schedwhen >= r->rotate) {
             rotation_stuck(pp, pt);
             look_at(r->now + tick_ns());

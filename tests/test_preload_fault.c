@@ -147,6 +147,33 @@ Test(preload_fault, timer_never_made, .timeout = 60)
     cr_assert_eq(n, 1, "%d lines about the injected failure, want 1", n);
 }
 
+/*
+ * A refused slice timer is asked for again: RLIMIT_SIGPENDING counts the
+ * signals of all the user's processes, so another program's burst refuses
+ * a timer for a moment. Seed 1 refuses the first one. Before, one refusal
+ * left the rotation of every P to sysmon for the rest of the run: not one
+ * preemption began at a timer's tick again (0 or 1 of 160-245).
+ */
+Test(preload_fault, timer_refused_is_asked_again, .timeout = 60)
+{
+    static char nat[OUT], pre[OUT];
+    static const char env[] = "GOSHIM_STATS=1 GOSHIM_PROCS=2 GOSHIM_FAULT=timer:1/2,seed:1";
+    int st = run_native("prog_preempt_rotate", NULL, NULL, nat, sizeof nat);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(nat, "took turns"), "natively:\n%s",
+              nat);
+    struct pp_argv a;
+    st = run_preloaded("prog_preempt_rotate", pp_argv(&a, "prog_preempt_rotate", NULL), env, pre,
+                       OUT);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: status %d\n%s", env, st, pre);
+    long refused = stat_of(pre, "timer_fails"), cuts = stat_of(pre, "tick_cuts");
+    long done = stat_of(pre, "preemptions");
+    cr_assert_geq(refused, 1, "%s: no slice timer refused:\n%s", env, pre);
+    cr_assert_geq(2 * cuts, done, "%s: slice timers began %ld of %ld preemptions:\n%s", env, cuts,
+                  done, pre);
+    strip_goshim(pre);
+    cr_assert_str_eq(pre, nat, "prog_preempt_rotate prints differently under goshim (%s)", env);
+}
+
 /* A refused bell is rung again: a thread that computes never calls into goshim to find
  * the signal marked, and one in pause() is woken only by the kernel. At one P the spinner
  * takes the mark itself when it resumes, and rings its own thread: refused, that bell went

@@ -59,6 +59,7 @@ struct pp_stats {
     long requests, done, refused, handoffs, cut, demoted;
     long to_global;       /* preempted Gs sent to the global queue rather than kept on their P */
     long ticks, tickcuts; /* the Ms' slice-timer signals, and the preemptions they began */
+    long timerfail;       /* slice timers the kernel refused */
 };
 
 /*
@@ -93,6 +94,7 @@ static struct pp_stats pp_preloaded(const char *prog, const char *args, const ch
     s.to_global = stat_value(out, "preempted_to_global");
     s.ticks = stat_value(out, "ticks");
     s.tickcuts = stat_value(out, "tick_cuts");
+    s.timerfail = stat_value(out, "timer_fails");
     long differ = stat_value(out, "walk_verdicts_differ");
     cr_assert_leq(differ, 0,
                   "%s %s under goshim (%s): %ld walks found the stack safe with one "
@@ -464,10 +466,14 @@ static const char *rotate_expected(void)
 static void rotate(const char *args, const char *env)
 {
     struct pp_stats s = pp_preloaded("prog_preempt_rotate", args, env, rotate_expected());
-    cr_assert_geq(s.tickcuts, 1, "%s: no preemption by a slice timer (%ld signals)", env, s.ticks);
+    cr_assert_geq(s.tickcuts, 1,
+                  "%s: no preemption by a slice timer (%ld signals; %ld timers refused; sysmon "
+                  "asked %ld times)",
+                  env, s.ticks, s.timerfail, s.requests);
     cr_assert_geq(2 * s.tickcuts, s.done,
-                  "%s: slice timers began %ld of %ld preemptions; sysmon asked %ld times", env,
-                  s.tickcuts, s.done, s.requests);
+                  "%s: slice timers began %ld of %ld preemptions; sysmon asked %ld times (%ld "
+                  "timers refused)",
+                  env, s.tickcuts, s.done, s.requests, s.timerfail);
 }
 
 Test(preload_preempt, computing_threads_rotate_by_slice_timers_one_p, .timeout = 60)
