@@ -468,12 +468,12 @@ static void rotate(const char *args, const char *env)
     struct pp_stats s = pp_preloaded("prog_preempt_rotate", args, env, rotate_expected());
     cr_assert_geq(s.tickcuts, 1,
                   "%s: no preemption by a slice timer (%ld signals; %ld timers refused; sysmon "
-                  "asked %ld times)",
-                  env, s.ticks, s.timerfail, s.requests);
+                  "asked %ld times, handed %ld Ps off)",
+                  env, s.ticks, s.timerfail, s.requests, s.handoffs);
     cr_assert_geq(2 * s.tickcuts, s.done,
-                  "%s: slice timers began %ld of %ld preemptions; sysmon asked %ld times (%ld "
-                  "timers refused)",
-                  env, s.tickcuts, s.done, s.requests, s.timerfail);
+                  "%s: slice timers began %ld of %ld preemptions; sysmon asked %ld times, handed "
+                  "%ld Ps off (%ld timers refused)",
+                  env, s.tickcuts, s.done, s.requests, s.handoffs, s.timerfail);
 }
 
 Test(preload_preempt, computing_threads_rotate_by_slice_timers_one_p, .timeout = 60)
