@@ -48,7 +48,7 @@
 static struct {
     uint32_t bell;    /* futex word: bumped by each request */
     uint32_t up;      /* the maker runs (atomic) */
-    uint32_t want;    /* Ms asked for and not made yet (sched.lock) */
+    uint32_t want;    /* Ms asked for and not counted coming yet (sched.lock) */
     uint32_t forg;    /* of which a G's work asked for (sched.lock; warn_no_m) */
     uint32_t reserve; /* keep an idle M (atomic): once the maker runs */
     uint32_t made;    /* gfutex word: bumped after each of the maker's rounds */
@@ -71,7 +71,12 @@ bool mmaker_ask(struct p *pp, bool spinning)
     runq_to_global(pp);
     runtime_lock(&sched.lock);
     pidleput(pp);
-    if (mk.want < (uint32_t)sched.gomaxprocs) {
+    /* Each M asked for or on its way takes an idle P in stopm if work waits by then: no
+     * more than there are idle Ps. Counting only the requests not begun yet, a burst of
+     * pthread_create while the maker's pthread_create crawled (RLIMIT_AS, mmap_lock
+     * contention) asked again at every wakep: 16 Ms for 2 Ps, 1 MiB of stack each. */
+    int32_t coming = sched.nmcoming > 0 ? sched.nmcoming : 0;
+    if ((int32_t)mk.want + coming < sched.npidle) {
         mk.want++;
         mk.forg += sched_self() != NULL;
     }
@@ -92,19 +97,25 @@ bool mmaker_ask(struct p *pp, bool spinning)
 static void make_asked(void)
 {
     runtime_lock(&sched.lock);
-    mk.want--;
     bool forg = mk.forg > 0;
     mk.forg -= forg;
     struct p *pp = pidleget();
     struct m *nmp = pp ? mget() : NULL;
     if (pp && !nmp)
         pidleput(pp);
+    if (!pp || nmp)
+        mk.want--;
     runtime_unlock(&sched.lock);
-    if (nmp)
+    if (nmp) {
         mwake(nmp, pp, false);
-    else if (pp)
-        __atomic_store_n(&mk.refused, !newm(NULL, false, forg ? NEWM_G : NEWM_SCHED),
-                         __ATOMIC_RELAXED);
+    } else if (pp) {
+        /* Still wanted until newm counts it coming (mmaker_ask). */
+        bool made = newm(NULL, false, forg ? NEWM_G : NEWM_SCHED);
+        runtime_lock(&sched.lock);
+        mk.want--;
+        runtime_unlock(&sched.lock);
+        __atomic_store_n(&mk.refused, !made, __ATOMIC_RELAXED);
+    }
 }
 
 static void keep_reserve(void)
