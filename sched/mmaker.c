@@ -73,7 +73,7 @@ bool mmaker_ask(struct p *pp, bool spinning)
     pidleput(pp);
     /* Each M asked for or on its way takes an idle P in stopm if work waits by then: no
      * more than there are idle Ps. Counting only the requests not begun yet, a burst of
-     * pthread_create while the maker's pthread_create crawled (RLIMIT_AS, mmap_lock
+     * pthread_create while new Ms were slow to reach stopm (RLIMIT_AS, mmap_lock
      * contention) asked again at every wakep: 16 Ms for 2 Ps, 1 MiB of stack each. */
     int32_t coming = sched.nmcoming > 0 ? sched.nmcoming : 0;
     if ((int32_t)mk.want + coming < sched.npidle) {

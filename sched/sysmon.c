@@ -67,9 +67,9 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <stdio.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <time.h>
