@@ -165,6 +165,7 @@ static void reset_sched(struct m *mp, struct p *fork_p)
     sched.midle = NULL;
     sched.nmidle = 0;
     sched.nmcoming = 0;
+    sched.nmgoing = 0;
     sched.mcount = 1;
     sched.nmspinning = 0;
     sched.nkept = 0;

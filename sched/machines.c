@@ -1,41 +1,36 @@
 /*
  * Ms: OS threads that carry Gs.
  *
- * An M is created (with the real pthread_create) only when there is a P to
- * run and no idle M to run it: startm takes an idle M from sched.midle or
- * makes a new one, hands it the P through m->nextp and wakes it. An M with
- * nothing to do releases its P and sleeps on its note in stopm. Idle Ms
- * beyond one per P and a few more end their threads after M_RETIRE_NS of
- * idleness (m_retire): a program that once had a thousand threads blocked
- * in the kernel would otherwise keep a thousand OS threads, and copy them
- * at every fork. One idle M at a time sleeps with a timeout, until the earliest
- * timer (stopm, timer_wakeup): an idle process wakes up exactly for its
- * timers, and one with no timers sleeps forever. While Gs wait for fds,
- * one idle M blocks in netpoll instead of on its note (poll_m). The count is capped by
- * GOSHIM_MAXTHREADS (default 10000, as Go).
+ * An M is created (with the real pthread_create) only when there is a P to run and no idle
+ * M to run it: startm takes an idle M from sched.midle or makes a new one, hands it the P
+ * through m->nextp and wakes it. An M with nothing to do releases its P and sleeps on its
+ * note in stopm. Idle Ms beyond one per P and a few more end their threads after
+ * M_RETIRE_NS of idleness (m_retire): a program that once had a thousand threads blocked
+ * in the kernel would otherwise keep a thousand OS threads, and copy them at every fork.
+ * One idle M at a time sleeps with a timeout, until the earliest timer (stopm,
+ * timer_wakeup): an idle process wakes up exactly for its timers, and one with no timers
+ * sleeps forever. While Gs wait for fds, one idle M blocks in netpoll instead of on its
+ * note (poll_m). The count is capped by GOSHIM_MAXTHREADS (default 10000, as Go).
  *
- * Each M records itself in its GS base (arch_prctl(ARCH_SET_GS), once), so
- * getm() is one load and works whatever the FS base is: the FS base belongs
- * to the G running on the M (every G has its own glibc TCB), so per-M state
- * must never live in __thread. glibc does not use GS on x86-64.
+ * Each M records itself in its GS base (arch_prctl(ARCH_SET_GS), once), so getm() is one
+ * load and works whatever the FS base is: the FS base belongs to the G running on the M
+ * (every G has its own glibc TCB), so per-M state must never live in __thread. glibc does
+ * not use GS on x86-64.
  *
- * The M's own stack is its scheduler stack (g0): mcall resets to the same
- * spot (m->g0_sp) each time, so g0 never accumulates frames.
+ * The M's own stack is its scheduler stack (g0): mcall resets to the same spot (m->g0_sp)
+ * each time, so g0 never accumulates frames.
  *
- * An idle M blocks, besides its last G's mask, the signals the shim
- * routes (sched_routed_signals: those with a program handler, and those
- * at their default action that a thread has blocked) but the ones it
- * hands on itself (sched_hooks.idle_lets: those the dispatcher stands in
- * for that no thread has left waiting in the kernel), and never
- * the faults it may raise itself or glibc's two (set*id must reach it).
- * Asleep in stopm it routes such a signal in its handler and runs the
- * thread it readied (sched_route_asleep, startm's asleep_self): one
- * wake-up, as natively, where the router's hand-off cost two. It routes
- * at once only with nothing queued for the router (real-time signals
- * stay in order); else it queues behind. execute installs the G's mask
- * again. A new M is born with every signal blocked
- * but glibc's two, and lets its creator's mask in only once its GS base
- * names it (newm, mstart): before that, it would pass for its creator's M.
+ * An idle M blocks, besides its last G's mask, the signals the shim routes
+ * (sched_routed_signals: those with a program handler, and those at their default action
+ * that a thread has blocked) but the ones it hands on itself (sched_hooks.idle_lets: those
+ * the dispatcher stands in for that no thread has left waiting in the kernel), and never
+ * the faults it may raise itself or glibc's two (set*id must reach it). Asleep in stopm it
+ * routes such a signal in its handler and runs the thread it readied (sched_route_asleep,
+ * startm's asleep_self): one wake-up, as natively, where the router's hand-off cost two.
+ * It routes at once only with nothing queued for the router (real-time signals stay in
+ * order); else it queues behind. execute installs the G's mask again. A new M is born with
+ * every signal blocked but glibc's two, and lets its creator's mask in only once its GS
+ * base names it (newm, mstart): before that, it would pass for its creator's M.
  */
 #include <asm/prctl.h>
 #include <errno.h>
@@ -613,6 +608,46 @@ static struct p *idle_timed_out(struct m *mp, bool surplus, bool *again)
     return pp;
 }
 
+/* stopm's sleep on the idle list (mput), until woken or until: the P to run, or NULL to
+ * look again, *watch saying whether with a timeout for the timers. */
+static struct p *idle_sleep(struct m *mp, int64_t until, bool surplus, bool *watch)
+{
+    __atomic_fetch_add(&mp->nstopm, 1, __ATOMIC_RELAXED);
+    idle_release(mp, until);
+    __atomic_store_n(&mp->idle_sleep, 1, __ATOMIC_RELEASE);
+    route_posted_here(); /* posted since the loop's: from now on its handler routes */
+    bool woken = until < 0 ? (notesleep(&mp->park), true) : m_sleep_until(mp, until);
+    __atomic_store_n(&mp->idle_sleep, 0, __ATOMIC_RELEASE);
+    if (!woken) {
+        /* Timed out: the timers need a P, or a surplus M ends. */
+        bool again;
+        struct p *pp = idle_timed_out(mp, surplus, &again);
+        if (pp)
+            return pp;
+        if (again) {
+            *watch = *watch && surplus; /* else every P runs: their Ms run the timers */
+            return NULL;
+        }
+        notesleep(&mp->park); /* startm or timer_wakeup is waking us */
+    }
+    noteclear(&mp->park);
+    m_end_if_shed(mp);
+    struct p *pp = mp->nextp;
+    mp->nextp = NULL;
+    *watch = true; /* without a P: timer_wakeup, a new earliest timer */
+    return pp;
+}
+
+/* Unlock sched.lock as an M that is busy after all: with came (it was coming), the
+ * maker may have left the reserve to it (mmaker_reserve_left). */
+static void unlock_busy(bool came)
+{
+    bool none = mmaker_reserve_left(came);
+    runtime_unlock(&sched.lock);
+    if (none)
+        mmaker_poke();
+}
+
 void stopm(void)
 {
     struct m *mp = getm();
@@ -621,6 +656,7 @@ void stopm(void)
     if (mp->spinning)
         goshim_throw("stopm: spinning");
     bool watch = true;   /* may sleep with a timeout for the timers */
+    bool came = false;   /* it was coming or going (a poke if it is busy after all) */
     routes_soon_end(mp); /* it may sleep: a handler that lands here posts with a kick */
     if (sched_lone()) {
         sched_helpers_start(); /* a fork child's: its thread parks, they serve it now */
@@ -631,9 +667,12 @@ void stopm(void)
         route_posted_here(); /* what it readies goes to the global queue, found below */
         block_while_idle(mp);
         runtime_lock(&sched.lock);
-        if (mp->coming) { /* the maker's new M is here: idle below, or it takes a P */
-            mp->coming = false;
-            sched.nmcoming--;
+        /* The maker's new M, or one that gave its P back: idle below, or it takes a P. */
+        if (mp->coming || mp->going) {
+            sched.nmcoming -= mp->coming;
+            sched.nmgoing -= mp->going;
+            mp->coming = mp->going = false;
+            came = true;
         }
         if (idle_unblocked(mp)) { /* sched_idle_block came meanwhile */
             runtime_unlock(&sched.lock);
@@ -645,15 +684,15 @@ void stopm(void)
             /* Gs wait for fds: this M blocks in epoll, until the next timer. */
             poll_m = mp;
             poll_m_until = next;
-            runtime_unlock(&sched.lock);
+            unlock_busy(came);
             if (poll_blocking(mp, next))
                 return;
             continue;
         }
-        struct p *waiting = p_for_queued_work();
-        if (waiting) {
-            runtime_unlock(&sched.lock);
-            acquirep(waiting);
+        struct p *pp = p_for_queued_work();
+        if (pp) {
+            unlock_busy(came);
+            acquirep(pp);
             return;
         }
         mput(mp);
@@ -661,35 +700,10 @@ void stopm(void)
             until = watch_timers(mp);
         bool surplus = until < 0 && (until = m_surplus_until(mp)) >= 0;
         runtime_unlock(&sched.lock);
-        __atomic_fetch_add(&mp->nstopm, 1, __ATOMIC_RELAXED);
-        idle_release(mp, until);
-        __atomic_store_n(&mp->idle_sleep, 1, __ATOMIC_RELEASE);
-        route_posted_here(); /* posted since the loop's: from now on its handler routes */
-        bool woken = until < 0 ? (notesleep(&mp->park), true) : m_sleep_until(mp, until);
-        __atomic_store_n(&mp->idle_sleep, 0, __ATOMIC_RELEASE);
-        if (!woken) {
-            /* Timed out: the timers need a P, or a surplus M ends. */
-            bool again;
-            struct p *pp = idle_timed_out(mp, surplus, &again);
-            if (pp) {
-                acquirep(pp);
-                return;
-            }
-            if (again) {
-                watch = watch && surplus; /* else every P runs: their Ms run the timers */
-                continue;
-            }
-            notesleep(&mp->park); /* startm or timer_wakeup is waking us */
-        }
-        noteclear(&mp->park);
-        m_end_if_shed(mp);
-        struct p *pp = mp->nextp;
-        mp->nextp = NULL;
-        if (pp) {
+        if ((pp = idle_sleep(mp, until, surplus, &watch))) {
             acquirep(pp);
             return;
         }
-        watch = true; /* timer_wakeup: a new earliest timer */
     }
 }
 

@@ -99,10 +99,21 @@ static void make_asked(void)
     runtime_lock(&sched.lock);
     bool forg = mk.forg > 0;
     mk.forg -= forg;
-    struct p *pp = pidleget();
-    struct m *nmp = pp ? mget() : NULL;
-    if (pp && !nmp)
-        pidleput(pp);
+    struct p *pp;
+    struct m *nmp;
+    for (;;) {
+        pp = pidleget();
+        nmp = pp ? mget() : NULL;
+        if (pp && !nmp)
+            pidleput(pp);
+        /* An M that gave its P back is idle in a moment, or takes the P itself: wait
+         * for it rather than make another (sched.nmgoing). */
+        if (!pp || nmp || sched.nmgoing == 0)
+            break;
+        runtime_unlock(&sched.lock);
+        osyield();
+        runtime_lock(&sched.lock);
+    }
     if (!pp || nmp)
         mk.want--;
     runtime_unlock(&sched.lock);
@@ -123,9 +134,11 @@ static void keep_reserve(void)
     if (!__atomic_load_n(&mk.reserve, __ATOMIC_RELAXED))
         return;
     runtime_lock(&sched.lock);
-    /* An M the maker made that has not reached stopm yet will be idle, or take a
-     * P whose work the reserve would otherwise have had to take: no second one. */
-    bool none = sched.nmidle == 0 && sched.nmcoming == 0 && sched.mcount < sched.maxmcount;
+    /* An M on its way to stopm (just made, or its P given back) will be idle, or take a
+     * P whose work the reserve would otherwise have had to take (stopm pokes then): no
+     * second one. */
+    bool none = sched.nmidle == 0 && sched.nmcoming == 0 && sched.nmgoing == 0 &&
+                sched.mcount < sched.maxmcount;
     runtime_unlock(&sched.lock);
     if (none)
         __atomic_store_n(&mk.refused, !newm(NULL, false, NEWM_RESERVE), __ATOMIC_RELAXED);
@@ -149,6 +162,13 @@ static void *maker(void *arg)
         futexsleep(&mk.bell, bell, -1);
     }
     return NULL;
+}
+
+/* Under sched.lock: an M that came to stopm (sched.nmcoming) and is busy after all, with
+ * none idle or coming: keep_reserve left the reserve to it; true: poke the maker. */
+bool mmaker_reserve_left(bool came)
+{
+    return came && sched.nmidle == 0 && sched.nmcoming <= 0 && sched.nmgoing == 0;
 }
 
 /* The bell of an M that went idle or was taken: the reserve may need a new one. */

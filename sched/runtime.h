@@ -178,6 +178,7 @@ struct m {
     int32_t locks;
     uint32_t ong0;
     bool coming;  /* counted in sched.nmcoming until its first stopm */
+    bool going;   /* gave its P back: counted in sched.nmgoing until it reaches stopm */
     bool forking; /* its G is in fork(), from our prepare handler to parent or child's */
     bool kept;    /* its G's call kept the P while the process was idle (keep_idle_p); owner */
     /* Where a signal handler that lands on it finds it (sched_route_asleep): asleep in
@@ -280,6 +281,7 @@ struct schedt {
     struct m *midle __attribute__((aligned(64))); /* idle Ms; sched.lock */
     int32_t nmidle;                               /* sched.lock */
     int32_t nmcoming; /* made idle (the maker's) and not at stopm yet; sched.lock */
+    int32_t nmgoing;  /* gave their P back and not at stopm yet (m->going); sched.lock */
     int32_t mcount;   /* Ms created; sched.lock */
     int32_t maxmcount;
     struct m *allm;       /* sched.lock; retired ones too (m->retired) */

@@ -310,6 +310,7 @@ void runq_to_global(struct p *pp);
  * (false: no maker, the caller makes it); poke: the last idle M was taken. */
 bool mmaker_ask(struct p *pp, bool spinning);
 void mmaker_poke(void);
+bool mmaker_reserve_left(bool came); /* sched.lock held */
 /* entersyscallblock: an idle M for pp's queued work, or true: mmaker_wait(seen) first. */
 bool mmaker_m_for_block(struct p *pp, struct m **nmp, uint32_t *seen);
 void mmaker_wait(uint32_t seen);

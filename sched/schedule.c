@@ -289,8 +289,11 @@ static bool work_appeared(struct m *mp, struct p *pp)
     return false;
 }
 
-/* Under the scheduler lock: the global queue's G, or give pp back idle. */
-static struct g *global_or_release(struct p *pp, bool *inherit)
+/* Under the scheduler lock: the global queue's G, or give pp back idle. An M that gives
+ * its P back is on its way to stopm, neither running nor idle for a moment: counted
+ * (sched.nmgoing), so that the maker waits for it rather than make another (mmaker.c; a
+ * fourth M at two Ps in a burst of pthread_create). */
+static struct g *global_or_release(struct m *mp, struct p *pp, bool *inherit)
 {
     runtime_lock(&sched.lock);
     if (sched.runqsize != 0) {
@@ -301,6 +304,8 @@ static struct g *global_or_release(struct p *pp, bool *inherit)
     }
     releasep();
     pidleput(pp);
+    mp->going = true;
+    sched.nmgoing++;
     runtime_unlock(&sched.lock);
     return NULL;
 }
@@ -320,6 +325,10 @@ static bool unspin_and_retake(struct m *mp)
         return false;
     runtime_lock(&sched.lock);
     struct p *pp = pidleget();
+    if (pp) { /* not on its way to stopm after all */
+        mp->going = false;
+        sched.nmgoing--;
+    }
     runtime_unlock(&sched.lock);
     if (!pp)
         return false;
@@ -354,7 +363,7 @@ static struct g *findrunnable(struct m *mp, bool *inherit, bool *self_resume)
         release_commit(mp);
         if (work_appeared(mp, pp))
             continue;
-        if ((gp = global_or_release(pp, inherit)))
+        if ((gp = global_or_release(mp, pp, inherit)))
             return gp;
         if (unspin_and_retake(mp))
             continue;

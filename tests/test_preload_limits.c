@@ -65,25 +65,29 @@ Test(preload_limits, address_space_limit_threads, .timeout = 120)
 
 /*
  * The burst above, at two Ps, makes Ms for the Ps and the maker's reserve, no more: M0,
- * one for the other P, the reserve, at most one more on its way to idleness. Each M's
- * 1 MiB stack is 16 of these threads. While new Ms were slow to reach stopm (the burst's
- * mmaps hold mmap_lock), every wakep asked the maker for another: 4 to 8 Ms in a run in
- * four, 16 once, and scripts/test_limits.sh's as_threads fell below 98% of native's count
- * (the fresh-clone CI of 5aab68f).
+ * one for the other P, the reserve; one more for each P sysmon handed off from an M held
+ * in the kernel (the burst's mmaps wait for mmap_lock), whose M comes back to no P. Each
+ * M's 1 MiB stack is 16 of these threads. While new Ms were slow to reach stopm, every
+ * wakep asked the maker for another: 4 to 8 Ms in a run in four, 16 once, and
+ * scripts/test_limits.sh's as_threads fell below 98% of native's count (the fresh-clone
+ * CI of 5aab68f). And an M between giving its P back and reaching stopm, neither running
+ * nor idle, made the maker add a reserve (a fourth M in 2 runs of 20 in CI, beside the
+ * other tests).
  */
 Test(preload_limits, a_thread_burst_makes_ms_for_the_ps_only, .timeout = 180)
 {
     static char pre[1 << 14];
-    int above = 0;
     for (int i = 0; i < 20; i++) {
         run_limited(1, "as=400M", "prog_limit_threads 100000 64", "GOSHIM_STATS=1 GOSHIM_PROCS=2",
                     pre, sizeof pre);
         long ms = stat_of(pre, "peak_ms");
-        cr_assert(ms >= 2 && ms <= 4, "run %d: %ld Ms at 2 Ps in a burst of threads:\n%s", i, ms,
-                  pre);
-        above += ms > 3;
+        long retaken = stat_of(pre, "handoffs"), preempted = stat_of(pre, "preempt_handoffs");
+        cr_assert(retaken >= 0 && preempted >= 0, "no hand-off counts:\n%s", pre);
+        long handed = retaken + preempted;
+        cr_assert(ms >= 2 && ms <= 3 + handed,
+                  "run %d: %ld Ms at 2 Ps in a burst of threads, %ld P(s) handed off:\n%s", i, ms,
+                  handed, pre);
     }
-    cr_assert_leq(above, 1, "%d of 20 bursts made a fourth M at 2 Ps", above);
 }
 
 /* The same at one P, and with the stacks of glibc's default size: no span of unused slots. */
