@@ -216,6 +216,10 @@ $(BUILD)/tests/progs/prog_sync_handover: $(BUILD)/tests/progs/libgoshim_handover
 $(BUILD)/tests/progs/prog_sync_handover: \
     PROG_LDLIBS = -L$(BUILD)/tests/progs -lgoshim_handover -Wl,-rpath,'$$ORIGIN'
 
+# prog_procsig's alarm modes mark the moment main calls pause or flock: bound at load time,
+# no lazy binding (microseconds of ld.so's) lies between that mark and the call.
+$(BUILD)/tests/progs/prog_procsig: PROG_LDLIBS = -Wl,-z,now
+
 # Libraries the test programs dlopen (tests/progs/lib/NAME.c -> libgoshim_NAME.so).
 # The tlsie and tlsouter ones use initial-exec TLS (DF_STATIC_TLS: prog_dlopen_ietls).
 $(BUILD)/tests/progs/libgoshim_tlsie.so $(BUILD)/tests/progs/libgoshim_tlsouter.so: \

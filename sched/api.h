@@ -40,6 +40,7 @@
 #ifndef GOSHIM_API_H
 #define GOSHIM_API_H
 
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -380,6 +381,18 @@ bool entersyscallblock_waiting(void);
  * stays attached, sysmon retakes it if work comes); false: did nothing, the caller parks. */
 bool entersyscall_idle(void);
 void exitsyscall(void);
+/*
+ * A raw system call (nr and its arguments) made only while *word == seen: a handler that
+ * moved the word on between the check and the kernel's entry (a signal delivered in user
+ * mode just before the call) makes it return SCHED_SYSCALL_SIGNALLED rather than wait,
+ * once sched_checked_syscall_rewind has seen the handler's interrupted context: call it
+ * after each handler of the program's, with its ucontext (checked_syscall_x86_64.S).
+ * Otherwise the kernel's result: the value, or -errno.
+ */
+#define SCHED_SYSCALL_SIGNALLED (LONG_MIN + 1)
+long sched_checked_syscall(long nr, long a, long b, long c, long d, long e, const uint32_t *word,
+                           uint32_t seen);
+void sched_checked_syscall_rewind(void *ucontext);
 /* A G whose P was handed off while it stayed away from the runtime takes
  * one back at a wrapper's entry, yielding to the Gs that wait meanwhile. */
 void sched_pless_return(void);

@@ -19,6 +19,8 @@
  * base and the alternate signal stack off the G first (the invariant of
  * proc.c), then queues it.
  */
+#include <ucontext.h>
+
 #include "sched.h"
 #include "stack.h"
 #include "throw.h"
@@ -409,4 +411,15 @@ void exitsyscall(void)
     switch_out_to(mp, gp, exitsyscall0); /* drops the lock */
     if (sched_hooks.resumed && __atomic_load_n(&getm()->locks, __ATOMIC_SEQ_CST) == 0)
         sched_hooks.resumed(); /* signals sent to it while it waited for a P */
+}
+
+extern const char sched_checked_syscall_check[], sched_checked_syscall_insn[];
+
+/* A handler ran where sched_checked_syscall had checked its word and not yet entered the
+ * kernel (or where the kernel rewound a call it restarts): it resumes at the check. */
+void sched_checked_syscall_rewind(void *ucontext)
+{
+    greg_t *ip = &((ucontext_t *)ucontext)->uc_mcontext.gregs[REG_RIP];
+    if (*ip >= (greg_t)sched_checked_syscall_check && *ip <= (greg_t)sched_checked_syscall_insn)
+        *ip = (greg_t)sched_checked_syscall_check;
 }

@@ -17,6 +17,7 @@
 #include <sys/sem.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -111,19 +112,22 @@ static long probe_semop(int id, struct sembuf *ops, size_t n)
     return r == -1 && errno == EAGAIN ? SHIM_WOULD_WAIT : r;
 }
 
-#define PROBE_SHIM_CALL_GOES_ON(name, args)  SHIM_WOULD_WAIT
-#define PROBE_SHIM_CALL_RESTARTS(name, args) probe_##name args
-#define PROBE_SHIM_CALL_ENDS(name, args)     probe_##name args
+#define PROBE_SHIM_CALL_GOES_ON(name, args)      SHIM_WOULD_WAIT
+#define PROBE_SHIM_CALL_RESTARTS(name, args)     probe_##name args
+#define PROBE_SHIM_CALL_ENDS(name, args)         probe_##name args
+#define CALL_SHIM_CALL_GOES_ON(name, args, raw)  REAL(name) args
+#define CALL_SHIM_CALL_RESTARTS(name, args, raw) shim_checked_call raw
+#define CALL_SHIM_CALL_ENDS(name, args, raw)     shim_checked_call raw
 
 /* EINTR only for a handler of the program's (msgrcv, msgsnd, semop and pause, which the
  * kernel never restarts; none has a timeout), or without SA_RESTART (waits, flock). */
-#define BLOCKING(ret, name, entry, on_signal, params, args)                                        \
+#define BLOCKING(ret, name, entry, on_signal, params, args, raw)                                   \
     static ret blocking_##name params                                                              \
     {                                                                                              \
         if (!goshim_active())                                                                      \
             return REAL(name) args;                                                                \
         return HANDOFF_WITH_NO_GOSHIM_EINTR(ret, entry, on_signal, PROBE_##on_signal(name, args),  \
-                                            REAL(name) args);                                      \
+                                            CALL_##on_signal(name, args, raw));                    \
     }                                                                                              \
     GOSHIM_EXPORT ret name params                                                                  \
     {                                                                                              \
@@ -169,7 +173,6 @@ OPEN_WRAPPER(openat64, (int dirfd, const char *path, int flags, ...), (dirfd, pa
  * hand-written locks and old code call them directly); private futexes are
  * emulated (below). Everything else goes straight through.
  */
-#include <sys/syscall.h>
 
 /* 0: not blocking; 1: may block (entersyscall); 2: blocks as a rule. */
 static int syscall_kind(long nr)

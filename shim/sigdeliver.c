@@ -611,9 +611,23 @@ int shim_signalled_at_start(uint32_t ran, uint32_t cut)
     uint64_t mask = sched_sigmask() | __atomic_load_n(&st->hidden_mask, __ATOMIC_RELAXED);
     if (__atomic_load_n(&st->sigpending, __ATOMIC_SEQ_CST) & ~mask)
         deliver_pending(st); /* the handlers run now, before the call */
-    if (st->handlers_ran == ran)
+    uint32_t now = *(volatile uint32_t *)&st->handlers_ran; /* a handler may run here too */
+    st->call_seen = now; /* shim_checked_call's: none since this decision */
+    if (now == ran)
         return 0;
     return st->cutting_ran != cut ? 2 : 1;
+}
+
+long shim_checked_call(long nr, long a, long b, long c, long d, long e)
+{
+    struct sthread *st = goshim_on ? sthread_self() : NULL;
+    long r = st ? sched_checked_syscall(nr, a, b, c, d, e, &st->handlers_ran, st->call_seen)
+                : rt_syscall6(nr, a, b, c, d, e, 0);
+    if (r < 0 && r >= -4095) {
+        errno = (int)-r;
+        return -1;
+    }
+    return r; /* SCHED_SYSCALL_SIGNALLED too */
 }
 
 uint64_t shim_pending_signals(void)

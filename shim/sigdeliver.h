@@ -106,7 +106,13 @@ uint32_t shim_cutting_handlers_ran(void);
  * state, and rings a G in a system call; the G publishes that state, then reads the marks
  * (each step a locked instruction). pause at P=2 waited for ever when its SIGALRM was
  * marked while the G was parked for an OS thread for its P: not rung there, nor checked
- * after.
+ * after. A bell may also land after that check and before the kernel's entry, in user
+ * mode (in glibc's pause, say): its handler ran there and the call, made next, waited for
+ * ever (the CI's itimer_interrupts_pause_on_its_way_in). So such a call is made by
+ * shim_checked_call, which does not enter the kernel once a handler ran since the
+ * decision: the wrapper decides again. What is left is a handler that runs before the
+ * wrapper reads shim_handlers_ran: before the call, as natively before its syscall
+ * instruction.
  */
 enum { SHIM_CALL_GOES_ON, SHIM_CALL_RESTARTS, SHIM_CALL_ENDS };
 #define SHIM_WOULD_WAIT LONG_MIN
@@ -114,30 +120,38 @@ enum { SHIM_CALL_GOES_ON, SHIM_CALL_RESTARTS, SHIM_CALL_ENDS };
     ({                                                                                             \
         uint32_t hran_ = shim_handlers_ran();                                                      \
         uint32_t hcut_ = (on_signal) == SHIM_CALL_GOES_ON ? 0 : shim_cutting_handlers_ran();       \
-        ret hr_;                                                                                   \
+        ret hr_ = 0;                                                                               \
+        bool again_;                                                                               \
         do {                                                                                       \
             bool in_ = entry();                                                                    \
             int at_ =                                                                              \
                 (on_signal) == SHIM_CALL_GOES_ON ? 0 : shim_signalled_at_start(hran_, hcut_);      \
-            long pr_ = at_ ? (long)(probe) : SHIM_WOULD_WAIT;                                      \
+            long pr_ = at_ ? (long)(probe) : SHIM_WOULD_WAIT, cr_ = 0;                             \
             if (pr_ != SHIM_WOULD_WAIT) {                                                          \
                 hr_ = (ret)pr_;                                                                    \
             } else if (at_ == 2 || (at_ && (on_signal) == SHIM_CALL_ENDS)) {                       \
                 hr_ = (ret)-1;                                                                     \
                 errno = EINTR;                                                                     \
-            } else {                                                                               \
-                hr_ = (call);                                                                      \
+            } else if ((cr_ = (long)(call)) != SCHED_SYSCALL_SIGNALLED) {                          \
+                hr_ = (ret)cr_;                                                                    \
             }                                                                                      \
             if (in_)                                                                               \
                 exitsyscall();                                                                     \
-        } while ((long)hr_ == -1 && errno == EINTR &&                                              \
-                 (shim_deliver_signals(), shim_handlers_ran() == hran_));                          \
+            again_ = cr_ == SCHED_SYSCALL_SIGNALLED ||                                             \
+                     ((long)hr_ == -1 && errno == EINTR &&                                         \
+                      (shim_deliver_signals(), shim_handlers_ran() == hran_));                     \
+        } while (again_);                                                                          \
         hr_;                                                                                       \
     })
 /* The check above, made once the G's system-call state is published; ran, cut: the
  * handlers run when the wrapper was entered (shim_handlers_ran, shim_cutting_handlers_ran).
  * 0: none ran since; 2: one without SA_RESTART did; 1: only others. */
 int shim_signalled_at_start(uint32_t ran, uint32_t cut);
+/* The call of a wrapper above whose on_signal is not SHIM_CALL_GOES_ON: the raw system
+ * call, made only if no handler ran on the thread since shim_signalled_at_start decided
+ * (sched_checked_syscall; SCHED_SYSCALL_SIGNALLED: the wrapper decides again); -1 and
+ * errno for an error, as glibc's. */
+long shim_checked_call(long nr, long a, long b, long c, long d, long e);
 void shim_set_hidden_mask(uint64_t set);
 /* A wait with a signal mask of its own (ppoll, pselect, epoll_pwait, epoll_pwait2): begin
  * installs the call's mask as the thread's (handling what it lets through), interrupted

@@ -352,6 +352,8 @@ static void call_app(int sig, siginfo_t *info, void *uc)
     else if (h == (void *)SIG_DFL)
         act_default(sig);
     in_handler--;
+    if (handler && uc) /* it ran where a blocking call had yet to enter the kernel */
+        sched_checked_syscall_rewind(uc);
 }
 
 /* Sent to one thread: by tgkill, raise or pthread_kill, or a fault of the code it runs. */

@@ -109,6 +109,7 @@ struct sthread {
     uint64_t hidden_mask;
     uint32_t handlers_ran; /* handlers of the program run on it (shim_handler_ran); owner */
     uint32_t cutting_ran;  /* ... of which without SA_RESTART; owner */
+    uint32_t call_seen;    /* handlers_ran as a blocking call decided to wait (sigdeliver.c) */
     char name[16];
     void ***keyblk; /* errno mode: key values, 32 blocks of 32; both levels lazily (key.c) */
     pid_t tid;      /* errno mode: its tid (full mode: its TCB's), shim/tid.c */

@@ -126,20 +126,39 @@ static int mode_sem(void)
 }
 
 /* pause and flock: main waits in the call while two threads compute; SIGALRM's handler
- * (without SA_RESTART) runs on main after us and ends the call with EINTR. */
+ * (without SA_RESTART) runs on main after us and ends the call with EINTR. An alarm that
+ * comes before main is on its way into the call (its OS thread was kept off the CPU for
+ * longer than us, on a loaded machine) would leave it waiting for ever, natively too: that
+ * one's handler sets the alarm again. Once calling is set, the signal must end the call,
+ * however soon it comes. */
 static pthread_t alarm_spinners[2];
+static volatile sig_atomic_t calling;
+static long alarm_us;
+
+static void set_alarm(long us)
+{
+    struct itimerval it = {{0, 0}, {us / 1000000, us % 1000000}};
+    CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+}
+
+static void alarm_note(int sig)
+{
+    note(sig);
+    if (!calling)
+        set_alarm(alarm_us); /* async-signal-safe */
+}
 
 static void alarm_begin(long us)
 {
-    install(SIGALRM, note, 0);
+    install(SIGALRM, alarm_note, 0);
     for (int i = 0; i < 2; i++)
         EXPECT(pthread_create(&alarm_spinners[i], NULL, spin, NULL), 0);
     /* A time slice of its own from here (under goshim, which preempts a thread when its
      * slice is used up): between the timer and the call it is not put aside for longer
      * than the alarm, for its handler to run before the call. */
     sched_yield();
-    struct itimerval it = {{0, 0}, {us / 1000000, us % 1000000}};
-    CHECK(setitimer(ITIMER_REAL, &it, NULL) == 0);
+    alarm_us = us;
+    set_alarm(us);
 }
 
 static int alarm_end(const char *call, int r, int e)
@@ -155,6 +174,7 @@ static int alarm_end(const char *call, int r, int e)
 static int mode_pause(long us)
 {
     alarm_begin(us);
+    calling = 1;
     int r = pause();
     return alarm_end("pause", r, errno);
 }
@@ -163,6 +183,7 @@ static int mode_pause(long us)
 static int mode_syspause(long us)
 {
     alarm_begin(us);
+    calling = 1;
     int r = (int)syscall(SYS_pause);
     return alarm_end("syscall(SYS_pause)", r, errno);
 }
@@ -179,6 +200,7 @@ static int mode_flock(long us)
     unlink(tmpl);
     CHECK(flock(held, LOCK_EX) == 0);
     alarm_begin(us);
+    calling = 1;
     int r = flock(fd, LOCK_EX);
     return alarm_end("flock", r, errno);
 }
