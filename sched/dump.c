@@ -267,7 +267,12 @@ void leaks_print(int fd)
     };
     runtime_lock(&sched.allglock);
     for (struct g *gp = sched.allg; gp; gp = gp->alllink) {
-        if (g_status(gp) != Gwaiting || !(gp->flags & G_STARTED) || gp->waitkind == WAIT_SLEEP)
+        /* A G not parked with a wait noted is in its wait call: on its way in (a wrapper
+         * notes it first: cond_wait before it lets the mutex go) or woken and not yet run. */
+        uint32_t st = g_status(gp);
+        int kind = __atomic_load_n(&gp->waitkind, __ATOMIC_RELAXED);
+        if ((st != Gwaiting && (kind == WAIT_NONE || st == Gdead || st == Gidle)) ||
+            !(gp->flags & G_STARTED) || kind == WAIT_SLEEP)
             continue;
         char what[320];
         describe_wait(gp, what, sizeof what);

@@ -84,8 +84,13 @@ static int cond_wait(pthread_cond_t *c, pthread_mutex_t *m, bool timed, clockid_
     shim_testcancel(); /* a cancellation point: the mutex is held, as POSIX wants */
     __atomic_fetch_add(COND_NWAITERS(c), COND_WAITER, __ATOMIC_SEQ_CST);
     seq = __atomic_load_n(COND_SEQ(c), __ATOMIC_SEQ_CST);
+    /* A waiter from here: the mutex's next holder may see the program exit before this
+     * thread has parked (the unlock handed it the mutex and ran it first), and
+     * GOSHIM_STATS's list of the threads still waiting at exit must name it. */
+    sched_set_wait(WAIT_COND, c);
     r = gmutex_cond_unlock(m, &saved);
     if (r != 0) {
+        sched_set_wait(WAIT_NONE, NULL);
         __atomic_fetch_sub(COND_NWAITERS(c), COND_WAITER, __ATOMIC_RELEASE);
         return r;
     }
