@@ -20,16 +20,16 @@
 extern const char sched_checked_syscall_check[], sched_checked_syscall_insn[];
 
 static uint32_t word;
-static volatile int steps_left; /* instructions of the stub to step before the handler acts */
+static volatile int steps_left; /* instructions of sched_checked_syscall to step first */
 static volatile int acted;      /* the handler moved the word on (where: acted_at) */
 static volatile uintptr_t acted_at;
 static volatile int rewind_on = 1;
 
 #define EFLAGS_TF 0x100
 
-/* SIGTRAP after each instruction while TF is set: inside the stub's window, once
- * steps_left reaches 0, it does what a program's handler does to a wrapper (a handler ran:
- * shim_handler_ran moves the counter) and stops stepping. */
+/* SIGTRAP after each instruction while TF is set: inside sched_checked_syscall's window,
+ * once steps_left reaches 0, it does what a program's handler does to a wrapper (a handler
+ * ran: shim_handler_ran moves the counter) and stops stepping. */
 static void on_trap(int sig, siginfo_t *si, void *ucv)
 {
     (void)sig;
@@ -58,8 +58,8 @@ static void install_trap(void)
     cr_assert_eq(sigaction(SIGTRAP, &sa, NULL), 0);
 }
 
-/* A 300 ms nanosleep through the stub, single-stepped: the handler acts after `steps`
- * instructions of the window. */
+/* A 300 ms nanosleep through sched_checked_syscall, single-stepped: the handler acts after
+ * `steps` instructions of the window. */
 static long stepped_sleep(int steps)
 {
     static struct timespec ts = {0, 300 * 1000 * 1000};
