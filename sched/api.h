@@ -129,6 +129,9 @@ int sched_atfork_init(void);
 /* pthread_atfork(prepare, parent, child) unless *done, which it sets once registered: a
  * handler registered at load and again by a later start stays registered once. */
 int sched_atfork_once(bool *done, void (*prepare)(void), void (*parent)(void), void (*child)(void));
+/* In a fork child's handlers after the runtime's: the child's pid if a G forked it (its one
+ * thread's tid, which the runtime's handler read), else 0. Saves them a getpid each. */
+int sched_fork_pid(void);
 
 /*
  * Turn the calling thread into M0 running the main G: the thread keeps its

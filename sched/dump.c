@@ -371,7 +371,7 @@ void deadlock_check(void)
     if (sched_hooks.deadlock == DEADLOCK_OFF)
         return;
     if (!runtime_idle()) {
-        dl.ticks = 0;
+        FORK_SET(dl.ticks, 0); /* unwritten while nothing changes: a fork copies what is */
         return;
     }
     uint64_t t = tick_sum();
@@ -406,6 +406,7 @@ static void on_quit(int sig)
 {
     (void)sig;
     quit_requested = 1;
+    sysmon_wake(); /* it acts on it at its next round, which may be a second away */
     /* A fork child whose sysmon is not started yet: it runs one thread, outside the runtime
      * (not inside: that thread starts sysmon on its way back from the scheduler). */
     if (sysmon_deferred()) {

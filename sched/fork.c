@@ -65,16 +65,16 @@ void sched_fork_prepare(void)
 }
 
 /* The forking M, back on its G's TCB (mp->curfs) if the fork was made on its own, errno
- * with it; NULL on a thread goshim does not run. *on_g: forked on the G's TCB. */
-FORK_TEXT static struct m *fork_resume(bool *on_g)
+ * with it; NULL on a thread goshim does not run. *on: the TCB glibc forked on. */
+FORK_TEXT static struct m *fork_resume(void **forked_on)
 {
     struct m *mp = m_current();
     if (!mp || !mp->forking)
         return NULL;
     mp->forking = false;
     void *on = tls_full() ? tls_self() : mp->curfs;
-    *on_g = on == mp->curfs;
-    if (!*on_g) {
+    *forked_on = on;
+    if (on != mp->curfs) {
         int e = errno_get();
         tls_malloc_move(on, mp->curfs);
         ctx_setfs(mp->curfs);
@@ -86,8 +86,8 @@ FORK_TEXT static struct m *fork_resume(bool *on_g)
 
 void sched_fork_parent(void)
 {
-    bool on_g;
-    struct m *mp = fork_resume(&on_g);
+    void *on;
+    struct m *mp = fork_resume(&on);
     if (sched.started)
         netpoll_fork_parent();
     if (mp)
@@ -113,11 +113,16 @@ void fork_zero(void *p, size_t n)
 }
 
 /* Child, at once: the forking thread - its M and G - is the process's one thread, and
- * every other G is dead (g_status). */
-FORK_TEXT static void fork_own_thread(struct m *mp)
+ * every other G is dead (g_status). on: the TCB glibc forked on. */
+FORK_TEXT static void fork_own_thread(struct m *mp, void *on)
 {
     struct g *self = mp->curg;
-    mp->tid = (int)rt_syscall(SYS_gettid, 0, 0, 0);
+    /* glibc's fork has the kernel write the child's tid into the TCB it forks on
+     * (CLONE_CHILD_SETTID): read there, a system call less; a value that cannot be a
+     * kernel's tid (above PID_MAX_LIMIT, 2^22) would mean it did not. */
+    unsigned settid = tls_full() ? tls_tcb_tid(on) : 0;
+    mp->tid = settid > 0 && settid <= 1u << 22 ? (int)settid : (int)rt_syscall(SYS_gettid, 0, 0, 0);
+    schedfork.pid = mp->tid; /* the one thread leads its group */
     /* The forking thread's fake tid is its parent's too: a process-shared errorcheck or
      * recursive mutex, owned by tid, would take the two for one thread (EDEADLK). The
      * child's real tid is unique on the system and no G of the parent has it. The main
@@ -168,7 +173,7 @@ static void reset_sched(struct m *mp, struct p *fork_p)
     sched.nmgoing = 0;
     sched.mcount = 1;
     sched.nmspinning = 0;
-    sched.nkept = 0;
+    FORK_SET(*sched.nkept, 0);
     sched.scavasked = 0;
     sched.runq.head = sched.runq.tail = NULL;
     sched.runqsize = 0;
@@ -236,11 +241,17 @@ void sched_fork_settle(void)
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
 }
 
+FORK_TEXT int sched_fork_pid(void)
+{
+    return schedfork.pid;
+}
+
 FORK_TEXT void sched_fork_child(void)
 {
-    bool on_g = false;
-    struct m *mp = fork_resume(&on_g);
+    void *on = NULL;
+    struct m *mp = fork_resume(&on);
     if (mp == NULL) {
+        FORK_SET(schedfork.pid, 0);
         /* Forked by a thread goshim does not run: the child has no M and
          * no G; all it needs is not to share the parent's epoll. */
         if (sched.started) {
@@ -250,8 +261,8 @@ FORK_TEXT void sched_fork_child(void)
         }
         return;
     }
-    fork_own_thread(mp);
-    if (on_g && mp->curfs != mp->real_tcb)
+    fork_own_thread(mp, on);
+    if (on == mp->curfs && mp->curfs != mp->real_tcb)
         tls_relist_child(mp->curfs, mp->real_tcb, mp->listed, (unsigned)mp->tid);
     sched_helpers_fork_child();
     ownfd_fork_child();

@@ -234,6 +234,7 @@ struct m *m_reuse(void)
     mp->nstopm = keep.nstopm;
     mp->nwoken = keep.nwoken;
     mp->nsyscall = keep.nsyscall;
+    mp->nticks = keep.nticks;
     mp->ownstack = keep.ownstack;
     mp->ownstack_tcb = keep.ownstack_tcb;
     return mp;

@@ -156,11 +156,11 @@ static struct {
     struct sigaction app_action[65]; /* the application's disposition of each of them */
     bool app_set[65];
     uint64_t nrequests, ndone, nrefused, nstale, nhandoff, ncut, ndemoted, nglobal;
-    uint64_t nticks, ntickcuts, ntimerfail; /* slice-timer signals, the preemptions they asked */
-    int walker;                             /* PREEMPT_WALK_LIBGCC, _LIBUNWIND or _BOTH */
-    uint64_t nwalks, walk_ns;               /* walks and their total time */
-    uint64_t nwalkfaults;                   /* walks that faulted (walk) */
-    uint64_t ndiffer;                       /* walker both: verdicts that differed */
+    uint64_t ntickcuts, ntimerfail; /* preemptions slice-timer signals asked; timers refused */
+    int walker;                     /* PREEMPT_WALK_LIBGCC, _LIBUNWIND or _BOTH */
+    uint64_t nwalks, walk_ns;       /* walks and their total time */
+    uint64_t nwalkfaults;           /* walks that faulted (walk) */
+    uint64_t ndiffer;               /* walker both: verdicts that differed */
 } pr;
 
 void preempt_refresh(void)
@@ -301,7 +301,7 @@ static void on_request(struct m *mp, bool in_runtime, void *ucv)
  */
 static void on_tick(struct m *mp, bool in_runtime, void *ucv)
 {
-    __atomic_add_fetch(&pr.nticks, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&mp->nticks, mp->nticks + 1, __ATOMIC_RELAXED);
     struct p *pp = mp->p;
     struct g *gp = mp->curg;
     if (!pp || !gp || in_runtime || __atomic_load_n(&mp->ong0, __ATOMIC_RELAXED) ||
@@ -778,7 +778,11 @@ void preempt_stats(struct preempt_stats *s)
     s->cut = __atomic_load_n(&pr.ncut, __ATOMIC_RELAXED);
     s->demoted = __atomic_load_n(&pr.ndemoted, __ATOMIC_RELAXED);
     s->to_global = __atomic_load_n(&pr.nglobal, __ATOMIC_RELAXED);
-    s->ticks = __atomic_load_n(&pr.nticks, __ATOMIC_RELAXED);
+    s->ticks = 0;
+    runtime_lock(&sched.lock);
+    for (struct m *mp = sched.allm; mp; mp = mp->alllink)
+        s->ticks += __atomic_load_n(&mp->nticks, __ATOMIC_RELAXED);
+    runtime_unlock(&sched.lock);
     s->tickcuts = __atomic_load_n(&pr.ntickcuts, __ATOMIC_RELAXED);
     s->timerfail = __atomic_load_n(&pr.ntimerfail, __ATOMIC_RELAXED);
     s->walks = __atomic_load_n(&pr.nwalks, __ATOMIC_RELAXED);

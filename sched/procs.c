@@ -18,12 +18,13 @@ int procresize(int32_t nprocs)
 {
     if (nprocs < 1 || nprocs > MAX_PROCS)
         return -1;
-    /* P0 last, on a page of its own that M0 and the main G, made next, share (rtpool.c). */
+    /* P0 last, on a page of its own that the kept count, M0 and the main G, made next,
+     * share (rtpool.c). */
     for (int32_t i = nprocs - 1; i >= 0; i--) {
         if (i == 0)
             rtpool_new_page();
         struct p *pp = rtpool_alloc(sizeof *pp, 64);
-        if (!pp)
+        if (!pp || (i == 0 && !(sched.nkept = rtpool_alloc(sizeof *sched.nkept, 64))))
             return -1;
         pp->id = i;
         pp->status = Pidle;

@@ -9,9 +9,10 @@
  * whose shadow page tables are built per region as the child first touches it, that first
  * touch costs the child several times a page's. Mapped by goshim, they lie below the
  * libraries, among the thread stacks and descriptors the child touches anyway. And P0, the
- * main thread's M and its G, made one after the other from a new page (rtpool_new_page),
- * share one: a fork by the main thread copies one page of them, not three, in the parent
- * (written as it waits for the child) and in the child.
+ * count of Gs whose calls kept their P (sched.nkept), the main thread's M and its G, made
+ * one after the other from a new page (rtpool_new_page), share one: a fork by the main
+ * thread copies one page of them, not four, in the parent (written as it waits for the
+ * child) and in the child.
  *
  * Sanitizer builds keep malloc: LeakSanitizer scans the heap, not these mappings, for the
  * pointers these objects hold.

@@ -207,6 +207,9 @@ struct m {
     int64_t slicetimer_retry; /* refused: when to ask again (nanotime) */
     struct p *tick_p;
     uint32_t tick_sched;
+    /* Its slice-timer signals (GOSHIM_STATS); owner writes. Here, not in a global: a tick in
+     * a forking parent would copy one more page after the fork. */
+    uint64_t nticks;
     uint64_t nsyscall; /* blocking system calls; owner writes */
     uint64_t sigmask;  /* the thread's blocked signals in the kernel; owner */
     void *altstack;    /* ss_sp of the thread's sigaltstack in the kernel (NULL: none) */
@@ -292,11 +295,14 @@ struct schedt {
     struct p *pidle;      /* idle Ps; sched.lock */
     int32_t npidle;       /* atomic (written under sched.lock) */
     int32_t nmspinning;   /* atomic */
-    int32_t nkept;        /* Gs in calls that kept their P while idle (keep_idle_p); atomic */
-    int32_t scavasked;    /* an idle M woken to give back stacks (scavenge_ask); atomic */
-    struct gqueue runq;   /* global run queue; sched.lock */
-    int32_t runqsize;     /* sched.lock; read racily as a hint */
-    int32_t npreemptq;    /* atomic: runnable Gs that wait because they were preempted */
+    /* Gs in calls that kept their P while idle (keep_idle_p); atomic. On P0's page
+     * (procresize), which the main G's blocking calls write anyway: a forking parent copies
+     * each page it writes after a fork, and the main thread is the one that forks most. */
+    int32_t *nkept;
+    int32_t scavasked;  /* an idle M woken to give back stacks (scavenge_ask); atomic */
+    struct gqueue runq; /* global run queue; sched.lock */
+    int32_t runqsize;   /* sched.lock; read racily as a hint */
+    int32_t npreemptq;  /* atomic: runnable Gs that wait because they were preempted */
     /* sysmon sleeps without looking for a while (until sysmon_wake_at):
      * a G that starts to wait while every P runs wakes it (sysmon_kick);
      * 2: past a slice, so the Ps stamp when their Gs begin (schedwhen). */
@@ -330,6 +336,7 @@ struct schedfork {
     uint32_t forkgen;  /* forks this process is removed from its first (g_status) */
     uint32_t fork_due; /* atomic: a fork child's reset waits until it needs the runtime */
     struct p *fork_p;  /* ... and the P its thread held at the fork (fork.c) */
+    int32_t pid;       /* a fork child's, if a G forked it (sched_fork_pid) */
 };
 extern struct schedfork schedfork;
 

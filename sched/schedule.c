@@ -80,7 +80,7 @@ void wakep(void)
 {
     fork_settled(); /* a fork child's idle Ps are its parent's until then */
     if (__atomic_load_n(&sched.npidle, __ATOMIC_SEQ_CST) == 0) {
-        if (__atomic_load_n(&sched.nkept, __ATOMIC_RELAXED) > 0)
+        if (__atomic_load_n(sched.nkept, __ATOMIC_RELAXED) > 0)
             take_kept_p();
         return;
     }

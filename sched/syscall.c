@@ -136,7 +136,7 @@ static bool keep_idle_p(struct m *mp)
     __atomic_store_n(&pp->kepttick, __atomic_load_n(&pp->syscalltick, __ATOMIC_ACQUIRE),
                      __ATOMIC_RELEASE);
     mp->kept = true;
-    __atomic_add_fetch(&sched.nkept, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch(sched.nkept, 1, __ATOMIC_SEQ_CST);
     scavenge_ask();
     return true;
 }
@@ -388,7 +388,7 @@ void exitsyscall(void)
     struct g *gp = mp->curg;
     if (mp->kept) {
         mp->kept = false;
-        __atomic_sub_fetch(&sched.nkept, 1, __ATOMIC_SEQ_CST);
+        __atomic_sub_fetch(sched.nkept, 1, __ATOMIC_SEQ_CST);
     }
     m_locks_enter(mp);
     while (__atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) == PLESS_TAKING)

@@ -87,7 +87,8 @@ enum {
     SYSMON_WATCH_NS = 50000000, /* after a kick, 50 ms of sleeps within a slice */
     FORCE_POLL_NS = 10000000,
     SYSCALL_RETAKE_NS = 10000000,
-    SYSMON_LONE_NS = 1000000000, /* the only thread holds its P: nothing to serve */
+    SYSMON_LONE_NS = 1000000000,  /* the only thread holds its P: nothing to serve */
+    SYSMON_QUIET_NS = 1000000000, /* only blocking calls hold Ps (calls_only) */
 };
 
 static struct {
@@ -466,7 +467,39 @@ static int retake(int64_t now)
 }
 
 /*
- * How long sysmon may sleep, at most delay (its idle back-off). While Gs
+ * Every P idle or kept by a blocking call (keep_idle_p), at least one kept, and nothing
+ * queued: no G runs, so none is preempted; work that comes takes a kept P in wakep
+ * (take_kept_p), without sysmon's retake; and with a G in a call there is no deadlock to
+ * report. Such a process sleeps in the kernel (a parent in waitpid while its threads wait
+ * in pthread_cond_wait): as for a lone thread, sysmon's rounds would serve nobody, and
+ * after a fork each would copy the pages it writes, with the shootdowns of their old
+ * mappings on the CPUs this process ran on. Not with a fixed slice (no kicks), a trace,
+ * or thread creations to retry (m_retry).
+ */
+static bool calls_only(void)
+{
+    if (!preempt_when_waiting() || sm.trace_ns > 0 ||
+        __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 ||
+        __atomic_load_n(&sched.nmthreadfail, __ATOMIC_RELAXED) > 0)
+        return false;
+    bool kept = false;
+    for (int32_t i = 0; i < sched.gomaxprocs; i++) {
+        struct p *pp = sched.allp[i];
+        uint32_t st = __atomic_load_n(&pp->status, __ATOMIC_ACQUIRE);
+        if (st == Pidle)
+            continue;
+        if (st != Psyscall || !runqempty(pp) ||
+            __atomic_load_n(&pp->kepttick, __ATOMIC_ACQUIRE) !=
+                __atomic_load_n(&pp->syscalltick, __ATOMIC_ACQUIRE))
+            return false;
+        kept = true;
+    }
+    return kept;
+}
+
+/*
+ * How long sysmon may sleep, at most delay (its idle back-off), or up to
+ * SYSMON_QUIET_NS while only blocking calls hold Ps (calls_only). While Gs
  * run: until a P next needs a look (retake: a G that sysmon serves waits
  * and the running one reaches its slice then; a G past it, again every
  * quarter slice; Gs that the Ms' slice timers rotate, when a rotation
@@ -482,6 +515,8 @@ static int64_t sysmon_delay(int64_t delay)
         return delay;
     int64_t now = nanotime();
     int64_t look = SYSMON_MAX_NS;
+    if (calls_only())
+        delay = look = SYSMON_QUIET_NS; /* a kick, a timer or the network's bound is sooner */
     if (sm.nextlook - now < look)
         look = sm.nextlook - now;
     if (preempt_when_waiting()) {

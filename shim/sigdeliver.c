@@ -612,7 +612,10 @@ int shim_signalled_at_start(uint32_t ran, uint32_t cut)
     if (__atomic_load_n(&st->sigpending, __ATOMIC_SEQ_CST) & ~mask)
         deliver_pending(st); /* the handlers run now, before the call */
     uint32_t now = *(volatile uint32_t *)&st->handlers_ran; /* a handler may run here too */
-    st->call_seen = now; /* shim_checked_call's: none since this decision */
+    /* shim_checked_call's: none since this decision. Written only when it moved: a forking
+     * parent's first write to a page after each fork copies it. */
+    if (st->call_seen != now)
+        st->call_seen = now;
     if (now == ran)
         return 0;
     return st->cutting_ran != cut ? 2 : 1;

@@ -445,9 +445,10 @@ static int router_start(void)
 FORK_TEXT static void router_fork_child(void)
 {
     sig_act_fork_child();
-    if (!goshim_started || !sched_self())
+    pid_t pid = goshim_started ? sched_fork_pid() : 0; /* not 0: a G forked it */
+    if (!pid)
         return;
-    sig_self_pid = (pid_t)rt_syscall(SYS_getpid, 0, 0, 0); /* libc's: a PLT page of goshim's */
+    sig_self_pid = pid;
     postq_fork_child();
     /* (rt.word stays: the router reads it before each wait.) */
     FORK_SET(rt.handed_waiters, 0);

@@ -507,7 +507,8 @@ FORK_TEXT static void thread_fork_child(void)
     struct sthread *self = goshim_on ? sthread_self() : NULL;
     if (self) { /* the pid, as the main thread's (full mode: the runtime set its TCB's) */
         FORK_SET(self->lock.key, 0);
-        self->tid = (pid_t)rt_syscall(SYS_getpid, 0, 0, 0); /* libc's: a PLT page of goshim's */
+        pid_t pid = sched_fork_pid();
+        self->tid = pid ? pid : (pid_t)rt_syscall(SYS_getpid, 0, 0, 0);
     }
     /* Forked by another thread, the child has no main thread: a signal for the process
      * posted to the parent's would wait for ever for a thread the child does not have. */
