@@ -80,9 +80,13 @@ void wakep(void)
 {
     fork_settled(); /* a fork child's idle Ps are its parent's until then */
     if (__atomic_load_n(&sched.npidle, __ATOMIC_SEQ_CST) == 0) {
-        if (__atomic_load_n(sched.nkept, __ATOMIC_RELAXED) > 0)
-            take_kept_p();
-        return;
+        if (__atomic_load_n(sched.nkept, __ATOMIC_RELAXED) == 0)
+            return;
+        /* A P kept by a blocking call: to an M if work waits on it or globally; else idle,
+         * and a spinning M takes it below to steal the work (a running P's queue). */
+        take_kept_p();
+        if (__atomic_load_n(&sched.npidle, __ATOMIC_SEQ_CST) == 0)
+            return;
     }
     int32_t zero = 0;
     if (__atomic_load_n(&sched.nmspinning, __ATOMIC_SEQ_CST) != 0 ||

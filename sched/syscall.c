@@ -89,15 +89,17 @@ bool entersyscall(void)
 }
 
 /* Whether the P of a call that blocks as a rule may stay attached (Psyscall) all the same:
- * nothing waits for a P and another is idle, so a hand-off would only make this one idle
- * too, under sched.lock - after a fork (waitpid) a page the parent copies while its child
- * lives. sysmon retakes it as from any call if work comes that the idle Ps cannot take,
- * and after 10 ms in any case. */
-static bool block_may_keep_p(struct m *mp)
+ * nothing waits for a P, so a hand-off would only make it idle, under sched.lock - after a
+ * fork (waitpid) a page the parent copies while its child lives. Work that comes takes it
+ * as it would take it idle (wakep: take_kept_p, then a spinning M), and sysmon retakes it
+ * as from any call when the work is for it. A sleep in the kernel (sleep.c) keeps it only
+ * while another P is idle (idle_too): at one P, the Gs it readies would each need a
+ * hand-off to another M where a parked sleeper leaves its M to them. */
+static bool block_may_keep_p(struct m *mp, bool idle_too)
 {
     struct p *pp = mp->p;
-    return pp && __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) > 0 && runqempty(pp) &&
-           __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) == 0;
+    return pp && (!idle_too || __atomic_load_n(&sched.npidle, __ATOMIC_RELAXED) > 0) &&
+           runqempty(pp) && __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) == 0;
 }
 
 /*
@@ -128,9 +130,9 @@ static void scavenge_ask(void)
  * taken it idle, rather than wait for sysmon's retake: a sleep in the kernel while a burst
  * of work comes must not hold a CPU's worth of scheduling back.
  */
-static bool keep_idle_p(struct m *mp)
+static bool keep_idle_p(struct m *mp, bool idle_too)
 {
-    if (!block_may_keep_p(mp) || !entersyscall())
+    if (!block_may_keep_p(mp, idle_too) || !entersyscall())
         return false;
     struct p *pp = mp->oldp;
     __atomic_store_n(&pp->kepttick, __atomic_load_n(&pp->syscalltick, __ATOMIC_ACQUIRE),
@@ -160,7 +162,7 @@ void take_kept_p(void)
 
 bool entersyscall_idle(void)
 {
-    return keep_idle_p(getm());
+    return keep_idle_p(getm(), true);
 }
 
 /* wait: parks first, while no M can be had for the P's queued work (mmaker.c). */
@@ -168,7 +170,7 @@ static bool enter_block(bool wait)
 {
     struct m *mp, *nmp;
     uint32_t seen;
-    if (keep_idle_p(getm()))
+    if (keep_idle_p(getm(), false))
         return true;
     for (;;) {
         mp = getm();

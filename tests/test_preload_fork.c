@@ -260,8 +260,10 @@ Test(preload_fork, child_of_threads_reports_deadlock_and_sigquit, .timeout = 60)
     expect_lone_holds("quit", "GOSHIM_PROCS=1", quit);
 }
 
-/* prog_fork_pages's "faults per fork" figure, run natively (env NULL) or preloaded. */
-static double fork_page_faults(const char *env)
+/* prog_fork_pages's "faults per fork" figure, run natively (env NULL) or preloaded: the
+ * least of three runs (a run whose stack frames straddle one more page, or whose main thread
+ * moved to another OS thread, writes a page or two more a fork). */
+static double fork_page_faults_once(const char *env)
 {
     static char out[1 << 16];
     char penv[256];
@@ -279,17 +281,32 @@ static double fork_page_faults(const char *env)
     return atof(p + strlen("faults per fork: "));
 }
 
+static double fork_page_faults(const char *env)
+{
+    double least = fork_page_faults_once(env);
+    for (int i = 0; i < 2; i++) {
+        double f = fork_page_faults_once(env);
+        least = f < least ? f : least;
+    }
+    return least;
+}
+
 /* A parent that forks beside waiting threads writes, after each fork, the pages glibc's fork
  * and waitpid write, plus one of goshim's (its M's, which P0's, the main G's and the count of
  * kept Ps share): each page written after a fork is a copy while the child lives, and a
  * fault of tens of microseconds on a guest that shadows page tables. It wrote three more:
  * the kept-P count's (sched's), a signal-check word on the main thread's record each call,
  * and sysmon's pages at each of its rounds, ten milliseconds apart while the parent waited
- * in waitpid (4.0-6.0 faults a fork above native's, against 1.1-2.0 after). */
+ * in waitpid (4.0-6.0 faults a fork above native's, against 1.0-1.5 after, the least of three
+ * runs). At one P too: the call kept its P only while another P was idle, and at one P
+ * none is, so each waitpid handed its P off and took it back, under sched.lock. */
 Test(preload_fork, a_forking_parent_writes_few_pages_of_goshims, .timeout = 60)
 {
     double native = fork_page_faults(NULL);
-    double goshim = fork_page_faults("GOSHIM_PROCS=2");
-    cr_assert_leq(goshim, native + 3.0, "faults per fork: %.2f under goshim, %.2f natively", goshim,
+    double p2 = fork_page_faults("GOSHIM_PROCS=2");
+    double p1 = fork_page_faults("GOSHIM_PROCS=1");
+    cr_assert_leq(p2, native + 2.5, "faults per fork: %.2f under goshim at P=2, %.2f natively", p2,
+                  native);
+    cr_assert_leq(p1, native + 2.5, "faults per fork: %.2f under goshim at P=1, %.2f natively", p1,
                   native);
 }
