@@ -140,6 +140,22 @@ static inline void run_preloaded_ok(const char *prog, const char *args, const ch
                  penv, out);
 }
 
+/* Run prog args under goshim as run_preloaded_ok does (preload), or natively: either way
+ * it must exit 0; out gets what it printed. */
+static inline void run_either_ok(const char *prog, const char *args, bool preload, const char *env,
+                                 char *out, size_t outlen)
+{
+    char penv[256];
+    struct pp_argv a;
+    if (preload) {
+        run_preloaded_ok(prog, args, env, penv, sizeof penv, out, outlen);
+        return;
+    }
+    int st = run_native(prog, pp_argv(&a, prog, args), NULL, out, outlen);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s %s natively: status %d\n%s", prog,
+              args ? args : "", st, out);
+}
+
 /*
  * Run prog args under goshim with GOSHIM_STATS=1 plus env (or NULL): it
  * must exit 0, print exactly want once the stats lines are removed, and

@@ -266,16 +266,7 @@ Test(preload_fork, child_of_threads_reports_deadlock_and_sigquit, .timeout = 60)
 static double fork_page_faults_once(const char *env)
 {
     static char out[1 << 16];
-    char penv[256];
-    struct pp_argv a;
-    if (env) {
-        run_preloaded_ok("prog_fork_pages", "300", env, penv, sizeof penv, out, sizeof out);
-    } else {
-        int st = run_native("prog_fork_pages", pp_argv(&a, "prog_fork_pages", "300"), NULL, out,
-                            sizeof out);
-        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "prog_fork_pages natively: %d\n%s", st,
-                  out);
-    }
+    run_either_ok("prog_fork_pages", "300", env != NULL, env, out, sizeof out);
     const char *p = strstr(out, "faults per fork: ");
     cr_assert(p, "prog_fork_pages (%s) printed no figure:\n%s", env ? env : "natively", out);
     return atof(p + strlen("faults per fork: "));

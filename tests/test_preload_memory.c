@@ -39,15 +39,7 @@ Test(preload_memory, deep_stacks_of_exited_threads_are_released, .timeout = 60)
 static long heap_per_thread(int preload)
 {
     static char out[1 << 14];
-    char penv[256];
-    struct pp_argv a;
-    if (preload) {
-        run_preloaded_ok("prog_tcb_block", "heap 5000", NULL, penv, sizeof penv, out, sizeof out);
-    } else {
-        int st = run_native("prog_tcb_block", pp_argv(&a, "prog_tcb_block", "heap 5000"), NULL, out,
-                            sizeof out);
-        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "natively: status %d\n%s", st, out);
-    }
+    run_either_ok("prog_tcb_block", "heap 5000", preload, NULL, out, sizeof out);
     const char *p = strstr(out, "heap: ");
     cr_assert_not_null(p, "%s", out);
     return atol(p + 6);
