@@ -118,7 +118,8 @@ int sched_helper_thread(void *(*fn)(void *))
  * there (three clones, and an exit_group that must reap them) made a fork
  * with threads alive cost three times native's. While the child has one
  * thread, with nothing for them to do (sched_helpers_may_defer: no second
- * thread, no SCHEDTRACE, no chaos, no fixed slice, so no preemption either),
+ * thread, no SCHEDTRACE, no chaos, no fixed slice, so no preemption either;
+ * with preemption off, a fork at GOSHIM_PREEMPT=0 cost three times native's),
  * each helper is recorded here instead, and all start together from a
  * context that may make threads, at the first of:
  *   - a spawn (newproc, when the process stops being single-threaded);
@@ -194,9 +195,12 @@ void sched_signal_helpers_want(void)
         __atomic_store_n(&lone_helpers.sig_wanted, 1, __ATOMIC_SEQ_CST);
 }
 
+/* Not with a fixed slice (Go's rule: sysmon preempts whether or not anyone waits); with
+ * preemption off (GOSHIM_PREEMPT=0) there is nothing to preempt either. */
 FORK_TEXT bool sched_helpers_may_defer(void)
 {
-    return sched_lone() && sysmon_traces() == 0 && preempt_when_waiting();
+    return sched_lone() && sysmon_traces() == 0 &&
+           (preempt_when_waiting() || preempt_slice() <= 0);
 }
 
 FORK_TEXT bool sched_helper_defer(int (*start)(void))

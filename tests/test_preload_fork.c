@@ -221,6 +221,8 @@ Test(preload_fork, child_of_threads_is_one_thread_until_it_needs_more, .timeout 
 {
     expect_native_prints("prog_fork_lone", "signals", LONE_OUT);
     expect_prints_at_p1_and_p2("prog_fork_lone", "signals", LONE_OUT, 5);
+    /* Preemption off: nothing to preempt either (its child made them at once). */
+    expect_preloaded_prints("prog_fork_lone", "signals", "GOSHIM_PREEMPT=0", LONE_OUT, 5);
 }
 
 /* Python's multiprocessing hung here (test_multiprocessing_fork): a pool worker, forked by a
