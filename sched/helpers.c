@@ -199,8 +199,7 @@ void sched_signal_helpers_want(void)
  * preemption off (GOSHIM_PREEMPT=0) there is nothing to preempt either. */
 FORK_TEXT bool sched_helpers_may_defer(void)
 {
-    return sched_lone() && sysmon_traces() == 0 &&
-           (preempt_when_waiting() || preempt_slice() <= 0);
+    return sched_lone() && sysmon_traces() == 0 && (preempt_when_waiting() || preempt_slice() <= 0);
 }
 
 FORK_TEXT bool sched_helper_defer(int (*start)(void))
