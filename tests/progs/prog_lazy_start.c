@@ -77,8 +77,8 @@ static void *waiter(void *arg)
     (void)arg;
     TRY_THEN_WAIT(pthread_mutex_trylock(&plain), pthread_mutex_lock(&plain),
                   pthread_mutex_unlock(&plain), 1);
-    TRY_THEN_WAIT(pthread_mutex_trylock(&rec), pthread_mutex_lock(&rec),
-                  pthread_mutex_unlock(&rec), 2);
+    TRY_THEN_WAIT(pthread_mutex_trylock(&rec), pthread_mutex_lock(&rec), pthread_mutex_unlock(&rec),
+                  2);
     TRY_THEN_WAIT(pthread_rwlock_tryrdlock(&wlocked), pthread_rwlock_rdlock(&wlocked),
                   pthread_rwlock_unlock(&wlocked), 3);
     TRY_THEN_WAIT(pthread_rwlock_trywrlock(&rlocked), pthread_rwlock_wrlock(&rlocked),
