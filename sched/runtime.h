@@ -295,7 +295,7 @@ struct schedt {
     struct p *pidle;      /* idle Ps; sched.lock */
     int32_t npidle;       /* atomic (written under sched.lock) */
     int32_t nmspinning;   /* atomic */
-    /* Gs in calls that kept their P while idle (keep_idle_p); atomic. On P0's page
+    /* Gs in blocking calls that kept their P (keep_idle_p); atomic. On P0's page
      * (procresize), which the main G's blocking calls write anyway: a forking parent copies
      * each page it writes after a fork, and the main thread is the one that forks most. */
     int32_t *nkept;

@@ -4,7 +4,9 @@
  *   - retakes the P of an M that sits in a system call (entersyscall
  *     leaves the P attached, in state Psyscall) since its previous round,
  *     when work waits for that P or the call has lasted 10 ms: the P goes
- *     to another M (handoffp) and the caller reacquires one on return;
+ *     to another M (handoffp) and the caller reacquires one on return (a
+ *     P kept by a blocking call while nothing else holds one is left to
+ *     wakep: sysmon sleeps then, calls_only);
  *   - polls the network when nobody has for 10 ms, so Gs readied by epoll
  *     are not stranded while every M runs code;
  *   - asks a G that has run its slice without blocking to yield
