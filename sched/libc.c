@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "libc.h"
+#include "sched.h"
 #include "throw.h"
 
 #define LIBC_FNS(X)                                                                                \
@@ -75,6 +76,7 @@ int libc_pthread_getattr_np(pthread_t th, pthread_attr_t *attr)
 
 int libc_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
+    ownfd_grow_table(); /* the first thread the runtime makes may be the process's second */
     return GET(pthread_create)(th, attr, fn, arg);
 }
 

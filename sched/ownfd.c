@@ -75,6 +75,7 @@ static struct {
     uint32_t phase;           /* which holds[] a new hold counts in; atomic */
     uint32_t holds[2];        /* system calls in flight on the numbers, by phase; atomic */
     uint64_t moved, lost;     /* for GOSHIM_STATS; atomic */
+    bool table_grown;         /* ownfd_grow_table did it in this process; atomic */
 } own FORK_WRITTEN = {.fd = {-1, -1, -1}}; /* a fork child closes the parent's */
 
 _Static_assert(OWNFD_N == 3, "own.fd's initializer lists every slot");
@@ -158,6 +159,30 @@ int ownfd_dup_high(int fd)
         return -1;
     long nfd = rt_syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, target);
     return nfd < 0 ? -1 : (int)nfd;
+}
+
+/*
+ * The kernel grows an fd table that threads share only after an RCU grace period
+ * (expand_fdtable), 9-16 ms on the hosts measured, and a table of one thread at once
+ * (10 us): the first number goshim put up high in a threaded process (the netpoller's first
+ * park, GOSHIM_STATS's copy of stderr) cost a server or a short program that much. So the
+ * table is grown to hold goshim's numbers before the runtime makes its first thread (the
+ * runtime's thread making calls this); fd tables never shrink. Through fd 0, 1 or 2: with
+ * all three closed (a daemon) the first own number pays as before.
+ */
+void ownfd_grow_table(void)
+{
+    if (__atomic_load_n(&own.table_grown, __ATOMIC_RELAXED))
+        return;
+    __atomic_store_n(&own.table_grown, true, __ATOMIC_RELAXED);
+    int target = place_target();
+    for (int fd = 0; target >= 0 && fd <= 2; fd++) {
+        long nfd = rt_syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, target + OWNFD_N - 1);
+        if (nfd >= 0) {
+            rt_syscall(SYS_close, nfd, 0, 0);
+            break;
+        }
+    }
 }
 
 int ownfd_place(int fd)
@@ -265,4 +290,11 @@ FORK_TEXT void ownfd_fork_child(void)
     FORK_SET(own.phase, 0);
     FORK_SET(own.holds[0], 0);
     FORK_SET(own.holds[1], 0);
+    /* The child's table is as large as the parent's highest open fd needs: large if one
+     * of goshim's was open; else grown again before the child makes its first thread. */
+    bool open = false;
+    for (int i = 0; i < OWNFD_N; i++)
+        open |= ownfd_get(i) >= 0;
+    if (!open)
+        FORK_SET(own.table_grown, false);
 }

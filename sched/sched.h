@@ -116,6 +116,9 @@ int ownfd_hold(int slot, int *phase);
 void ownfd_unhold(int phase);
 /* A copy of fd at goshim's high numbers (close-on-exec), or -1 if there is no room. */
 int ownfd_dup_high(int fd);
+/* The fd table grown to hold the high numbers, once a process, while it has one thread:
+ * before the runtime makes a thread (libc_pthread_create). */
+void ownfd_grow_table(void);
 /* fd, a descriptor goshim just made, moved to the high numbers: the new number (fd closed),
  * or fd itself if there is no room up there. */
 int ownfd_place(int fd);
