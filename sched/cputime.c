@@ -20,7 +20,7 @@
  *     too: an approximation, but a thread that computed reads about what it
  *     computed, one that slept reads ~0, and the value only grows. The ticks
  *     become nanoseconds at the first request, with the TSC rate measured
- *     against CLOCK_MONOTONIC since start-up.
+ *     against CLOCK_MONOTONIC since the runtime's start.
  *
  *   - From the first request on (cputime_on, never turned off), a slice
  *     is measured with the M's own thread CPU clock, which has no vDSO: one
@@ -57,9 +57,12 @@ static struct {
     struct runtime_lock lock;
 } cal;
 
-__attribute__((constructor)) static void cputime_start(void)
+/* At the runtime's start, before any G runs: no slice was counted before. Not in a
+ * constructor: the first clock_gettime of a process (the vDSO's pages, faulted in) cost
+ * every process goshim was loaded into ~40 us, threads or not. */
+void cputime_init(int64_t now)
 {
-    cal.ns0 = nanotime();
+    cal.ns0 = now;
     cal.tsc0 = __builtin_ia32_rdtsc();
 }
 

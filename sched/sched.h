@@ -172,7 +172,8 @@ __attribute__((noreturn)) void execute(struct m *mp, struct g *gp, bool inherit)
 void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *));
 
 /* ---- per-G CPU-time clocks (cputime.c) ---- */
-extern bool cputime_on; /* a thread CPU clock was asked for: slices are measured exactly */
+extern bool cputime_on;         /* a thread CPU clock was asked for: slices are measured exactly */
+void cputime_init(int64_t now); /* the TSC's rate is measured from now on */
 void cputime_out_exact(struct m *mp, struct g *gp);
 /* The G leaves its M (a switch, or its exit): charge it the slice since the M's mark, which
  * is where the next slice on this M starts. */

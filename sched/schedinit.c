@@ -118,6 +118,7 @@ int sched_init(const struct sched_config *c)
     if (tls_full())
         setxid_init();
     sched.starttime = nanotime();
+    cputime_init(sched.starttime);
     sched.started = true;
     libc_unwind_load(); /* before the first preemption's walk, in a handler */
     preempt_init(c->preempt_ns, c->preempt_signal, c->preempt_signal_set, c->preempt_handoff,
