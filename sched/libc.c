@@ -97,12 +97,18 @@ int libc_fclose(FILE *f)
 
 /*
  * libgcc's unwinder (libgcc_s.so.1), which preemption's walk and a G's pthread_exit use:
- * loaded when the runtime starts (libc_unwind_load), not with goshim, as glibc loads it
- * only for a thread's first pthread_exit or cancellation. The programs goshim is
- * preloaded into that never make a thread (most of those a shell runs) would each load it
- * for nothing: about 250 us an exec on this host (docs/measured.md). Without it (not
- * installed), no preemption is found safe and a pthread_exit runs no cleanup handler, each
- * said once.
+ * not loaded with goshim, as glibc loads it only for a thread's first pthread_exit or
+ * cancellation. The programs goshim is preloaded into that never make a thread (most of
+ * those a shell runs) would each load it for nothing: about 250 us an exec on this host
+ * (docs/measured.md). Nor at the runtime's start: most threaded programs are never
+ * preempted, and the load cost each start 0.15-0.2 ms (its constructor's cpuid
+ * included). It is loaded before the first walk that needs it: by sysmon before it asks
+ * for a preemption, by pthread_cancel of an asynchronous thread, at a first pthread_exit -
+ * never in a handler (dlopen), nor with a runtime lock held (the loader's lock may be a
+ * G's, which may want that lock). A slice timer's walk, in a handler, that finds none
+ * refuses, as at an unsafe point, and asks sysmon to load it (libc_unwind_serve). Without
+ * it (not installed), no preemption is found safe and a pthread_exit runs no cleanup
+ * handler, each said once.
  */
 static struct {
     _Unwind_Reason_Code (*backtrace)(_Unwind_Trace_Fn, void *);
@@ -113,8 +119,11 @@ static struct {
 
 bool libc_unwind_load(void)
 {
+    static int failed; /* not tried again: a dlopen takes the loader's lock */
     if (__atomic_load_n(&unw.backtrace, __ATOMIC_ACQUIRE))
         return true;
+    if (__atomic_load_n(&failed, __ATOMIC_RELAXED))
+        return false;
     void *h = GET(dlopen)("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
     if (h) {
         unw.forced = (__typeof__(unw.forced))dlsym(h, "_Unwind_ForcedUnwind");
@@ -126,8 +135,7 @@ bool libc_unwind_load(void)
             return true;
         }
     }
-    static int said;
-    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+    if (!__atomic_exchange_n(&failed, 1, __ATOMIC_RELAXED))
         rt_print(2,
                  "goshim: libgcc_s.so.1 cannot be loaded (%s): threads that compute are not "
                  "preempted, and pthread_exit runs no cleanup handler\n",
@@ -135,10 +143,22 @@ bool libc_unwind_load(void)
     return false;
 }
 
+static uint32_t unw_asked; /* a walk found none loaded: sysmon loads it */
+
+void libc_unwind_serve(void)
+{
+    if (__atomic_load_n(&unw_asked, __ATOMIC_ACQUIRE))
+        libc_unwind_load(); /* once loaded (or failed), at once */
+}
+
 _Unwind_Reason_Code libc_unwind_backtrace(_Unwind_Trace_Fn fn, void *arg)
 {
     __typeof__(unw.backtrace) bt = __atomic_load_n(&unw.backtrace, __ATOMIC_ACQUIRE);
-    return bt ? bt(fn, arg) : _URC_FATAL_PHASE1_ERROR;
+    if (bt)
+        return bt(fn, arg);
+    if (!__atomic_exchange_n(&unw_asked, 1, __ATOMIC_ACQ_REL))
+        sysmon_wake(); /* async-signal-safe */
+    return _URC_FATAL_PHASE1_ERROR;
 }
 
 _Unwind_Reason_Code libc_unwind_forced(struct _Unwind_Exception *exc, _Unwind_Stop_Fn stop,

@@ -120,7 +120,6 @@ int sched_init(const struct sched_config *c)
     sched.starttime = nanotime();
     cputime_init(sched.starttime);
     sched.started = true;
-    libc_unwind_load(); /* before the first preemption's walk, in a handler */
     preempt_init(c->preempt_ns, c->preempt_signal, c->preempt_signal_set, c->preempt_handoff,
                  c->preempt_walk);
     sysmon_start(c->schedtrace_ms, c->scheddetail);
@@ -175,6 +174,18 @@ static void adopt_note_list(struct m *mp, void *self)
     bool main_thread = mp->tid == (int)rt_syscall(SYS_getpid, 0, 0, 0);
     mp->listed = main_thread ? TLS_LISTED_OWN : TLS_LISTED_UNKNOWN;
     tls_relist_note(self, mp->listed, main_thread);
+}
+
+/* The main G's slice begins now, not when sysmon began to watch the Ps (sysmon_start,
+ * before the adoption): else the program's first thread, the first G to wait, found it
+ * past a slice, and a preemption was asked at once. */
+static void main_slice_begins(struct p *pp)
+{
+    int64_t now = nanotime();
+    __atomic_store_n(&pp->schedwhen, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&pp->switchwhen, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&pp->schedtick, pp->schedtick + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&pp->nschedule, pp->nschedule + 1, __ATOMIC_RELEASE);
 }
 
 int sched_adopt_main(void)
@@ -252,6 +263,7 @@ int sched_adopt_main(void)
     if (!pp)
         goshim_throw("sched_adopt_main: no idle P");
     acquirep(pp);
+    main_slice_begins(pp);
     adopt_arena(mp, self);
     mmaker_init(); /* after M0 took its id and P: the maker's first act is a reserve M */
     return 0;

@@ -76,6 +76,7 @@
 #include <sys/utsname.h>
 #include <time.h>
 
+#include "libc.h"
 #include "netpoll.h"
 #include "preempt.h"
 #include "sched.h"
@@ -614,6 +615,7 @@ static void *sysmon(void *arg)
         /* Gs a poll readied wait in the global queue, and the round below times their
          * wait (nextlook): no reason to look again in 20 us. */
         bool polled = sysmon_poll(now);
+        libc_unwind_serve(); /* a slice timer's walk found no unwinder: loaded now */
         bool busy = retake(now) > 0;
         m_retry(now);
         sm.lastround = now;
