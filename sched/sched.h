@@ -171,6 +171,10 @@ void restore_own_fs_altstack(struct m *mp);
 __attribute__((noreturn)) void execute(struct m *mp, struct g *gp, bool inherit);
 void switch_out_to(struct m *mp, struct g *gp, void (*fn)(void *));
 
+/* The main thread's stack as glibc's pthread_getattr_np gives it (schedinit.c): by
+ * PROCMAP_QUERY where the kernel has it, else by glibc's. */
+void sched_main_stack(void **lo, size_t *size);
+
 /* ---- per-G CPU-time clocks (cputime.c) ---- */
 extern bool cputime_on;         /* a thread CPU clock was asked for: slices are measured exactly */
 void cputime_init(int64_t now); /* the TSC's rate is measured from now on */

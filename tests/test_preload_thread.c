@@ -247,3 +247,14 @@ Test(preload_thread, a_fork_burst_after_a_thousand_blocked_threads_runs, .timeou
 {
     expect_threads_retire(1000, 1, 100);
 }
+
+/* The main thread's stack that pthread_getattr_np gives is glibc's own answer, with the
+ * usual stack limit, a small and a large one, and none (glibc's way, then). */
+Test(preload_thread, main_stack_as_glibc_gives_it, .timeout = 60)
+{
+    static const char *const modes[] = {"check", "limit 2048", "limit 65536", "limit 0"};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        expect_native_prints("prog_main_stack", modes[i], "main stack: as glibc's\n");
+        expect_preloaded_prints("prog_main_stack", modes[i], NULL, "main stack: as glibc's\n", 1);
+    }
+}

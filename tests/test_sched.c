@@ -583,3 +583,28 @@ Test(sched, adopted_main_thread_keeps_its_tcb_and_migrates, .timeout = 60)
     cr_assert_eq(errno, 1234);
     cr_assert_eq(tls_counter, 5);
 }
+
+/* The main G's stack bounds are glibc's pthread_getattr_np of the main thread, whatever
+ * the stack limit (read at the call by both): the usual one, a small and a large one, one
+ * below what the stack's mapping holds, none. */
+Test(sched, main_stack_as_glibc_gives_it, .timeout = 10)
+{
+    static const rlim_t kib[] = {8192, 2048, 65536, 64, 0};
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_STACK, &rl), 0);
+    for (size_t i = 0; i < sizeof kib / sizeof kib[0]; i++) {
+        rl.rlim_cur = kib[i] ? kib[i] * 1024 : RLIM_INFINITY;
+        if (rl.rlim_cur > rl.rlim_max)
+            continue;
+        cr_assert_eq(setrlimit(RLIMIT_STACK, &rl), 0);
+        pthread_attr_t a;
+        void *glo = NULL, *lo = NULL;
+        size_t gsize = 0, size = 0;
+        cr_assert_eq(pthread_getattr_np(pthread_self(), &a), 0);
+        pthread_attr_getstack(&a, &glo, &gsize);
+        pthread_attr_destroy(&a);
+        sched_main_stack(&lo, &size);
+        cr_assert(lo == glo && size == gsize, "limit %lu KiB: %p + %zu, glibc's %p + %zu",
+                  (unsigned long)kib[i], lo, size, glo, gsize);
+    }
+}
