@@ -40,12 +40,16 @@ static void *lookup(const char *name)
     return fn;
 }
 
-/* The slot of name, looked up on first use. */
+/* The slot of name, looked up on first use (by threads at once, maybe: one load). */
 #define GET(name)                                                                                  \
-    (__builtin_expect(__atomic_load_n(&libc.name, __ATOMIC_ACQUIRE) != NULL, 1)                    \
-         ? libc.name                                                                               \
-         : (__atomic_store_n(&libc.name, (__typeof__(libc.name))lookup(#name), __ATOMIC_RELEASE),  \
-            libc.name))
+    ({                                                                                             \
+        __typeof__(libc.name) fn_ = __atomic_load_n(&libc.name, __ATOMIC_ACQUIRE);                 \
+        if (__builtin_expect(fn_ == NULL, 0)) {                                                    \
+            fn_ = (__typeof__(libc.name))lookup(#name);                                            \
+            __atomic_store_n(&libc.name, fn_, __ATOMIC_RELEASE);                                   \
+        }                                                                                          \
+        fn_;                                                                                       \
+    })
 
 void libc_init(void)
 {
