@@ -57,6 +57,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 
@@ -167,8 +168,9 @@ int ownfd_dup_high(int fd)
  * (10 us): the first number goshim put up high in a threaded process (the netpoller's first
  * park, GOSHIM_STATS's copy of stderr) cost a server or a short program that much. So the
  * table is grown to hold goshim's numbers before the runtime makes its first thread (the
- * runtime's thread making calls this); fd tables never shrink. Through fd 0, 1 or 2: with
- * all three closed (a daemon) the first own number pays as before.
+ * runtime's thread making calls this); fd tables never shrink. Through an eventfd of its
+ * own, not a copy of one of the program's: closing a copy would drop the program's POSIX
+ * record locks on that file.
  */
 void ownfd_grow_table(void)
 {
@@ -176,13 +178,13 @@ void ownfd_grow_table(void)
         return;
     __atomic_store_n(&own.table_grown, true, __ATOMIC_RELAXED);
     int target = place_target();
-    for (int fd = 0; target >= 0 && fd <= 2; fd++) {
-        long nfd = rt_syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, target + OWNFD_N - 1);
-        if (nfd >= 0) {
-            rt_syscall(SYS_close, nfd, 0, 0);
-            break;
-        }
-    }
+    long fd = target < 0 ? -1 : rt_syscall(SYS_eventfd2, 0, EFD_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    long nfd = rt_syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, target + OWNFD_N - 1);
+    if (nfd >= 0)
+        rt_syscall(SYS_close, nfd, 0, 0);
+    rt_syscall(SYS_close, fd, 0, 0);
 }
 
 int ownfd_place(int fd)

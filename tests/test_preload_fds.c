@@ -96,6 +96,7 @@ static void table_grown_first(const char *env)
     static char out[4096];
     struct pp_argv a;
     run_either_ok("prog_fd_table", NULL, false, NULL, out, sizeof out);
+    cr_assert(strstr(out, "lock held: yes\n"), "natively:\n%s", out);
     int st =
         run_preloaded("prog_fd_table", pp_argv(&a, "prog_fd_table", NULL), env, out, sizeof out);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "under goshim (%s): status %d\n%s",
@@ -105,6 +106,7 @@ static void table_grown_first(const char *env)
         cr_skip_test("the hard RLIMIT_NOFILE is %ld: goshim's numbers sit low", limit);
     cr_assert_geq(table_size(out, "process after: "), 1024, "the table, threads running:\n%s", out);
     cr_assert_geq(table_size(out, "child after: "), 1024, "the child's, threads running:\n%s", out);
+    cr_assert(strstr(out, "lock held: yes\n"), "the lock on fd 0's file was dropped:\n%s", out);
 }
 
 Test(preload_fds, table_grown_before_the_first_thread, .timeout = 60)

@@ -12,6 +12,11 @@
  * one of a lone thread at once: a runtime that will put descriptors of its own high must
  * grow the table before its first thread. Natively nothing grows it.
  *
+ * Before any thread, fd 0 becomes a temporary file the process holds a POSIX write lock on
+ * (fcntl F_SETLK); after the first thread, a forked child asks (F_GETLK) whether the
+ * lock is still held and prints "lock held: yes" or "no". Closing any descriptor of the
+ * file drops such a lock: growing the table through a copy of fd 0 would.
+ *
  * Exit 0, or 2 (a call failed), 3 (the child failed).
  */
 #include <errno.h>
@@ -78,6 +83,41 @@ static void one_thread(const char *name)
         die("pthread_join");
 }
 
+/* fd 0: a temporary file the process holds a write lock on. */
+static void lock_stdin(void)
+{
+    char path[] = "/tmp/prog_fd_table.XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        die("mkstemp");
+    unlink(path);
+    if (dup2(fd, 0) != 0)
+        die("dup2");
+    close(fd);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(0, F_SETLK, &fl) != 0)
+        die("fcntl F_SETLK");
+}
+
+/* Whether another process sees the lock on fd 0's file. */
+static void lock_check(void)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        die("fork");
+    if (pid == 0) {
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fcntl(0, F_GETLK, &fl) != 0)
+            _exit(2);
+        printf("lock held: %s\n", fl.l_type == F_WRLCK ? "yes" : "no");
+        fflush(stdout);
+        _exit(0);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        die("the lock's checker");
+}
+
 int main(void)
 {
     struct rlimit rl;
@@ -87,7 +127,10 @@ int main(void)
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
         die("setrlimit");
     printf("limit %lu\n", (unsigned long)rl.rlim_cur);
+    fflush(stdout);
+    lock_stdin();
     one_thread("process");
+    lock_check();
     pid_t pid = fork();
     if (pid < 0)
         die("fork");
