@@ -13,7 +13,6 @@
 #include <asm/prctl.h>
 #include <sys/syscall.h>
 
-#include "libc.h"
 #include "sched.h"
 #include "throw.h"
 
@@ -47,11 +46,6 @@ int sched_g_waiting(struct g *gp, void **obj)
 {
     *obj = __atomic_load_n(&gp->waitobj, __ATOMIC_RELAXED);
     return __atomic_load_n(&gp->waitkind, __ATOMIC_RELAXED);
-}
-
-void sched_preempt_ready(void)
-{
-    libc_unwind_load(); /* its walk's unwinder; the cancelled G's own unwinding's too */
 }
 
 bool sched_g_stack(struct g *gp, void **lo, size_t *size, size_t *guard)

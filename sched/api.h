@@ -341,8 +341,6 @@ static inline void chaos_point(void)
 }
 /* Ask gp, if it runs, to yield at its next safe point (preempt.c). */
 void sched_preempt_g(struct g *gp);
-/* Before a sched_preempt_g to come: what its walk needs, loaded (no runtime lock held). */
-void sched_preempt_ready(void);
 
 /* ---- inside the runtime (proc.c) --------------------------------------- */
 

@@ -104,15 +104,14 @@ int libc_fclose(FILE *f)
  * not loaded with goshim, as glibc loads it only for a thread's first pthread_exit or
  * cancellation. The programs goshim is preloaded into that never make a thread (most of
  * those a shell runs) would each load it for nothing: about 250 us an exec on this host
- * (docs/measured.md). Nor at the runtime's start: most threaded programs are never
- * preempted, and the load cost each start 0.15-0.2 ms (its constructor's cpuid
- * included). It is loaded before the first walk that needs it: by sysmon before it asks
- * for a preemption, by pthread_cancel of an asynchronous thread, at a first pthread_exit -
- * never in a handler (dlopen), nor with a runtime lock held (the loader's lock may be a
- * G's, which may want that lock). A slice timer's walk, in a handler, that finds none
- * refuses, as at an unsafe point, and asks sysmon to load it (libc_unwind_serve). Without
- * it (not installed), no preemption is found safe and a pthread_exit runs no cleanup
- * handler, each said once.
+ * (docs/measured.md). It is loaded at the runtime's start, on the main thread before any
+ * G runs (0.15-0.2 ms of the start, its constructor's cpuid included). Loading it later,
+ * from sysmon before its first preemption request, was tried and undone: a dlopen there
+ * runs the loader and the program's malloc (jemalloc in redis) on a thread that is no G,
+ * beside Gs that may hold their locks and whose release may need the very preemption
+ * sysmon loads it for (a redis soak run at P=1 under chaos stalled 30 s, a G running on
+ * the only P unpreempted). Without it (not installed), no preemption is found safe and a
+ * pthread_exit runs no cleanup handler, each said once; a failed load is not tried again.
  */
 static struct {
     _Unwind_Reason_Code (*backtrace)(_Unwind_Trace_Fn, void *);
@@ -147,22 +146,10 @@ bool libc_unwind_load(void)
     return false;
 }
 
-static uint32_t unw_asked; /* a walk found none loaded: sysmon loads it */
-
-void libc_unwind_serve(void)
-{
-    if (__atomic_load_n(&unw_asked, __ATOMIC_ACQUIRE))
-        libc_unwind_load(); /* once loaded (or failed), at once */
-}
-
 _Unwind_Reason_Code libc_unwind_backtrace(_Unwind_Trace_Fn fn, void *arg)
 {
     __typeof__(unw.backtrace) bt = __atomic_load_n(&unw.backtrace, __ATOMIC_ACQUIRE);
-    if (bt)
-        return bt(fn, arg);
-    if (!__atomic_exchange_n(&unw_asked, 1, __ATOMIC_ACQ_REL))
-        sysmon_wake(); /* async-signal-safe */
-    return _URC_FATAL_PHASE1_ERROR;
+    return bt ? bt(fn, arg) : _URC_FATAL_PHASE1_ERROR;
 }
 
 _Unwind_Reason_Code libc_unwind_forced(struct _Unwind_Exception *exc, _Unwind_Stop_Fn stop,

@@ -40,7 +40,6 @@ int libc_fclose(FILE *f);
 /* libgcc's unwinder, loaded by libc_unwind_load (false, said once, if it cannot be):
  * libc.c says why not at start-up. The walk refuses, the forced unwind fails, without it. */
 bool libc_unwind_load(void);
-void libc_unwind_serve(void); /* sysmon: loads it if a walk in a handler found none */
 _Unwind_Reason_Code libc_unwind_backtrace(_Unwind_Trace_Fn fn, void *arg);
 _Unwind_Reason_Code libc_unwind_forced(struct _Unwind_Exception *exc, _Unwind_Stop_Fn stop,
                                        void *arg);

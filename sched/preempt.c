@@ -577,8 +577,7 @@ void preempt_request(struct p *pp, bool handoff)
     struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
     if (!pr.on || !mp || mp->tid <= 0)
         return;
-    if (pr.walker != PREEMPT_WALK_LIBUNWIND)
-        libc_unwind_load(); /* sysmon (an asynchronous pthread_cancel: before its lock) */
+
     __atomic_store_n(handoff ? &mp->handoff_req : &mp->preempt_req,
                      __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
     siginfo_t si;
@@ -738,8 +737,6 @@ int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff, int walke
                     "(Debian package libunwind8); using libgcc's unwinder\n");
     else
         pr.walker = walker;
-    if (pr.walker == PREEMPT_WALK_BOTH)
-        libc_unwind_load(); /* each walk compares the two: libgcc's from the first */
     preempt_refresh();
     if (install(sig) != 0) {
         pr.on = false;

@@ -123,6 +123,7 @@ int sched_init(const struct sched_config *c)
     sched.starttime = nanotime();
     cputime_init(sched.starttime);
     sched.started = true;
+    libc_unwind_load(); /* on this thread, before any G runs: see libc.c */
     preempt_init(c->preempt_ns, c->preempt_signal, c->preempt_signal_set, c->preempt_handoff,
                  c->preempt_walk);
     sysmon_start(c->schedtrace_ms, c->scheddetail);

@@ -76,13 +76,11 @@
 #include <sys/utsname.h>
 #include <time.h>
 
-#include "libc.h"
 #include "netpoll.h"
 #include "preempt.h"
 #include "sched.h"
 #include "throw.h"
 #include "timer.h"
-#include "tls.h"
 
 enum {
     SYSMON_MIN_NS = 20000,
@@ -593,7 +591,6 @@ static void *sysmon(void *arg)
         pticks[i].schedwhen = nanotime();
     int64_t delay = SYSMON_MIN_NS;
     int idle = 0;
-    bool seeded = !tls_full();
     for (;;) {
         if (idle == 0)
             delay = SYSMON_MIN_NS;
@@ -617,10 +614,6 @@ static void *sysmon(void *arg)
         /* Gs a poll readied wait in the global queue, and the round below times their
          * wait (nextlook): no reason to look again in 20 us. */
         bool polled = sysmon_poll(now);
-        /* Its first allocations are the unwinder's loading: in the main thread's arena, as
-         * the other helpers' (they start after the main thread's adoption, sysmon before). */
-        seeded = seeded || tls_malloc_seed(tls_self()) || tls_malloc_arena(tls_self()) != NULL;
-        libc_unwind_serve(); /* a slice timer's walk found no unwinder: loaded now */
         bool busy = retake(now) > 0;
         m_retry(now);
         sm.lastround = now;

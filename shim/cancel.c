@@ -136,8 +136,6 @@ GOSHIM_EXPORT int pthread_cancel(pthread_t t)
         pthread_testcancel();
         return 0;
     }
-    if (__atomic_load_n(&st->canceltype, __ATOMIC_RELAXED) == PTHREAD_CANCEL_ASYNCHRONOUS)
-        sched_preempt_ready(); /* outside st->lock: it may load the unwinder */
     /* Wake it if it waits at a cancellation point (any other wait of it
      * just sees a spurious wake-up and waits again). */
     runtime_lock(&st->lock);

@@ -94,13 +94,3 @@ Test(preload_memory, blocked_threads_heap_is_a_trimmed_dtv_and_a_task, .timeout 
     cr_assert(nat > 0, "natively %ld bytes a thread", nat);
     cr_assert(pre <= nat + 200, "%ld heap bytes a thread under goshim, %ld natively", pre, nat);
 }
-
-/* A program whose threads are never preempted has loaded, when they are gone, the
- * libraries it has natively: goshim's unwinder (libgcc_s) waits for a first walk, as
- * glibc's for a first pthread_exit. With preemption off, for certain: a loaded machine may
- * have goshim preempt any thread, and load the unwinder for it. */
-Test(preload_memory, no_library_loaded_that_the_program_did_not_need, .timeout = 60)
-{
-    compare_with_native("prog_loaded_objects", "GOSHIM_PREEMPT=0 GOSHIM_PROCS=1", 4, 0);
-    compare_with_native("prog_loaded_objects", "GOSHIM_PREEMPT=0 GOSHIM_PROCS=2", 4, 0);
-}
