@@ -86,14 +86,12 @@ static void one_thread(const char *name)
 /* fd 0: a temporary file the process holds a write lock on. */
 static void lock_stdin(void)
 {
-    char path[] = "/tmp/prog_fd_table.XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0)
-        die("mkstemp");
-    unlink(path);
-    if (dup2(fd, 0) != 0)
+    FILE *f = tmpfile(); /* unnamed, gone with its last descriptor */
+    if (!f)
+        die("tmpfile");
+    if (dup2(fileno(f), 0) != 0)
         die("dup2");
-    close(fd);
+    fclose(f);
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     if (fcntl(0, F_SETLK, &fl) != 0)
         die("fcntl F_SETLK");
