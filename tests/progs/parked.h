@@ -1,6 +1,10 @@
 /*
- * Threads that only exist: parked_start makes n threads that wait on a
- * condition variable until parked_stop wakes and joins them. For the
+ * Threads that only exist: parked_start makes n threads and returns once
+ * each waits on a condition variable, until parked_stop wakes and joins
+ * them. Returning before they wait would leave the first measured calls
+ * beside threads still starting: under goshim at one P they are Gs that
+ * wait for it, so a blocking call of main's hands it off and main goes on
+ * on another OS thread (another M's page written at each fork). For the
  * pbench programs that measure a path of a threaded process (fork, signals)
  * beside threads that do nothing. Plain pthreads, no goshim header; static
  * inline, so a program that includes it builds with -Werror.
@@ -15,6 +19,8 @@
 
 static pthread_mutex_t parked_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t parked_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t parked_ready_cv = PTHREAD_COND_INITIALIZER;
+static long parked_ready; /* threads waiting on parked_cv; parked_mu */
 static bool parked_done;
 static pthread_t *parked_threads;
 static long parked_n;
@@ -23,6 +29,8 @@ static inline void *parked_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&parked_mu);
+    parked_ready++;
+    pthread_cond_signal(&parked_ready_cv);
     while (!parked_done)
         pthread_cond_wait(&parked_cv, &parked_mu);
     pthread_mutex_unlock(&parked_mu);
@@ -40,6 +48,10 @@ static inline int parked_start(long n)
         if (err)
             return err;
     }
+    pthread_mutex_lock(&parked_mu);
+    while (parked_ready < n)
+        pthread_cond_wait(&parked_ready_cv, &parked_mu);
+    pthread_mutex_unlock(&parked_mu);
     return 0;
 }
 
