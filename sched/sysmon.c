@@ -161,7 +161,7 @@ struct ptick {
     int64_t schedwhen;
     uint64_t nschedule;     /* the P's switch count then, */
     int64_t switchwhen;     /* and when its G was switched in (its own run, not inherited) */
-    int64_t armed;          /* when its M's CPU time was first noted (0: not yet) */
+    int64_t armed;          /* when its M's CPU time was noted for the cut (0: not yet) */
     struct m *armm;         /* the M it was noted of */
     bool cut;               /* its slice was cut short for a waiting G (counted once) */
     int64_t cpu0;           /* its M's CPU time then */
@@ -211,7 +211,7 @@ static int64_t m_cputime(struct m *mp)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* From now on, mp's CPU time (cpu now) tells whether pp's G computes. */
+/* From now on, mp's CPU time (cpu now) tells whether the G it runs computes. */
 static void arm(struct ptick *pt, struct m *mp, int64_t now, int64_t cpu)
 {
     pt->armed = now;
@@ -220,10 +220,11 @@ static void arm(struct ptick *pt, struct m *mp, int64_t now, int64_t cpu)
 }
 
 /*
- * pp's G has run half its slice (arm) or all of it (ask it to yield) -
- * unless its M does not compute: from the arm on, sysmon notes the M's CPU
- * time, and from the full slice on it signals only if the M used at least
- * half the time since (a hog), again every round until the G yields. An M
+ * pp's G has run its slice while another waits: ask it to yield - unless
+ * its M does not compute. The round before the cut noted the M's CPU time
+ * (the arm, retake_running); from the cut on sysmon signals only if the M
+ * used at least half the time since (a hog), again every round until the
+ * G yields. An M
  * that used less either sleeps in the kernel, in a call goshim does not
  * wrap (glibc's own futex waits, raw system calls), where a signal would
  * cut the call short with EINTR - after two such rounds its P is handed
@@ -231,17 +232,15 @@ static void arm(struct ptick *pt, struct m *mp, int64_t now, int64_t cpu)
  * gets little CPU on a loaded machine: it is left to its slice timer,
  * whose signal comes only while it runs (preempt.c).
  */
-static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
+static void over_slice(struct p *pp, struct ptick *pt, int64_t now)
 {
     struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
     if (!mp)
         return;
     int64_t cpu = m_cputime(mp);
     if (cpu < 0) {
-        if (full) {
-            pt->refused += refused_again(mp, pt);
-            preempt_request(pp, pt->refused > 2 && preempt_handoff_on());
-        }
+        pt->refused += refused_again(mp, pt);
+        preempt_request(pp, pt->refused > 2 && preempt_handoff_on());
         return;
     }
     bool fresh = pt->armed == 0 || pt->armm != mp;
@@ -251,7 +250,7 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now, bool full)
      * progress decides, and the wall time a loaded machine takes from it is not that (an
      * OS thread descheduled between two of prog_chaos_race's chaos points was preempted on
      * sight, and the seed's failure did not replay). The next round judges by CPU time. */
-    if (!full || (fresh && sched_chaos))
+    if (fresh && sched_chaos)
         return;
     /* Seen past the slice at the first look (sysmon slept, or the wait
      * began late in a long run): ask at once unless its M sleeps in the
@@ -414,7 +413,7 @@ static void retake_running(struct p *pp, struct ptick *pt, const struct round *r
             pt->cut = true;
             preempt_count_cut();
         }
-        over_slice(pp, pt, r->now, true);
+        over_slice(pp, pt, r->now);
         look_at(r->now + r->slice / 4); /* again until it yields */
     } else {
         /* A G waits: note the M's CPU time now, so that at the cut its use since tells
