@@ -58,7 +58,7 @@ _Static_assert(sizeof(struct m) <= M_ALIGN, "struct m fits in one M_ALIGN slot")
 struct m *allocm(void)
 {
     struct m *mp = rtpool_alloc(sizeof *mp, M_ALIGN);
-    if (!mp)
+    if (!mp || !(mp->stacks = rtpool_alloc(sizeof *mp->stacks, 64)))
         return NULL;
     mp->self = mp;
     mp->id = -1;
@@ -126,7 +126,7 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     mp->g0tcb = tls_self();
     mp->curfs = mp->g0tcb;
     mp->real_tcb = mp->g0tcb;
-    if (mp->ownstack) { /* newm gave it (m_stack): it waits for this thread to be gone */
+    if (mp->stacks->own.map) { /* newm gave it (m_stack): it waits for this thread to be gone */
         mp->ownstack_tcb = mp->real_tcb;
         mp->listed = TLS_LISTED_OWN;
     } else {
@@ -136,7 +136,7 @@ GOSHIM_NO_TSAN static void *mstart(void *arg)
     mp->sigmask = thread_sigmask();
     __atomic_store_n(&mp->ong0, 1, __ATOMIC_SEQ_CST);
     m_mark_own_tls(mp, mp->g0tcb);
-    stack_thread_init(&mp->altmade);
+    stack_thread_init(&mp->stacks->alt);
     m_record_altstack(mp);
     /* Everything below this point of the thread stack is the g0 stack; mstart's frame,
      * above it, holds the context m_retire resumes (ctx_mcall saves it there). */

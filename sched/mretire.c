@@ -111,21 +111,18 @@ char *m_stack(struct m *mp)
     (void)mp;
     return NULL;
 #else
-    if (mp->ownstack && (!mp->ownstack_tcb || m_stack_thread_gone(mp->ownstack_tcb))) {
+    if (mp->stacks->own.map && (!mp->ownstack_tcb || m_stack_thread_gone(mp->ownstack_tcb))) {
         mp->ownstack_tcb = NULL;
-        return mp->ownstack + M_STACK_GUARD;
+        return mp->stacks->own.lo;
     }
-    size_t len = M_STACK_GUARD + M_STACK_SIZE;
-    void *m = (void *)rt_syscall6(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE,
-                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if ((uintptr_t)m >= (uintptr_t)-4095)
+    /* A slot of the scheduler stacks' class, M0's among them: side by side in the shared
+     * region, two to a page-table page (stack_span.c). */
+    struct gstack st;
+    if (stack_alloc(NULL, M_STACK_SIZE, M_STACK_GUARD, &st) != 0)
         return NULL;
-    if (stack_guard_range(m, M_STACK_GUARD) < 0) {
-        rt_syscall(SYS_munmap, (long)m, (long)len, 0);
-        return NULL;
-    }
-    mp->ownstack = m;
-    return mp->ownstack + M_STACK_GUARD;
+    stack_not_g(&st);
+    mp->stacks->own = st;
+    return st.lo;
 #endif
 }
 
@@ -134,7 +131,7 @@ static void mfree_put(struct m *mp)
 {
     mp->schedlink = sched.mfree;
     sched.mfree = mp;
-    sched.nmfreestacks += mp->ownstack != NULL;
+    sched.nmfreestacks += mp->stacks->own.map != NULL;
 }
 
 /*
@@ -144,11 +141,11 @@ static void mfree_put(struct m *mp)
  */
 static void m_stack_release(struct m *mp)
 {
-    if (!mp->ownstack)
+    if (!mp->stacks->own.map)
         return; /* glibc's stack: glibc gives its pages back as the thread ends */
     uintptr_t sp;
     __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
-    char *lo = mp->ownstack + M_STACK_GUARD;
+    char *lo = mp->stacks->own.lo;
     char *hi = (char *)((sp - M_STACK_KEEP) & ~(uintptr_t)4095);
     if (hi > lo)
         rt_syscall(SYS_madvise, (long)lo, hi - lo, MADV_DONTNEED);
@@ -159,21 +156,21 @@ static void m_stack_release(struct m *mp)
  * ended threads' stacks for the next ones: a program that once had a thousand threads
  * blocked in the kernel would otherwise keep a GiB of address space for good (RLIMIT_AS).
  * The stacks beyond, up to max, of the Ms on sched.mfree whose threads are gone, taken
- * off those Ms into out for the caller to unmap; how many. sched.lock held. A stack whose
+ * off those Ms into out for the caller to free; how many. sched.lock held. A stack whose
  * thread is still ending waits for the next look (the next M to end or to idle): an
  * ending M that waited for the threads ended before it made the ends of a thousand shed
  * Ms one chain, a thread at a time (docs/measured.md, session 32).
  */
-static int m_stack_surplus(char **out, int max)
+static int m_stack_surplus(struct gstack *out, int max)
 {
     int n = 0;
     for (struct m *mp = sched.mfree; mp && n < max && sched.nmfreestacks > M_STACKS_KEPT;
          mp = mp->schedlink)
-        if (mp->ownstack &&
+        if (mp->stacks->own.map &&
             (!mp->ownstack_tcb ||
              __atomic_load_n(tls_tcb_tid_word(mp->ownstack_tcb), __ATOMIC_ACQUIRE) == 0)) {
-            out[n++] = mp->ownstack;
-            mp->ownstack = NULL;
+            out[n++] = mp->stacks->own;
+            mp->stacks->own = (struct gstack){0};
             mp->ownstack_tcb = NULL;
             sched.nmfreestacks--;
         }
@@ -190,12 +187,12 @@ void m_stacks_trim(void)
 {
     if (!m_stacks_over())
         return;
-    char *out[16];
+    struct gstack out[16];
     runtime_lock(&sched.lock);
     int n = m_stack_surplus(out, 16);
     runtime_unlock(&sched.lock);
     while (n-- > 0)
-        rt_syscall(SYS_munmap, (long)out[n], M_STACK_GUARD + M_STACK_SIZE, 0);
+        stack_free(NULL, &out[n]);
 }
 
 /*
@@ -208,7 +205,7 @@ void m_exit(struct m *mp)
     uint64_t all = ~((1ULL << 31) | (1ULL << 32));
     rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, 0, sizeof all, 0, 0);
     preempt_m_fini(mp);
-    stack_thread_fini(&mp->altmade);
+    stack_thread_fini(&mp->stacks->alt);
     rt_syscall(SYS_arch_prctl, ARCH_SET_GS, 0, 0);
     m_stack_release(mp);
     runtime_lock(&sched.lock);
@@ -224,7 +221,7 @@ struct m *m_reuse(void)
     if (!mp)
         return NULL;
     sched.mfree = mp->schedlink;
-    sched.nmfreestacks -= mp->ownstack != NULL;
+    sched.nmfreestacks -= mp->stacks->own.map != NULL;
     struct m keep = *mp;
     memset(mp, 0, sizeof *mp);
     mp->self = mp;
@@ -235,7 +232,7 @@ struct m *m_reuse(void)
     mp->nwoken = keep.nwoken;
     mp->nsyscall = keep.nsyscall;
     mp->nticks = keep.nticks;
-    mp->ownstack = keep.ownstack;
+    mp->stacks = keep.stacks;
     mp->ownstack_tcb = keep.ownstack_tcb;
     return mp;
 }

@@ -224,13 +224,17 @@ struct m {
      * thread was given; set once the thread gave everything back (the struct is on
      * sched.mfree, or never started), until newm uses it again. */
     struct gobuf exitctx;
-    struct gstack altmade;
-    /* Its thread's stack, goshim's (mretire.c: m_stack), kept for the struct's next thread;
-     * and the descriptor of the thread last on it, gone once its tid is 0. */
-    char *ownstack;
+    struct mstacks *stacks; /* allocm's, for good */
+    /* The descriptor of the thread last on stacks->own, gone once its tid is 0. */
     void *ownstack_tcb;
     bool retired;
     bool shed; /* taken off sched.midle to end at once (machines_fork_shed) */
+};
+
+/* An M's stacks of goshim's making, map NULL where none: its thread's (mretire.c: m_stack),
+ * kept for the struct's next thread, and the alternate signal stack its thread was given. */
+struct mstacks {
+    struct gstack own, alt;
 };
 
 struct p {

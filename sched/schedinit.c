@@ -274,7 +274,7 @@ int sched_adopt_main(void)
 
     /* M0's scheduler stack and, with per-G TLS, its own TCB. */
     struct gstack g0stack;
-    if (stack_alloc(NULL, 1 << 20, stack_default_guard(), &g0stack) != 0)
+    if (stack_alloc(NULL, M_STACK_SIZE, M_STACK_GUARD, &g0stack) != 0)
         return ENOMEM;
     void *self = tls_self();
     void *g0tcb = self;

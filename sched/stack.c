@@ -83,7 +83,8 @@ size_t stack_arena_slot_size; /* stack_dflt_size rounded to pages */
 int stack_guard_install;      /* MADV_GUARD_INSTALL works */
 int stack_force_mprotect;     /* test hook */
 
-int stack_prep_ok; /* process_madvise works here; stk.lock */
+int stack_prep_ok;       /* process_madvise works here; stk.lock */
+int stack_shared_region; /* classes carve chunks of one region (stack_span.c); set once */
 
 struct stackstats stackstats; /* relaxed atomics: counters only, they order nothing */
 
@@ -499,6 +500,11 @@ void stack_user(void *base, size_t size, struct gstack *out)
  * stack_free: see stack.h. Scheduler context: pc belongs to the calling P;
  * nothing runs on *st any more.
  */
+void stack_not_g(struct gstack *st)
+{
+    vg_deregister(st);
+}
+
 void stack_free(struct stackcache *pc, struct gstack *st)
 {
     if (st->kind == STACK_USER) {
@@ -584,11 +590,16 @@ int stack_init(size_t dflt)
     stack_dflt_size = round_page(dflt);
     stack_arena_slot_size = stack_dflt_size;
     stack_guard_install = probe_guard_install();
-#ifdef GOSHIM_HAVE_VALGRIND
-    stack_prep_ok =
-        stack_guard_install && !RUNNING_ON_VALGRIND; /* it does not know process_madvise */
-#else
     stack_prep_ok = stack_guard_install;
+    stack_shared_region = 1;
+#ifdef GOSHIM_HAVE_VALGRIND
+    if (RUNNING_ON_VALGRIND) {
+        stack_prep_ok = 0; /* it does not know process_madvise */
+        /* Its memcheck takes a jump of the stack pointer under --max-stackframe (2 MiB) for
+         * a frame, not a switch: a G started on a stack that near the M's read its context
+         * as undefined. Each class keeps its span a GiB away from the others'. */
+        stack_shared_region = 0;
+    }
 #endif
     unsigned long mmc = read_max_map_count();
     set_max_map_count(mmc ? mmc : MAX_MAP_COUNT_DEFAULT);

@@ -87,6 +87,10 @@ int stack_guard_range(void *p, size_t len);
  */
 int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack *out);
 
+/* st, from stack_alloc, is a thread's own stack or a signal stack, not a G's: valgrind is
+ * told it is no stack it switches to (stack_free takes it back all the same). */
+void stack_not_g(struct gstack *st);
+
 /* stack_user wraps pthread_attr_setstack memory [base, base+size) as a STACK_USER stack. */
 void stack_user(void *base, size_t size, struct gstack *out);
 

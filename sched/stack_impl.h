@@ -59,7 +59,7 @@ struct stacknode {
 };
 _Static_assert(sizeof(struct stacknode) <= STACK_NODE_SPACE, "stacknode must fit STACK_NODE_SPACE");
 
-enum { SPAN_SLOTS_MAX = 4096 };
+enum { SPAN_SLOTS_MAX = 4096, CHUNK_SLOTS_MIN = 4 };
 #define SPAN_TARGET ((size_t)1 << 30) /* address space a span aims for */
 /* Under RLIMIT_AS, a span or arena chunk aims for at most this fraction of the limit. */
 enum { AS_SHARE = 128 };
@@ -96,6 +96,7 @@ struct stackstate {
                                                  lock */
     unsigned ncold;                   /* lock */
     char *arena_next, *arena_end;     /* uncarved part of the current arena chunk; lock */
+    char *region_lo, *region_top;     /* uncarved part of the shared region; lock */
     unsigned long vmas;               /* upper bound of VMAs charged to us; lock */
     unsigned long vmas_scanned;       /* vmas right after the last /proc scan; lock */
     int scanned;                      /* a scan happened; lock */
@@ -118,7 +119,8 @@ struct populate {
     struct iovec v[PREP_MAX];
     size_t n;
 };
-extern int stack_prep_ok; /* process_madvise works here; stk.lock */
+extern int stack_prep_ok;       /* process_madvise works here; stk.lock */
+extern int stack_shared_region; /* chunks of one region for every class (stack_span.c) */
 
 struct stackstats {
     unsigned long mmaps, munmaps, cache_hits, arena_stacks, live;

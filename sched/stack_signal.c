@@ -133,23 +133,17 @@ int stack_thread_init(struct gstack *made)
     if (rt_syscall(SYS_sigaltstack, 0, &cur, 0) == 0 && !(cur.ss_flags & SS_DISABLE) &&
         cur.ss_size >= ALTSTACK_SIZE / 2)
         return 0; /* keep the thread's own (a cgo-like host, or a second call) */
+    /* A slot of its own size class where there are spans: the Ms' signal stacks side by
+     * side in the shared region, not a mapping and a page-table page each (stack_span.c). */
     struct gstack st;
-    unsigned extra;
-    unsigned need = use_guard_install() ? 1 : 2;
-    vmas_add(need);
-    int r = map_stack(ALTSTACK_SIZE, stack_pagesize, &st, &extra);
-    if (r < 0) {
-        vmas_add(-(long)need);
+    int r = stack_alloc(NULL, ALTSTACK_SIZE, stack_pagesize, &st);
+    if (r < 0)
         return r;
-    }
-    if (extra)
-        vmas_add(extra);
     vg_deregister(&st); /* a signal stack, not a G stack */
     stack_t ss = {.ss_sp = st.lo, .ss_flags = 0, .ss_size = (size_t)(st.hi - st.lo)};
     long e = rt_syscall(SYS_sigaltstack, &ss, 0, 0);
     if (e < 0) {
-        rt_syscall(SYS_munmap, st.map, st.maplen, 0);
-        vmas_add(-(long)st.vmas);
+        stack_free(NULL, &st);
         return (int)e;
     }
     if (made)
@@ -164,7 +158,5 @@ void stack_thread_fini(struct gstack *made)
     stack_t cur, off = {.ss_flags = SS_DISABLE};
     if (rt_syscall(SYS_sigaltstack, 0, &cur, 0) == 0 && cur.ss_sp == made->lo)
         rt_syscall(SYS_sigaltstack, &off, 0, 0);
-    rt_syscall(SYS_munmap, made->map, made->maplen, 0);
-    vmas_add(-(long)made->vmas);
-    made->map = NULL;
+    stack_free(NULL, made); /* clears *made */
 }

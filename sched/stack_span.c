@@ -21,6 +21,20 @@
  * of the cost of a thread's exit (TLB shoot-downs and mmap_lock waits). Up to STACK_SPAN_CLASSES classes; a
  * further size gets a mapping of its own, as without guard markers.
  *
+ * The shared region. A class's first slots are not a span of their own but a
+ * chunk (CHUNK_SLOTS_MIN slots, then as many as the class has) cut from the
+ * top of one region every class shares, itself a span-sized mapping that the
+ * kernel places right below the libraries: the scheduler stacks of the Ms,
+ * their signal stacks and the first threads' stacks all sit in a few MiB
+ * next to libc. A fork copies page tables, and a page-table page per 2 MiB
+ * (a PMD page per GiB) that holds anything: stacks one region apart each
+ * cost their own, and so did each M's stack and signal stack, a mapping
+ * apiece - the fork of a process with one parked thread took twice
+ * native's time in the kernel (docs/measured.md, session 38). A chunk larger
+ * than the region's rest gets a new region; a class whose chunk would not
+ * fit in one region, and every class under RLIMIT_AS or valgrind (stack_init
+ * says why), maps spans of its own as before.
+ *
  * VMA budget. stk.vmas is an upper bound of the VMAs our stacks (and the
  * alternate signal stacks) occupy: 1 per guard-marker or guard-less mapping,
  * 2 per mprotect-guarded one, 1 per arena chunk. The budget is 3/4 of
@@ -216,6 +230,51 @@ static char *slots_map(size_t target, size_t slot, size_t max, size_t carved, ch
     return map;
 }
 
+/*
+ * chunk_get gives the next chunk of the (slot) class, carved so far slots in
+ * all: from the top of the shared region while it fits (a new region when
+ * the last one's rest is too small), else a span of its own (slots_map).
+ * *end is one past its last slot; NULL without memory. stk.lock held.
+ */
+static char *chunk_get(size_t slot, size_t carved, char **end)
+{
+    size_t n = carved < CHUNK_SLOTS_MIN ? CHUNK_SLOTS_MIN : carved;
+    if (stack_shared_region && n <= SPAN_SLOTS_MAX && n * slot <= SPAN_TARGET / 2 &&
+        as_room() == SIZE_MAX) {
+        size_t len = n * slot;
+        if ((size_t)(stk.region_top - stk.region_lo) < len) {
+            /* A page short of a multiple of 2 MiB, or the kernel aligns it to one (for huge
+             * pages) and leaves a gap above it: its top then shares no page-table page
+             * with the mappings above. */
+            size_t rlen = SPAN_TARGET - stack_pagesize;
+            char *r = sys_mmap(rlen, PROT_READ | PROT_WRITE);
+            if (r) {
+                STAT_ADD(mmaps, 1);
+                stk.vmas += 1;
+                stk.region_lo = r;
+                stk.region_top = r + rlen;
+            }
+        }
+        if ((size_t)(stk.region_top - stk.region_lo) >= len) {
+            *end = stk.region_top;
+            stk.region_top -= len;
+            return stk.region_top;
+        }
+    }
+    return slots_map(SPAN_TARGET, slot, SPAN_SLOTS_MAX, carved, end);
+}
+
+/* chunk_put gives back the chunk chunk_get just gave. stk.lock held. */
+static void chunk_put(char *chunk, char *end)
+{
+    if (chunk == stk.region_top) {
+        stk.region_top = end;
+        return;
+    }
+    rt_syscall(SYS_munmap, chunk, end - chunk, 0);
+    stk.vmas -= 1;
+}
+
 /* arena_get carves or reuses a guard-less default-size arena slot. stk.lock held. */
 int arena_get(struct gstack *out)
 {
@@ -355,12 +414,11 @@ int span_get(size_t size, size_t guard, struct gstack *out, int *fresh, struct p
     }
     if (c->next == c->end) {
         char *end;
-        char *span = slots_map(SPAN_TARGET, slot, SPAN_SLOTS_MAX, c->ncarved, &end);
+        char *span = chunk_get(slot, c->ncarved, &end);
         if (!span)
             return -ENOMEM;
         if (freev_reserve(c, (size_t)(end - span) / slot) != 0) {
-            rt_syscall(SYS_munmap, span, end - span, 0);
-            stk.vmas -= 1;
+            chunk_put(span, end);
             return -ENOMEM;
         }
         c->end = end;
