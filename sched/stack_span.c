@@ -305,8 +305,9 @@ int arena_get(struct gstack *out)
  * prepare_slots readies the fresh slots from map on, a batch at a time
  * (a quarter of the slots carved so far, PREP_MIN to PREP_MAX): their
  * guard markers in one process_madvise on the calling process, and the
- * top populate_bytes of each (the pages a new thread touches at once: its
- * TCB and first frames) listed in *pop, for the caller to populate in a
+ * top populate_bytes of each of the default size (of the one carved now for
+ * other sizes: the pages a new thread touches at once, its TCB and first
+ * frames) listed in *pop, for the caller to populate in a
  * second once it let the lock go (populating a page already in use is
  * harmless), instead of a system call and two page faults per thread. At
  * most a quarter more slots than in use are populated ahead. Where
@@ -330,8 +331,12 @@ static void prepare_slots(struct spanclass *c, char *map, size_t slot, struct po
             return;
         }
     }
+    /* Threads come in bursts of the default size; the Ms' and the signal stacks' classes
+     * (and a program's other sizes) one at a time: ahead of need, their pages would only
+     * be more for each fork to copy. */
     size_t top = populate_bytes < c->size ? populate_bytes : c->size;
-    for (size_t j = 0; top && j < k; j++)
+    size_t npop = c->size == stack_dflt_size && c->guard == stack_dflt_guard ? k : 1;
+    for (size_t j = 0; top && j < npop; j++)
         pop->v[pop->n++] = (struct iovec){map + (j + 1) * slot - top, top};
     c->prepared = map + k * slot;
 }

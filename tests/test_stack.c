@@ -1,6 +1,6 @@
 /*
  * Tests for sched/stack*.c: default size, guards, caches, the VMA budget and
- * its arena fallback, overflow reporting and chaining.
+ * its arena fallback (overflow reporting and chaining: test_stack_overflow.c).
  *
  * Criterion runs each test in its own process, so each one starts with fresh
  * stack.c state and may change rlimits. Tests that must die (faults) fork a
@@ -10,6 +10,8 @@
 #include "../sched/lock.h"
 
 #include <criterion/criterion.h>
+
+#include "stack_helpers.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -24,11 +26,6 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-static size_t page(void)
-{
-    return (size_t)sysconf(_SC_PAGESIZE);
-}
-
 static long maps_lines(void)
 {
     FILE *f = fopen("/proc/self/maps", "r");
@@ -39,36 +36,6 @@ static long maps_lines(void)
         n += c == '\n';
     fclose(f);
     return n;
-}
-
-/*
- * run_child runs fn in a forked child whose stderr goes to out (NUL-ended)
- * and whose core dumps are off; returns the wait status.
- */
-static int run_child(void (*fn)(void), char *out, size_t outlen)
-{
-    int p[2];
-    cr_assert(pipe(p) == 0);
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        struct rlimit no_core = {0, 0};
-        setrlimit(RLIMIT_CORE, &no_core);
-        close(p[0]);
-        dup2(p[1], 2);
-        fn();
-        _exit(99);
-    }
-    close(p[1]);
-    size_t got = 0;
-    ssize_t n;
-    while (got + 1 < outlen && (n = read(p[0], out + got, outlen - 1 - got)) > 0)
-        got += (size_t)n;
-    out[got] = '\0';
-    close(p[0]);
-    int status;
-    cr_assert(waitpid(pid, &status, 0) == pid);
-    return status;
 }
 
 /* capture_stderr redirects fd 2 to a temporary file; returns the saved fd 2. */
@@ -89,14 +56,6 @@ static void release_stderr(int saved, FILE *tmp, char *out, size_t outlen)
     size_t n = fread(out, 1, outlen - 1, tmp);
     out[n] = '\0';
     fclose(tmp);
-}
-
-static int count_substr(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
-        n++;
-    return n;
 }
 
 /* ---- default size ---- */
@@ -147,13 +106,6 @@ Test(stack, explicit_default_is_rounded_and_clamped, .timeout = 10)
 /* ---- guards ---- */
 
 static struct gstack fault_st;
-static volatile char *fault_addr;
-
-static void touch_fault_addr(void)
-{
-    *fault_addr = 1;
-    write(2, "survived\n", 9);
-}
 
 static void check_usable_and_guard(int mprotect_mode)
 {
@@ -548,161 +500,6 @@ Test(stack, guard_install_rescans_instead_of_dropping_guards, .timeout = 10)
     cr_assert_eq(strstr(out, "max_map_count"), NULL, "stderr: %s", out);
 }
 
-/* ---- overflow reporting ---- */
-
-static struct gstack ov_st;
-static volatile int lookups;
-
-static int test_lookup(void *addr, unsigned long *id, size_t *size)
-{
-    char *a = addr;
-    lookups++;
-    if (ov_st.guard && a >= ov_st.lo - ov_st.guard && a < ov_st.lo) {
-        *id = 42;
-        *size = (size_t)(ov_st.hi - ov_st.lo);
-        return 1;
-    }
-    return 0;
-}
-
-static volatile int recurse_limit = -1; /* never reached; keeps gcc from calling it infinite */
-
-__attribute__((noinline)) static int recurse(int n)
-{
-    volatile char buf[512];
-    if (n == recurse_limit)
-        return 0;
-    buf[n & 511] = (char)n;
-    return recurse(n + 1) + buf[(n * 7) & 511]; /* not a tail call */
-}
-
-static void overflow_entry(void)
-{
-    recurse(0);
-}
-
-static void child_overflow(void)
-{
-    static ucontext_t main_uc, uc;
-    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init(NULL))
-        _exit(2);
-    if (stack_alloc(NULL, 64 * 1024, page(), &ov_st))
-        _exit(3);
-    char line[128];
-    int n = snprintf(line, sizeof line, "guard %p %p\n", (void *)(ov_st.lo - ov_st.guard),
-                     (void *)ov_st.lo);
-    write(2, line, (size_t)n);
-    getcontext(&uc);
-    uc.uc_stack.ss_sp = ov_st.lo;
-    uc.uc_stack.ss_size = (size_t)(ov_st.hi - ov_st.lo);
-    uc.uc_link = &main_uc;
-    makecontext(&uc, overflow_entry, 0);
-    swapcontext(&main_uc, &uc);
-    _exit(4);
-}
-
-Test(stack, overflow_reports_thread_and_size, .timeout = 10)
-{
-    char out[1024];
-    int status = run_child(child_overflow, out, sizeof out);
-    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status %#x, stderr: %s", status,
-              out);
-    void *glo, *lo, *fault;
-    cr_assert_eq(sscanf(out, "guard %p %p\n", &glo, &lo), 2, "stderr: %s", out);
-    const char *msg = strstr(out, "goshim: thread 42 overflowed its 65536-byte stack (fault at ");
-    cr_assert(msg != NULL, "stderr: %s", out);
-    cr_assert_eq(sscanf(strchr(msg, '(') + 10, "%p)", &fault), 1, "stderr: %s", out);
-    cr_assert((char *)fault >= (char *)glo && (char *)fault < (char *)lo,
-              "fault %p outside guard [%p, %p)", fault, glo, lo);
-    cr_assert_eq(count_substr(out, "overflowed"), 1);
-}
-
-static void prev_handler_exit7(int sig, siginfo_t *si, void *uc)
-{
-    (void)sig, (void)si, (void)uc;
-    _exit(lookups > 0 ? 7 : 8);
-}
-
-static void fault_on_prot_none(void)
-{
-    volatile char *p = mmap(NULL, page(), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        _exit(5);
-    *p = 1;
-}
-
-static void child_chain_handler(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = prev_handler_exit7;
-    sa.sa_flags = SA_SIGINFO;
-    sigaction(SIGSEGV, &sa, NULL);
-    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init(NULL))
-        _exit(2);
-    fault_on_prot_none();
-    _exit(6);
-}
-
-Test(stack, other_faults_chain_to_previous_handler, .timeout = 10)
-{
-    char out[256];
-    int status = run_child(child_chain_handler, out, sizeof out);
-    cr_assert(WIFEXITED(status), "status %#x, stderr: %s", status, out);
-    cr_assert_eq(WEXITSTATUS(status), 7, "previous handler not reached after lookup");
-    cr_assert_eq(strstr(out, "goshim"), NULL, "stderr: %s", out);
-}
-
-static void child_chain_default(void)
-{
-    signal(SIGSEGV, SIG_DFL);
-    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init(NULL))
-        _exit(2);
-    fault_on_prot_none();
-    _exit(6);
-}
-
-Test(stack, other_faults_with_default_action_die_silently, .timeout = 10)
-{
-    char out[256];
-    int status = run_child(child_chain_default, out, sizeof out);
-    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status %#x", status);
-    cr_assert_eq(out[0], '\0', "stderr: %s", out);
-}
-
-static void child_kill_default(void)
-{
-    signal(SIGBUS, SIG_DFL);
-    if (stack_init(0) || stack_overflow_init(test_lookup))
-        _exit(2);
-    kill(getpid(), SIGBUS); /* sent, not a fault: must be re-raised, not swallowed */
-    _exit(6);
-}
-
-Test(stack, sent_signal_with_default_action_still_kills, .timeout = 10)
-{
-    char out[256];
-    int status = run_child(child_kill_default, out, sizeof out);
-    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS, "status %#x", status);
-}
-
-Test(stack, thread_init_installs_guarded_altstack, .timeout = 10)
-{
-    stack_t ss, ss2;
-    cr_assert_eq(stack_init(0), 0);
-    cr_assert_eq(stack_thread_init(NULL), 0);
-    cr_assert_eq(sigaltstack(NULL, &ss), 0);
-    cr_assert_eq(ss.ss_flags & SS_DISABLE, 0);
-    cr_assert_eq(ss.ss_size, 64 * 1024);
-    cr_assert_eq(stack_thread_init(NULL), 0);
-    cr_assert_eq(sigaltstack(NULL, &ss2), 0);
-    cr_assert_eq(ss2.ss_sp, ss.ss_sp, "a second call keeps the existing stack");
-    char out[64];
-    fault_addr = (char *)ss.ss_sp - 1;
-    int status = run_child(touch_fault_addr, out, sizeof out);
-    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "no guard below the altstack");
-}
-
 /* Kept bytes (a TCB at the top, sched/proc.c) through the caches. */
 static int kept_ended;
 static void note_kept_end(struct gstack *st)
@@ -766,7 +563,8 @@ Test(stack, kept_bytes_stay_warm_and_end_when_cold_mprotect, .timeout = 20)
     kept_bytes(1);
 }
 
-/* Fresh span slots come in batches: guard markers installed, top pages populated. */
+/* Fresh span slots come in batches: guard markers installed, top pages populated (default
+ * size: threads come in bursts). */
 Test(stack, fresh_slots_come_guarded_and_populated, .timeout = 20)
 {
     enum { N = 40 };
@@ -776,7 +574,7 @@ Test(stack, fresh_slots_come_guarded_and_populated, .timeout = 20)
         cr_skip_test("no MADV_GUARD_INSTALL, or no process_madvise on the caller itself");
     stack_set_populate(2 * page());
     for (int i = 0; i < N; i++) {
-        cr_assert_eq(stack_alloc(NULL, 200 * 1024, page(), &st[i]), 0);
+        cr_assert_eq(stack_alloc(NULL, 0, page(), &st[i]), 0);
         cr_assert_eq(st[i].fresh, 1);
         unsigned char vec[3];
         cr_assert_eq(mincore(st[i].hi - 3 * page(), 3 * page(), vec), 0);
@@ -790,4 +588,24 @@ Test(stack, fresh_slots_come_guarded_and_populated, .timeout = 20)
         cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
                   "stack %d: its guard did not fault: %s", i, out);
     }
+}
+
+/* Another size (the Ms' stacks, signal stacks) populates only the slot it gives: a slot
+ * populated ahead is pages each fork copies, for a thread that may never come. */
+Test(stack, other_sizes_populate_only_the_slot_given, .timeout = 20)
+{
+    struct gstack a, b;
+    cr_assert_eq(stack_init(64 * 1024), 0);
+    if (!stack_test_guard_install() || !stack_test_batch_prepare())
+        cr_skip_test("no MADV_GUARD_INSTALL, or no process_madvise on the caller itself");
+    stack_set_populate(2 * page());
+    cr_assert_eq(stack_alloc(NULL, 200 * 1024, page(), &a), 0);
+    unsigned char vec[2];
+    cr_assert_eq(mincore(a.hi - 2 * page(), 2 * page(), vec), 0);
+    cr_assert(vec[0] & vec[1] & 1, "the slot given: its top pages were not populated");
+    char *next = a.hi + page(); /* the batch's next slot's lowest byte, above its guard */
+    cr_assert_eq(mincore(next + 200 * 1024 - 2 * page(), 2 * page(), vec), 0);
+    cr_assert_eq((vec[0] | vec[1]) & 1, 0, "the batch's next slot was populated ahead");
+    cr_assert_eq(stack_alloc(NULL, 200 * 1024, page(), &b), 0);
+    cr_assert_eq(b.lo, next, "the next slot is the one looked at");
 }

@@ -1,0 +1,173 @@
+/*
+ * Tests for sched/stack_signal.c: a stack overflow reported with the thread and its
+ * stack's size, other faults chained to the handler before goshim's, and the alternate
+ * signal stack's guard. Each fault is made in a forked child (run_child).
+ */
+#include "../sched/stack.h"
+#include "../sched/lock.h"
+
+#include <criterion/criterion.h>
+
+#include "stack_helpers.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+/* ---- overflow reporting ---- */
+
+static struct gstack ov_st;
+static volatile int lookups;
+
+static int test_lookup(void *addr, unsigned long *id, size_t *size)
+{
+    char *a = addr;
+    lookups++;
+    if (ov_st.guard && a >= ov_st.lo - ov_st.guard && a < ov_st.lo) {
+        *id = 42;
+        *size = (size_t)(ov_st.hi - ov_st.lo);
+        return 1;
+    }
+    return 0;
+}
+
+static volatile int recurse_limit = -1; /* never reached; keeps gcc from calling it infinite */
+
+__attribute__((noinline)) static int recurse(int n)
+{
+    volatile char buf[512];
+    if (n == recurse_limit)
+        return 0;
+    buf[n & 511] = (char)n;
+    return recurse(n + 1) + buf[(n * 7) & 511]; /* not a tail call */
+}
+
+static void overflow_entry(void)
+{
+    recurse(0);
+}
+
+static void child_overflow(void)
+{
+    static ucontext_t main_uc, uc;
+    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init(NULL))
+        _exit(2);
+    if (stack_alloc(NULL, 64 * 1024, page(), &ov_st))
+        _exit(3);
+    char line[128];
+    int n = snprintf(line, sizeof line, "guard %p %p\n", (void *)(ov_st.lo - ov_st.guard),
+                     (void *)ov_st.lo);
+    write(2, line, (size_t)n);
+    getcontext(&uc);
+    uc.uc_stack.ss_sp = ov_st.lo;
+    uc.uc_stack.ss_size = (size_t)(ov_st.hi - ov_st.lo);
+    uc.uc_link = &main_uc;
+    makecontext(&uc, overflow_entry, 0);
+    swapcontext(&main_uc, &uc);
+    _exit(4);
+}
+
+Test(stack, overflow_reports_thread_and_size, .timeout = 10)
+{
+    char out[1024];
+    int status = run_child(child_overflow, out, sizeof out);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status %#x, stderr: %s", status,
+              out);
+    void *glo, *lo, *fault;
+    cr_assert_eq(sscanf(out, "guard %p %p\n", &glo, &lo), 2, "stderr: %s", out);
+    const char *msg = strstr(out, "goshim: thread 42 overflowed its 65536-byte stack (fault at ");
+    cr_assert(msg != NULL, "stderr: %s", out);
+    cr_assert_eq(sscanf(strchr(msg, '(') + 10, "%p)", &fault), 1, "stderr: %s", out);
+    cr_assert((char *)fault >= (char *)glo && (char *)fault < (char *)lo,
+              "fault %p outside guard [%p, %p)", fault, glo, lo);
+    cr_assert_eq(count_substr(out, "overflowed"), 1);
+}
+
+static void prev_handler_exit7(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)si, (void)uc;
+    _exit(lookups > 0 ? 7 : 8);
+}
+
+static void fault_on_prot_none(void)
+{
+    volatile char *p = mmap(NULL, page(), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        _exit(5);
+    *p = 1;
+}
+
+static void child_chain_handler(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = prev_handler_exit7;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, NULL);
+    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init(NULL))
+        _exit(2);
+    fault_on_prot_none();
+    _exit(6);
+}
+
+Test(stack, other_faults_chain_to_previous_handler, .timeout = 10)
+{
+    char out[256];
+    int status = run_child(child_chain_handler, out, sizeof out);
+    cr_assert(WIFEXITED(status), "status %#x, stderr: %s", status, out);
+    cr_assert_eq(WEXITSTATUS(status), 7, "previous handler not reached after lookup");
+    cr_assert_eq(strstr(out, "goshim"), NULL, "stderr: %s", out);
+}
+
+static void child_chain_default(void)
+{
+    signal(SIGSEGV, SIG_DFL);
+    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init(NULL))
+        _exit(2);
+    fault_on_prot_none();
+    _exit(6);
+}
+
+Test(stack, other_faults_with_default_action_die_silently, .timeout = 10)
+{
+    char out[256];
+    int status = run_child(child_chain_default, out, sizeof out);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status %#x", status);
+    cr_assert_eq(out[0], '\0', "stderr: %s", out);
+}
+
+static void child_kill_default(void)
+{
+    signal(SIGBUS, SIG_DFL);
+    if (stack_init(0) || stack_overflow_init(test_lookup))
+        _exit(2);
+    kill(getpid(), SIGBUS); /* sent, not a fault: must be re-raised, not swallowed */
+    _exit(6);
+}
+
+Test(stack, sent_signal_with_default_action_still_kills, .timeout = 10)
+{
+    char out[256];
+    int status = run_child(child_kill_default, out, sizeof out);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS, "status %#x", status);
+}
+
+Test(stack, thread_init_installs_guarded_altstack, .timeout = 10)
+{
+    stack_t ss, ss2;
+    cr_assert_eq(stack_init(0), 0);
+    cr_assert_eq(stack_thread_init(NULL), 0);
+    cr_assert_eq(sigaltstack(NULL, &ss), 0);
+    cr_assert_eq(ss.ss_flags & SS_DISABLE, 0);
+    cr_assert_eq(ss.ss_size, 64 * 1024);
+    cr_assert_eq(stack_thread_init(NULL), 0);
+    cr_assert_eq(sigaltstack(NULL, &ss2), 0);
+    cr_assert_eq(ss2.ss_sp, ss.ss_sp, "a second call keeps the existing stack");
+    char out[64];
+    fault_addr = (char *)ss.ss_sp - 1;
+    int status = run_child(touch_fault_addr, out, sizeof out);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "no guard below the altstack");
+}
