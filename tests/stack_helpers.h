@@ -1,6 +1,7 @@
 /*
- * What the stack tests share (test_stack.c, test_stack_overflow.c): the page size, a
- * child run with its stderr captured, and an address a child writes to fault.
+ * What the stack tests share (test_stack.c, test_stack_overflow.c): the page size, the
+ * process's mapping count, a child run with its stderr captured, and an address a child
+ * writes to fault.
  */
 #ifndef GOSHIM_TESTS_STACK_HELPERS_H
 #define GOSHIM_TESTS_STACK_HELPERS_H
@@ -8,6 +9,7 @@
 #include <criterion/criterion.h>
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -53,6 +55,18 @@ static inline int count_substr(const char *hay, const char *needle)
     int n = 0;
     for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
         n++;
+    return n;
+}
+
+static inline long maps_lines(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    long n = 0;
+    int c;
+    cr_assert(f != NULL);
+    while ((c = getc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
     return n;
 }
 

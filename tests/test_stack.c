@@ -26,18 +26,6 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-static long maps_lines(void)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    long n = 0;
-    int c;
-    cr_assert(f != NULL);
-    while ((c = getc(f)) != EOF)
-        n += c == '\n';
-    fclose(f);
-    return n;
-}
-
 /* capture_stderr redirects fd 2 to a temporary file; returns the saved fd 2. */
 static int capture_stderr(FILE **tmp)
 {

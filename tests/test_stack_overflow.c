@@ -11,6 +11,7 @@
 #include "stack_helpers.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,4 +171,49 @@ Test(stack, thread_init_installs_guarded_altstack, .timeout = 10)
     fault_addr = (char *)ss.ss_sp - 1;
     int status = run_child(touch_fault_addr, out, sizeof out);
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "no guard below the altstack");
+}
+
+/* Signal stacks in the shared region (stack_span.c): made one after the other, as each new M
+ * makes its own, they lie beside the threads' stacks and add no mapping each; freed, a slot
+ * is taken again. A mapping apiece was a page-table page and a VMA more for every fork to
+ * copy. */
+static void *altstack_thread(void *arg)
+{
+    return (void *)(intptr_t)stack_thread_init(arg);
+}
+
+Test(stack, signal_stacks_are_slots_beside_the_threads_stacks, .timeout = 10)
+{
+    enum { N = 8 };
+    static struct gstack made[N];
+    struct gstack g;
+    cr_assert_eq(stack_init(256 * 1024), 0);
+    if (!stack_test_guard_install())
+        cr_skip_test("MADV_GUARD_INSTALL not supported by this kernel");
+    cr_assert_eq(stack_alloc(NULL, 0, page(), &g), 0);
+    pthread_t warm; /* glibc keeps its stack for the next threads: mapped once, before */
+    cr_assert_eq(pthread_create(&warm, NULL, altstack_thread, &made[0]), 0);
+    cr_assert_eq(pthread_join(warm, NULL), 0);
+    stack_thread_fini(&made[0]);
+    long before = maps_lines();
+    for (int i = 0; i < N; i++) {
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, altstack_thread, &made[i]), 0);
+        void *r;
+        cr_assert_eq(pthread_join(t, &r), 0);
+        cr_assert_eq((intptr_t)r, 0, "stack_thread_init: %d", (int)(intptr_t)r);
+        cr_assert_eq(made[i].kind, STACK_SPAN, "signal stack %d is a mapping of its own", i);
+        size_t apart = (size_t)(made[i].lo > g.lo ? made[i].lo - g.lo : g.lo - made[i].lo);
+        cr_assert_lt(apart, 64u << 20, "signal stack %d lies %zu bytes from the threads'", i,
+                     apart);
+    }
+#ifdef __SANITIZE_THREAD__
+    before = maps_lines(); /* TSan maps memory of its own for each new thread */
+#endif
+    cr_assert_leq(maps_lines(), before + 1, "%ld lines before, %ld after", before, maps_lines());
+    char *lo = made[N - 1].lo;
+    stack_thread_fini(&made[N - 1]); /* not installed on this thread: only freed */
+    struct gstack again;
+    cr_assert_eq(stack_thread_init(&again), 0);
+    cr_assert_eq(again.lo, lo, "the freed signal stack's slot is taken again");
 }
