@@ -192,7 +192,7 @@ void m_stacks_trim(void)
     int n = m_stack_surplus(out, 16);
     runtime_unlock(&sched.lock);
     while (n-- > 0)
-        stack_free(NULL, &out[n]);
+        stack_free_now(&out[n]);
 }
 
 /*

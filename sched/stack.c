@@ -505,6 +505,18 @@ void stack_not_g(struct gstack *st)
     vg_deregister(st);
 }
 
+void stack_free_now(struct gstack *st)
+{
+    if (st->kind != STACK_SPAN) {
+        stack_free(NULL, st);
+        return;
+    }
+    vg_deregister(st);
+    STAT_SUB(live, 1);
+    span_release_now(st);
+    memset(st, 0, sizeof *st);
+}
+
 void stack_free(struct stackcache *pc, struct gstack *st)
 {
     if (st->kind == STACK_USER) {

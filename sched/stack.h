@@ -91,6 +91,12 @@ int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack 
  * told it is no stack it switches to (stack_free takes it back all the same). */
 void stack_not_g(struct gstack *st);
 
+/* stack_free_now frees a stack from stack_alloc that no thread is expected to want soon (an
+ * ended M's, a signal stack): its memory is given back at once, as an unmap would, instead
+ * of staying warm in a cache (a span slot goes with its class's cold ones). *st is
+ * cleared. */
+void stack_free_now(struct gstack *st);
+
 /* stack_user wraps pthread_attr_setstack memory [base, base+size) as a STACK_USER stack. */
 void stack_user(void *base, size_t size, struct gstack *out);
 

@@ -119,6 +119,9 @@ struct populate {
     struct iovec v[PREP_MAX];
     size_t n;
 };
+/* span_release_now gives a span slot's memory back at once and puts the slot with its
+ * class's cold ones (stack_free_now). stk.lock not held. */
+void span_release_now(struct gstack *st);
 extern int stack_prep_ok;       /* process_madvise works here; stk.lock */
 extern int stack_shared_region; /* chunks of one region for every class (stack_span.c) */
 

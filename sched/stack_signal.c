@@ -143,7 +143,7 @@ int stack_thread_init(struct gstack *made)
     stack_t ss = {.ss_sp = st.lo, .ss_flags = 0, .ss_size = (size_t)(st.hi - st.lo)};
     long e = rt_syscall(SYS_sigaltstack, &ss, 0, 0);
     if (e < 0) {
-        stack_free(NULL, &st);
+        stack_free_now(&st);
         return (int)e;
     }
     if (made)
@@ -158,5 +158,5 @@ void stack_thread_fini(struct gstack *made)
     stack_t cur, off = {.ss_flags = SS_DISABLE};
     if (rt_syscall(SYS_sigaltstack, 0, &cur, 0) == 0 && cur.ss_sp == made->lo)
         rt_syscall(SYS_sigaltstack, &off, 0, 0);
-    stack_free(NULL, made); /* clears *made */
+    stack_free_now(made); /* clears *made */
 }

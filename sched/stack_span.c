@@ -468,6 +468,14 @@ static void freev_push(struct spanclass *c, char *map)
     c->freev[c->nfree++] = map;
 }
 
+void span_release_now(struct gstack *st)
+{
+    rt_syscall(SYS_madvise, st->map, st->maplen, MADV_DONTNEED); /* the guard marker stays */
+    runtime_lock(&stk.lock);
+    freev_push(&stk.cls[st->cls], st->map);
+    runtime_unlock(&stk.lock);
+}
+
 static size_t slot_len(unsigned cls)
 {
     return stk.cls[cls].size + stk.cls[cls].guard;

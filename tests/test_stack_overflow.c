@@ -217,3 +217,25 @@ Test(stack, signal_stacks_are_slots_beside_the_threads_stacks, .timeout = 10)
     cr_assert_eq(stack_thread_init(&again), 0);
     cr_assert_eq(again.lo, lo, "the freed signal stack's slot is taken again");
 }
+
+/* An ended M's signal stack gives its memory back at once, as the unmap before the shared
+ * region did (stack_free_now), rather than staying warm in a cache: a program whose
+ * thousand threads blocked in the kernel and ended would keep their Ms' pages. */
+Test(stack, a_freed_signal_stack_keeps_no_memory, .timeout = 10)
+{
+    struct gstack made;
+    cr_assert_eq(stack_init(0), 0);
+    pthread_t t;
+    void *r;
+    cr_assert_eq(pthread_create(&t, NULL, altstack_thread, &made), 0);
+    cr_assert_eq(pthread_join(t, &r), 0);
+    cr_assert_eq((intptr_t)r, 0);
+    char *top = made.hi - page();
+    memset(top, 1, page()); /* as a signal frame would */
+    unsigned char vec;
+    cr_assert_eq(mincore(top, page(), &vec), 0);
+    cr_assert(vec & 1);
+    stack_thread_fini(&made);
+    int unmapped = mincore(top, page(), &vec) != 0; /* a mapping of its own, without spans */
+    cr_assert(unmapped || !(vec & 1), "the freed signal stack's top page is still resident");
+}
