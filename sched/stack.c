@@ -502,6 +502,7 @@ void stack_user(void *base, size_t size, struct gstack *out)
  */
 void stack_not_g(struct gstack *st)
 {
+    end_kept(st); /* a G's TCB, when GOSHIM_STACK made this size the default */
     vg_deregister(st);
 }
 

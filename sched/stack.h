@@ -87,7 +87,8 @@ int stack_guard_range(void *p, size_t len);
  */
 int stack_alloc(struct stackcache *pc, size_t size, size_t guard, struct gstack *out);
 
-/* st, from stack_alloc, is a thread's own stack or a signal stack, not a G's: valgrind is
+/* st, from stack_alloc, is a thread's own stack or a signal stack, not a G's: a kept
+ * object a cached stack of the default size brought (a G's TCB) is ended, and valgrind is
  * told it is no stack it switches to (stack_free takes it back all the same). */
 void stack_not_g(struct gstack *st);
 

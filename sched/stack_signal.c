@@ -139,7 +139,7 @@ int stack_thread_init(struct gstack *made)
     int r = stack_alloc(NULL, ALTSTACK_SIZE, stack_pagesize, &st);
     if (r < 0)
         return r;
-    vg_deregister(&st); /* a signal stack, not a G stack */
+    stack_not_g(&st); /* a signal stack, not a G stack */
     stack_t ss = {.ss_sp = st.lo, .ss_flags = 0, .ss_size = (size_t)(st.hi - st.lo)};
     long e = rt_syscall(SYS_sigaltstack, &ss, 0, 0);
     if (e < 0) {

@@ -597,3 +597,25 @@ Test(stack, other_sizes_populate_only_the_slot_given, .timeout = 20)
     cr_assert_eq(stack_alloc(NULL, 200 * 1024, page(), &b), 0);
     cr_assert_eq(b.lo, next, "the next slot is the one looked at");
 }
+
+/* An M's stack of the default size (GOSHIM_STACK=1M makes the Ms' size the threads') may come
+ * from the cache with a G's TCB kept at its top: stack_not_g ends it, before glibc writes the
+ * thread's own descriptor there. */
+Test(stack, a_thread_stack_from_the_cache_ends_its_kept_object, .timeout = 10)
+{
+    struct gstack g, m;
+    cr_assert_eq(stack_init(1 << 20), 0);
+    stack_set_keep_release(note_kept_end);
+    cr_assert_eq(stack_alloc(NULL, 0, page(), &g), 0);
+    g.keep = page();
+    g.tcb = g.hi - 512;
+    memset(g.hi - g.keep, 0xab, g.keep);
+    stack_free(NULL, &g);
+    cr_assert_eq(stack_alloc(NULL, 1 << 20, page(), &m), 0);
+    cr_assert_not_null(m.tcb, "the cached stack with its kept TCB was not the one given");
+    stack_not_g(&m);
+    cr_assert_eq(kept_ended, 1, "the kept object was not ended");
+    cr_assert_eq(m.keep, 0);
+    cr_assert_null(m.tcb);
+    stack_free_now(&m);
+}
