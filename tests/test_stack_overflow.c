@@ -101,6 +101,16 @@ static void fault_on_prot_none(void)
     *p = 1;
 }
 
+/* In a child, after its own SIGSEGV disposition: goshim's overflow handler installed over
+ * it, then a fault that is no overflow (exit 2: no handler; 6: the fault did not kill). */
+static void fault_under_goshims_handler(void)
+{
+    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init(NULL))
+        _exit(2);
+    fault_on_prot_none();
+    _exit(6);
+}
+
 static void child_chain_handler(void)
 {
     struct sigaction sa;
@@ -108,10 +118,7 @@ static void child_chain_handler(void)
     sa.sa_sigaction = prev_handler_exit7;
     sa.sa_flags = SA_SIGINFO;
     sigaction(SIGSEGV, &sa, NULL);
-    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init(NULL))
-        _exit(2);
-    fault_on_prot_none();
-    _exit(6);
+    fault_under_goshims_handler();
 }
 
 Test(stack, other_faults_chain_to_previous_handler, .timeout = 10)
@@ -126,10 +133,7 @@ Test(stack, other_faults_chain_to_previous_handler, .timeout = 10)
 static void child_chain_default(void)
 {
     signal(SIGSEGV, SIG_DFL);
-    if (stack_init(0) || stack_overflow_init(test_lookup) || stack_thread_init(NULL))
-        _exit(2);
-    fault_on_prot_none();
-    _exit(6);
+    fault_under_goshims_handler();
 }
 
 Test(stack, other_faults_with_default_action_die_silently, .timeout = 10)
