@@ -105,7 +105,8 @@ int libc_fclose(FILE *f)
  * cancellation. The programs goshim is preloaded into that never make a thread (most of
  * those a shell runs) would each load it for nothing: about 250 us an exec on this host
  * (docs/measured.md). It is loaded at the runtime's start, on the main thread before any
- * G runs (0.15-0.2 ms of the start, its constructor's cpuid included). Loading it later,
+ * G runs (0.1-0.2 ms, its constructor's cpuid included), while the TLS probe thread works
+ * (schedinit.c): on a second CPU the two overlap. Loading it later,
  * from sysmon before its first preemption request, was tried and undone: a dlopen there
  * runs the loader and the program's malloc (jemalloc in redis) on a thread that is no G,
  * beside Gs that may hold their locks and whose release may need the very preemption

@@ -40,8 +40,12 @@ extern int tls_fs_method; /* read by the context-switch assembly; TLS_FS_NONE in
  * Returns the effective mode (also in tls_mode), or -errno when a probe
  * thread could not be created (EAGAIN: no thread to spare): the runtime
  * must not start then. Never crashes.
+ * meanwhile, if not NULL, is the caller's work for the time the probe
+ * thread runs (on another CPU, where there is one): called once, on the
+ * calling thread, while the probes run, or not at all when no probe thread
+ * is made (errno mode, a lookup that failed first).
  */
-int tls_init(int want);
+int tls_init(int want, void (*meanwhile)(void));
 
 /* tls_fs_method_name names a method: "wrfsbase", "ldt", "arch_prctl" or "none". */
 const char *tls_fs_method_name(int method);

@@ -686,9 +686,10 @@ static void resolve_glibc_malloc(void)
  * run_probe_thread runs probe_thread on a real pthread, with the default guard and a
  * stack of PROBE_STACK_SIZE bytes (glibc keeps the stack of an ended thread for its next
  * one of a like size, a helper thread: one of the default size, 8 MiB, would stay
- * reserved for ever, which a small RLIMIT_AS feels), and returns its verdict.
+ * reserved for ever, which a small RLIMIT_AS feels), runs meanwhile here before the
+ * join, and returns the thread's verdict.
  */
-static const char *run_probe_thread(struct probe *pr)
+static const char *run_probe_thread(struct probe *pr, void (*meanwhile)(void))
 {
     pthread_attr_t attr;
     pthread_t th;
@@ -703,8 +704,11 @@ static const char *run_probe_thread(struct probe *pr)
     if (err) {
         probe_thread_err = err;
         ret = (void *)fail("probe thread", " could not be created");
-    } else if (!ret)
+    } else if (!ret) {
+        if (meanwhile)
+            meanwhile();
         libc_pthread_join(th, &ret);
+    }
     pthread_attr_destroy(&attr);
     return ret;
 }
@@ -714,7 +718,7 @@ static const char *run_probe_thread(struct probe *pr)
  * chain; forced: the GOSHIM_FS value the user gave, or NULL. One thread
  * serves them all (a thread made and joined costs 0.2-0.4 ms here).
  */
-static const char *probe_all(bool want_ldt, const char *forced)
+static const char *probe_all(bool want_ldt, const char *forced, void (*meanwhile)(void))
 {
     const char *why;
     memset(&tls_info, 0, sizeof tls_info); /* unknown offsets read as 0 (see free_thread_buffers) */
@@ -733,7 +737,7 @@ static const char *probe_all(bool want_ldt, const char *forced)
     if (!(pr->fresh = tls_tcb_alloc()))
         why = fail("probe TCB allocation", " failed");
     else
-        why = run_probe_thread(pr);
+        why = run_probe_thread(pr, meanwhile);
     if (pr->fresh)
         tls_tcb_destroy(pr->fresh);
     munmap(pr, sizeof *pr);
@@ -743,7 +747,7 @@ static const char *probe_all(bool want_ldt, const char *forced)
 static const char errno_mode_effect[] =
     "errno is per thread, __thread variables are shared by threads on one OS thread";
 
-int tls_init(int want)
+int tls_init(int want, void (*meanwhile)(void))
 {
     tls_mode = TLS_MODE_ERRNO;
     tls_fs_method = TLS_FS_NONE;
@@ -767,7 +771,7 @@ int tls_init(int want)
                     "here (AT_HWCAP2 lacks HWCAP2_FSGSBASE); trying ldt\n");
     bool want_ldt = tls_fs_method != TLS_FS_WRFSBASE && fs_want != TLS_FS_ARCH_PRCTL;
     probe_thread_err = 0;
-    const char *why = probe_all(want_ldt, forced ? tls_fs_method_name(fs_want) : NULL);
+    const char *why = probe_all(want_ldt, forced ? tls_fs_method_name(fs_want) : NULL, meanwhile);
     if (why && probe_thread_err) {
         /* No thread to spare (RLIMIT_NPROC, threads-max, pids.max): errno mode would
          * share the __thread variables of the program's threads; better not start. */
