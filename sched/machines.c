@@ -20,17 +20,8 @@
  * The M's own stack is its scheduler stack (g0): mcall resets to the same spot (m->g0_sp)
  * each time, so g0 never accumulates frames.
  *
- * An idle M blocks, besides its last G's mask, the signals the shim routes
- * (sched_routed_signals: those with a program handler, and those at their default action
- * that a thread has blocked) but the ones it hands on itself (sched_hooks.idle_lets: those
- * the dispatcher stands in for that no thread has left waiting in the kernel), and never
- * the faults it may raise itself or glibc's two (set*id must reach it). Asleep in stopm it
- * routes such a signal in its handler and runs the thread it readied (sched_route_asleep,
- * startm's asleep_self): one wake-up, as natively, where the router's hand-off cost two.
- * It routes at once only with nothing queued for the router (real-time signals stay in
- * order); else it queues behind. execute installs the G's mask again. A new M is born with
- * every signal blocked but glibc's two, and lets its creator's mask in only once its GS
- * base names it (newm, mstart): before that, it would pass for its creator's M.
+ * An idle M blocks the signals the shim routes (signal.c says which, and how it routes
+ * one that lands on it while it sleeps).
  */
 #include <asm/prctl.h>
 #include <errno.h>
@@ -320,7 +311,7 @@ void m_retry(int64_t now)
  * idle the count is undone.
  */
 /* The M whose handler routes a signal while it sleeps (sched_route_asleep): startm's pick. */
-static __thread struct m *asleep_self __attribute__((tls_model("initial-exec")));
+__thread struct m *asleep_self __attribute__((tls_model("initial-exec")));
 
 void startm(struct p *pp, bool spinning)
 {
@@ -417,6 +408,19 @@ static bool m_sleep_until(struct m *mp, int64_t until)
     return notetsleep(&mp->park, ns) != 0;
 }
 
+/* sched.lock held: every M taken off sched.midle (the list returned, linked by schedlink),
+ * the timer watcher forgotten (the woken one takes the timers up again); *polling: an M
+ * blocks in netpoll. For sched_idle_block (signal.c). */
+struct m *midle_take_all(bool *polling)
+{
+    struct m *idle = sched.midle;
+    sched.midle = NULL;
+    sched.nmidle = 0;
+    timer_m = NULL;
+    *polling = poll_m != NULL;
+    return idle;
+}
+
 /*
  * Stop the current M until startm gives it a P. Called without a P;
  * returns holding one.
@@ -431,103 +435,6 @@ static bool m_sleep_until(struct m *mp, int64_t until)
  * (timer_wakeup: a new earliest timer), it sleeps again with the new
  * deadline. With no timers it sleeps until startm wakes it.
  */
-uint64_t sched_routed_signals;
-
-/* What an idle M never blocks: the faults it may raise itself and glibc's SIGCANCEL and
- * SIGSETXID (32, 33). */
-#define IDLE_OPEN                                                                                  \
-    ((1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1)) | (1ULL << (SIGILL - 1)) |                   \
-     (1ULL << (SIGFPE - 1)) | (1ULL << (SIGTRAP - 1)) | (1ULL << (SIGSYS - 1)) | (1ULL << 31) |    \
-     (1ULL << 32))
-
-/* The routed signals an idle M blocks: all but those it hands on itself. */
-static uint64_t idle_blocks(void)
-{
-    uint64_t lets = sched_hooks.idle_lets ? sched_hooks.idle_lets() : 0;
-    return __atomic_load_n(&sched_routed_signals, __ATOMIC_SEQ_CST) & ~lets & ~IDLE_OPEN;
-}
-
-static void block_while_idle(struct m *mp)
-{
-    uint64_t lets = sched_hooks.idle_lets ? sched_hooks.idle_lets() : 0;
-    uint64_t want = ((mp->sigmask & ~lets) | idle_blocks()) & ~IDLE_OPEN;
-    if (mp->sigmask != want)
-        m_apply_sigmask(mp, want);
-}
-
-/* The routed signals mp, idle, does not block yet (sched.lock held: see sched_idle_block). */
-static bool idle_unblocked(struct m *mp)
-{
-    return idle_blocks() & ~mp->sigmask;
-}
-
-int sched_route_asleep(int (*route)(int, const siginfo_t *), int sig, const siginfo_t *info,
-                       int *where)
-{
-    struct m *mp = m_of_signal_thread();
-    *where = M_ELSEWHERE;
-    if (!mp)
-        return -1;
-    if (!__atomic_load_n(&mp->idle_sleep, __ATOMIC_ACQUIRE)) {
-        if (__atomic_load_n(&mp->routes_soon, __ATOMIC_ACQUIRE))
-            *where = M_ROUTES_SOON;
-        return -1;
-    }
-    *where = M_ASLEEP;
-    asleep_self = mp;
-    int r = route(sig, info);
-    asleep_self = NULL;
-    return r;
-}
-
-/*
- * Routed signals (sched_routed_signals) gain set, and every idle M blocks it before this
- * returns. An idle M looks at the routed signals on each pass of stopm's loop, under
- * sched.lock before it goes on sched.midle: one that passed before set came is on the list
- * (or polling) when this takes sched.lock after adding set. Those are taken off the list
- * and woken (as timer_wakeup does; the polling M by netpoll_break), and block set on their
- * next pass. Then this waits for every M to block set or to run a thread (whose mask the
- * M's is then), at most about 100 ms: an M between two threads (spinning, or on its way to
- * stopm) gets there in microseconds.
- */
-void sched_idle_block(uint64_t set)
-{
-    set &= ~IDLE_OPEN;
-    __atomic_or_fetch(&sched_routed_signals, set, __ATOMIC_SEQ_CST);
-    if (!set || !__atomic_load_n(&sched.started, __ATOMIC_ACQUIRE) || m_in_runtime())
-        return; /* (a signal handler that interrupted the runtime: it may hold sched.lock) */
-    runtime_lock(&sched.lock);
-    struct m *idle = sched.midle;
-    sched.midle = NULL;
-    sched.nmidle = 0;
-    timer_m = NULL; /* the woken watcher takes the timers up again */
-    bool polling = poll_m != NULL;
-    runtime_unlock(&sched.lock);
-    while (idle) {
-        struct m *next = idle->schedlink; /* before the wake-up: it goes back on the list */
-        idle->schedlink = NULL;
-        notewakeup(&idle->park);
-        idle = next;
-    }
-    if (polling)
-        netpoll_break();
-    int64_t until = nanotime() + 100000000;
-    for (int i = 0;; i++) {
-        bool settled = true;
-        runtime_lock(&sched.lock);
-        for (struct m *mp = sched.allm; mp && settled; mp = mp->alllink)
-            settled = (__atomic_load_n(&mp->sigmask, __ATOMIC_RELAXED) & set) == set ||
-                      !__atomic_load_n(&mp->ong0, __ATOMIC_ACQUIRE) || mp->retired;
-        runtime_unlock(&sched.lock);
-        if (settled || nanotime() > until)
-            return;
-        if (i < 50)
-            osyield();
-        else
-            osusleep(50);
-    }
-}
-
 /*
  * stays_idle: before stack_scavenge, the M sleeps SCAVENGE_IDLE_NS (less
  * if its timer comes sooner); true if nobody woke it meanwhile. A loop
@@ -570,6 +477,21 @@ static void idle_release(struct m *mp, int64_t until)
 static struct p *p_for_queued_work(void)
 {
     return sched.runqsize > 0 && sched.pidle ? pidleget() : NULL;
+}
+
+/*
+ * A new M arriving (sched.lock): an idle P to steal with, if Gs wait on a running P's queue
+ * and no M spins. A wakep that found no idle M asked the maker, and the M it gets may come
+ * after the Gs were queued (a program's first pthread_creates, as the runtime starts, while
+ * the reserve M is still on its way): that wake-up is the new M's to do, or nobody steals
+ * them and they wait for their P's G to block (its first threads ran on one CPU).
+ */
+static struct p *p_to_steal_with(void)
+{
+    if (!sched.pidle || __atomic_load_n(&sched.nmspinning, __ATOMIC_SEQ_CST) != 0 ||
+        !any_runq_nonempty())
+        return NULL;
+    return pidleget();
 }
 
 /* An M going idle (sched.lock held): it becomes the one that wakes for the
@@ -667,6 +589,7 @@ void stopm(void)
         route_posted_here(); /* what it readies goes to the global queue, found below */
         block_while_idle(mp);
         runtime_lock(&sched.lock);
+        bool arrived = mp->coming;
         /* The maker's new M, or one that gave its P back: idle below, or it takes a P. */
         if (mp->coming || mp->going) {
             sched.nmcoming -= mp->coming;
@@ -691,6 +614,13 @@ void stopm(void)
         }
         struct p *pp = p_for_queued_work();
         if (pp) {
+            unlock_busy(came);
+            acquirep(pp);
+            return;
+        }
+        if (arrived && (pp = p_to_steal_with())) {
+            mp->spinning = true;
+            __atomic_add_fetch(&sched.nmspinning, 1, __ATOMIC_SEQ_CST);
             unlock_busy(came);
             acquirep(pp);
             return;

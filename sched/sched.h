@@ -56,6 +56,14 @@ void rtpool_fork_child(void);
 void m_apply_sigmask(struct m *mp, uint64_t set);  /* on mp's own thread */
 void m_apply_altstack(struct m *mp, struct g *gp); /* gp NULL: the M's own */
 void m_record_altstack(struct m *mp); /* the M's own, once it has it (stack_thread_init) */
+/* signal.c: an idle M's routed signals. It blocks those it must (stopm, each pass); whether
+ * some are not blocked yet (sched.lock held). */
+void block_while_idle(struct m *mp);
+bool idle_unblocked(struct m *mp);
+/* machines.c, for signal.c: every idle M off the list (sched.lock held; see there), and the
+ * M whose handler routes a signal while it sleeps (startm runs what it readied). */
+struct m *midle_take_all(bool *polling);
+extern __thread struct m *asleep_self;
 
 /* dump.c, sysmon.c */
 void leaks_print(int fd);  /* GOSHIM_STATS at exit: threads still waiting, and true leaks */

@@ -107,6 +107,19 @@ Test(preload_thread, exit_while_threads_run_or_wait, .timeout = 60)
     cr_assert_str_eq(pre, nat);
 }
 
+/* A program's first two threads, made at once as the runtime starts, spin until each has
+ * seen the other: with preemption off only the second P lets them meet. The runtime starts
+ * at the first pthread_create, so the other P's M is often still on its way then; each
+ * run is a fresh process (a race of the start), natively first. */
+Test(preload_thread, first_threads_made_at_the_start_use_both_ps, .timeout = 300)
+{
+    static const char want[] = "both threads ran at once\n";
+    expect_native_prints("prog_start_pair", NULL, want);
+    for (int i = 0; i < 20; i++)
+        expect_preloaded_prints("prog_start_pair", NULL, "GOSHIM_PROCS=2 GOSHIM_PREEMPT=0", want,
+                                3);
+}
+
 /* glibc's C11 functions call its internal pthread code: the shim maps them
  * back onto Gs (with one P, a C11 wait that blocked the M would hang). */
 Test(preload_thread, c11_threads_are_gs, .timeout = 60)
