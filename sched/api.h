@@ -285,6 +285,8 @@ struct sched_hooks {
     /* The routed signals an idle M lets through (sched_routed_signals: the rest it blocks):
      * those it hands on itself when one lands on it (sched_route_asleep). */
     uint64_t (*idle_lets)(void);
+    /* Whether the calling G runs a handler of the program's (no preemption at its gate). */
+    bool (*in_handler)(void);
     int deadlock;
 };
 extern struct sched_hooks sched_hooks;
@@ -399,6 +401,8 @@ void sched_checked_syscall_rewind(void *ucontext);
 /* A G whose P was handed off while it stayed away from the runtime takes
  * one back at a wrapper's entry, yielding to the Gs that wait meanwhile. */
 void sched_pless_return(void);
+/* The gate's slow path: sched_pless_return, or the preemption asked of the G (syscall.c). */
+void sched_gate_slow(void);
 /*
  * The head of every M, at the address %gs:0 holds on an M's thread: what
  * the inline gate reads. struct m begins with these fields (runtime.h
@@ -407,16 +411,23 @@ void sched_pless_return(void);
 struct m_head {
     struct m *self;     /* the M itself */
     uintptr_t pend_rip; /* where a preempted G was interrupted (preempt.c's) */
-    uint32_t pless;     /* its G runs on without the P it gave up (syscall.c) */
+    union {
+        struct {
+            uint32_t pless;        /* its G runs on without the P it gave up (syscall.c) */
+            uint32_t gate_preempt; /* a preemption its G takes at the gate (preempt.c) */
+        };
+        uint64_t gate; /* both, for the gate's one load */
+    };
 };
 /* The gate at a G's every entry into the shim, "may I run here": a G
- * whose P was handed off while it stayed away takes one back (one load). */
+ * whose P was handed off while it stayed away takes one back, and a G asked
+ * to yield its P does so here, where a switch is safe (one load). */
 static inline void sched_gate(void)
 {
     const struct m_head *h;
     __asm__ volatile("mov %%gs:0, %0" : "=r"(h));
-    if (__builtin_expect(__atomic_load_n(&h->pless, __ATOMIC_SEQ_CST), 0))
-        sched_pless_return();
+    if (__builtin_expect(__atomic_load_n(&h->gate, __ATOMIC_SEQ_CST) != 0, 0))
+        sched_gate_slow();
 }
 
 /* ---- per-G CPU-time clocks (cputime.c) -------------------------------- */

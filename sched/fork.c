@@ -134,6 +134,7 @@ FORK_TEXT static void fork_own_thread(struct m *mp, void *on)
         tls_tcb_set_tid(self->tcb, (unsigned)mp->tid);
     mp->cpuclock = libc_thread_cpuclock(mp->tid);
     FORK_SET(mp->preempt_req, 0);
+    FORK_SET(mp->gate_preempt, 0);
     FORK_SET(mp->handoff_req, 0);
     FORK_SET(mp->preempt_pending, 0);
     /* A new process's thread: its CPU-time clock starts at 0 (cputime.c). */

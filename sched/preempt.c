@@ -123,20 +123,14 @@
 
 _Static_assert(offsetof(struct m, pend_rip) == 8, "preempt_x86_64.S reads m->pend_rip at %gs:8");
 
-/* The G entry functions (gostart, the shim's thread start) live here. */
-extern const char __start_goshim_bottom[] __attribute__((visibility("hidden")));
-extern const char __stop_goshim_bottom[] __attribute__((visibility("hidden")));
-
 void goshim_preempt_entry(void);
 void goshim_preempt_tramp(void);
-extern const char goshim_preempt_tramp_end[];
 void goshim_preempt_point(const uint64_t *saved);
 /* Read by the trampoline: the XSAVE area size, a multiple of 64. */
 __attribute__((visibility("hidden"))) uint64_t goshim_xsave_size = 4096;
 
 enum {
     STACK_MARGIN = 16384, /* the handler's frame, the trampoline, the walk, with room to spare */
-    MAX_DEPTH = 256,
 };
 
 static struct {
@@ -157,10 +151,8 @@ static struct {
     bool app_set[65];
     uint64_t nrequests, ndone, nrefused, nstale, nhandoff, ncut, ndemoted, nglobal;
     uint64_t ntickcuts, ntimerfail; /* preemptions slice-timer signals asked; timers refused */
+    uint64_t ngate;                 /* preemptions taken at the shim's gate */
     int walker;                     /* PREEMPT_WALK_LIBGCC, _LIBUNWIND or _BOTH */
-    uint64_t nwalks, walk_ns;       /* walks and their total time */
-    uint64_t nwalkfaults;           /* walks that faulted (walk) */
-    uint64_t ndiffer;               /* walker both: verdicts that differed */
 } pr;
 
 void preempt_refresh(void)
@@ -304,8 +296,8 @@ static void on_tick(struct m *mp, bool in_runtime, void *ucv)
     __atomic_store_n(&mp->nticks, mp->nticks + 1, __ATOMIC_RELAXED);
     struct p *pp = mp->p;
     struct g *gp = mp->curg;
-    if (!pp || !gp || in_runtime || __atomic_load_n(&mp->ong0, __ATOMIC_RELAXED) ||
-        mp->preempt_pending || readgstatus(gp) != Grunning)
+    if (!pp || !gp || __atomic_load_n(&mp->ong0, __ATOMIC_RELAXED) || mp->preempt_pending ||
+        readgstatus(gp) != Grunning)
         return;
     uint32_t t = __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED);
     if (mp->tick_p != pp || mp->tick_sched != t) {
@@ -315,123 +307,16 @@ static void on_tick(struct m *mp, bool in_runtime, void *ucv)
     }
     if (runqempty(pp) && __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) == 0)
         return; /* nobody waits: it runs on */
-    if (inject(mp, gp, ucv)) {
-        __atomic_add_fetch(&pr.ntickcuts, 1, __ATOMIC_RELAXED);
+    /* Inside goshim (a call's kernel time ends the period there) or refused: at its gate. */
+    __atomic_store_n(&mp->gate_preempt, t + 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&pr.ntickcuts, 1, __ATOMIC_RELAXED);
+    if (!in_runtime && inject(mp, gp, ucv))
         mp->tick_sched = t + 1; /* the G that runs next gets a whole period */
-    }
 }
 
-/* ---- the walk and the yield -------------------------------------------------------- */
+/* ---- the yield (the walk: preempt_walk.c) --------------------------------------------- */
 
-struct walk {
-    const struct ranges *app;
-    bool main; /* the main G: its bottom is libc's start code */
-    bool past; /* the trampoline's frame was seen */
-    int depth;
-    int verdict;   /* 0 undecided, 1 safe, -1 unsafe */
-    bool in_libc;  /* main G: libc frames seen below its frames */
-    int app_after; /* main G: application frames below those */
-};
-
-/*
- * One frame of the walk, whose return address (or, exact, the interrupted
- * PC) is pc: whether to go on to its caller. Sets w->verdict when it
- * decides.
- */
-static bool walk_frame(struct walk *w, uintptr_t pc, bool exact)
-{
-    if (pc == 0)
-        return false; /* the outermost frame's undefined return address */
-    if (!exact)
-        pc--; /* a return address: the call is the instruction before */
-    if (++w->depth > MAX_DEPTH) {
-        w->verdict = -1;
-        return false;
-    }
-    if (!w->past) { /* goshim_preempt_point, then the trampoline */
-        w->past = pc >= (uintptr_t)goshim_preempt_tramp && pc < (uintptr_t)goshim_preempt_tramp_end;
-        return true;
-    }
-    if (w->in_libc) { /* main G, below the first libc frame */
-        if (!apptext_in_libc(pc))
-            w->app_after++;
-        return true;
-    }
-    if (ranges_has(w->app, pc))
-        return true;
-    if (pc >= (uintptr_t)__start_goshim_bottom && pc < (uintptr_t)__stop_goshim_bottom) {
-        w->verdict = 1;
-        return false;
-    }
-    if (w->main && apptext_in_libc(pc)) {
-        w->in_libc = true;
-        return true;
-    }
-    w->verdict = -1;
-    return false;
-}
-
-static _Unwind_Reason_Code step(struct _Unwind_Context *ctx, void *arg)
-{
-    int before = 0;
-    uintptr_t pc = libc_unwind_ipinfo(ctx, &before);
-    return walk_frame(arg, pc, before) ? _URC_NO_REASON : _URC_END_OF_STACK;
-}
-
-static bool unw_frame(void *arg, uintptr_t pc, bool exact)
-{
-    return walk_frame(arg, pc, exact);
-}
-
-/*
- * Walk gp's stack, interrupted with the registers saved, with walker's
- * unwinder, timed: the verdict (1 safe, else not). libgcc's walks from
- * here, through the trampoline's CFI, into the interrupted frames;
- * libunwind's (preempt_unw.c) starts at the interrupted frame.
- */
-static int walk(int walker, const uint64_t *saved, struct g *gp)
-{
-    struct walk w = {.app = apptext_app(), .main = gp && (gp->flags & G_MAIN)};
-    int64_t t0 = nanotime();
-    /* A frame whose unwind info does not describe it (node's V8 code: its main thread
-     * died in libgcc, 5 runs in 60 of the soak at P=2) sends the unwinder to read
-     * where nothing is mapped: that fault refuses the preemption. The unwinders take
-     * no lock and allocate nothing (libgcc's _dl_find_object walk, libunwind's local
-     * mode), so nothing is left held by the jump. */
-    sigjmp_buf escape;
-    if (sigsetjmp(escape, 0)) {
-        uint64_t faults = (1ULL << (SIGSEGV - 1)) | (1ULL << (SIGBUS - 1));
-        rt_syscall6(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&faults, 0, 8, 0, 0);
-        __atomic_add_fetch(&pr.nwalkfaults, 1, __ATOMIC_RELAXED);
-        return -1;
-    }
-    stack_fault_escape = &escape;
-    if (walker == PREEMPT_WALK_LIBUNWIND) {
-        w.past = true;
-        unwalk(saved, unw_frame, &w);
-    } else {
-        libc_unwind_backtrace(step, &w);
-    }
-    stack_fault_escape = NULL;
-    uint64_t ns = (uint64_t)(nanotime() - t0);
-    walkstat_add(walker == PREEMPT_WALK_LIBUNWIND, ns);
-    __atomic_add_fetch(&pr.walk_ns, ns, __ATOMIC_RELAXED);
-    if (w.verdict == 0 && w.main && w.in_libc && w.app_after <= 1)
-        w.verdict = 1; /* main ... libc start code ... _start */
-    return w.verdict;
-}
-
-/* GOSHIM_PREEMPT_WALK=both: each unwinder walks, first one then the other
- * in turn; safe only if both say so (a difference is counted). */
-static int walk_both(const uint64_t *saved, struct g *gp)
-{
-    bool unw_first = __atomic_fetch_add(&pr.nwalks, 1, __ATOMIC_RELAXED) & 1;
-    int a = walk(unw_first ? PREEMPT_WALK_LIBUNWIND : PREEMPT_WALK_LIBGCC, saved, gp);
-    int b = walk(unw_first ? PREEMPT_WALK_LIBGCC : PREEMPT_WALK_LIBUNWIND, saved, gp);
-    if ((a == 1) != (b == 1))
-        __atomic_add_fetch(&pr.ndiffer, 1, __ATOMIC_RELAXED);
-    return a == 1 && b == 1 ? 1 : -1;
-}
+static void preempt_yield(struct m *mp, struct g *gp, struct p *pp);
 
 /* Called by the trampoline on the G's stack, outside signal context, with
  * its save area (preempt_unw.h). */
@@ -442,28 +327,28 @@ void goshim_preempt_point(const uint64_t *saved)
     struct g *gp = mp->curg;
     __atomic_add_fetch(&mp->locks, 1,
                        __ATOMIC_SEQ_CST); /* anything the walk calls goes straight to glibc */
-    int verdict;
-    if (pr.walker == PREEMPT_WALK_BOTH) {
-        verdict = walk_both(saved, gp);
-    } else {
-        verdict = walk(pr.walker, saved, gp);
-        __atomic_add_fetch(&pr.nwalks, 1, __ATOMIC_RELAXED);
-    }
-    /* Chosen before locks drops, when a hand-off signal may take the P (sched_gosched
-     * gets one back): behind the Gs of its P, or of the global queue when that holds
-     * some and its P has none or it is a spinner (no wrapped call since its last
-     * preemption): see "Where a preempted G goes". */
+    int verdict = preempt_walk(pr.walker, saved, gp);
     mp = getm(); /* a walk that met a program's lock parked, maybe resumed elsewhere */
     struct p *pp = mp->p;
-    bool ok = verdict == 1 && gp && pp;
-    bool spinner = ok && gp->ncalls_preempted == sched_ncalls;
-    bool behind = ok && pr.when_waiting && __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 &&
-                  (spinner || runqempty(pp));
-    __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
-    if (!ok) {
-        refuse(mp);
+    if (verdict == 1 && gp && pp) {
+        preempt_yield(mp, gp, pp);
         return;
     }
+    __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+    refuse(mp);
+}
+
+/* gp, preempted at a safe point (the walk's, or its gate), yields pp; mp->locks is held,
+ * and dropped here. Where it goes is chosen before locks drops, when a hand-off signal may
+ * take the P (sched_gosched gets one back): behind the Gs of its P, or of the global queue
+ * when that holds some and its P has none or it is a spinner (no wrapped call since its
+ * last preemption): see "Where a preempted G goes". */
+static void preempt_yield(struct m *mp, struct g *gp, struct p *pp)
+{
+    bool spinner = gp->ncalls_preempted == sched_ncalls;
+    bool behind = pr.when_waiting && __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 &&
+                  (spinner || runqempty(pp));
+    __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&pr.ndone, 1, __ATOMIC_RELAXED);
     if (spinner) { /* a computing waiter from now until it runs (sysmon.c) */
         gp->flags |= G_PREEMPTQ;
@@ -480,6 +365,33 @@ void goshim_preempt_point(const uint64_t *saved)
     if (sched_hooks.resumed)
         sched_hooks.resumed();
     gp->ncalls_preempted = sched_ncalls; /* the hook's own calls do not count */
+}
+
+/*
+ * The calling G's entry into the shim found a preemption asked (sysmon's request, or its
+ * M's slice timer): a wrapper's entry is a safe point (the shim's gate), so it yields here,
+ * without a signal or a walk. A G in system calls and libc most of its time (the signal
+ * lands there, refused) yields at its next call, not after refusals and a hand-off. Not
+ * in a program's signal handler (it may have interrupted libc): that request stays for the
+ * next gate.
+ */
+void preempt_at_gate(struct m *mp)
+{
+    uint32_t req = __atomic_exchange_n(&mp->gate_preempt, 0, __ATOMIC_ACQ_REL);
+    if (!req || __atomic_load_n(&mp->locks, __ATOMIC_SEQ_CST) != 0)
+        return;
+    __atomic_add_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST); /* no hand-off meanwhile */
+    struct p *pp = mp->p;
+    struct g *gp = mp->curg;
+    bool handler = sched_hooks.in_handler && sched_hooks.in_handler();
+    if (handler) /* for its next gate */
+        __atomic_store_n(&mp->gate_preempt, req, __ATOMIC_RELEASE);
+    if (handler || !pp || !gp || pp->schedtick + 1 != req || readgstatus(gp) != Grunning) {
+        __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
+        return;
+    }
+    __atomic_add_fetch(&pr.ngate, 1, __ATOMIC_RELAXED);
+    preempt_yield(mp, gp, pp);
 }
 
 /* ---- the slice timers -------------------------------------------------------------- */
@@ -578,8 +490,10 @@ void preempt_request(struct p *pp, bool handoff)
     if (!pr.on || !mp || mp->tid <= 0)
         return;
 
-    __atomic_store_n(handoff ? &mp->handoff_req : &mp->preempt_req,
-                     __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+    uint32_t req = __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED) + 1;
+    if (!handoff) /* taken at the G's next gate if that comes before the signal (a call) */
+        __atomic_store_n(&mp->gate_preempt, req, __ATOMIC_RELEASE);
+    __atomic_store_n(handoff ? &mp->handoff_req : &mp->preempt_req, req, __ATOMIC_RELEASE);
     siginfo_t si;
     memset(&si, 0, sizeof si);
     int sig = __atomic_load_n(&pr.sig, __ATOMIC_ACQUIRE);
@@ -597,6 +511,16 @@ void preempt_request(struct p *pp, bool handoff)
                  "RLIMIT_SIGPENDING?): sysmon asks again at its next round, and the thread's "
                  "slice timer at its next tick%s\n",
                  -rc, fault_note(injected));
+}
+
+void preempt_ask_at_gate(struct p *pp)
+{
+    struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
+    if (!pr.on || !mp)
+        return;
+    __atomic_store_n(&mp->gate_preempt, __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELEASE);
+    __atomic_add_fetch(&pr.nrequests, 1, __ATOMIC_RELAXED);
 }
 
 void sched_preempt_g(struct g *gp)
@@ -760,7 +684,7 @@ void preempt_after_fork(void)
 {
     pr.pid = getpid();
     __atomic_store_n(&sched.npreemptq, 0, __ATOMIC_RELAXED); /* the parent's queued Gs are gone */
-    FORK_SET(pr.ndiffer, 0);
+    preempt_walk_fork_child();
     struct m *mp = getm();
     mp->slicetimer_sig = 0;
     mp->tick_p = NULL;
@@ -784,14 +708,10 @@ void preempt_stats(struct preempt_stats *s)
         s->ticks += __atomic_load_n(&mp->nticks, __ATOMIC_RELAXED);
     runtime_unlock(&sched.lock);
     s->tickcuts = __atomic_load_n(&pr.ntickcuts, __ATOMIC_RELAXED);
+    s->gate = __atomic_load_n(&pr.ngate, __ATOMIC_RELAXED);
     s->timerfail = __atomic_load_n(&pr.ntimerfail, __ATOMIC_RELAXED);
-    s->walks = __atomic_load_n(&pr.nwalks, __ATOMIC_RELAXED);
-    s->walk_ns = __atomic_load_n(&pr.walk_ns, __ATOMIC_RELAXED);
-    s->walk_faults = __atomic_load_n(&pr.nwalkfaults, __ATOMIC_RELAXED);
+    preempt_walk_stats(s);
     s->walker = pr.walker == PREEMPT_WALK_LIBUNWIND ? "libunwind"
                 : pr.walker == PREEMPT_WALK_BOTH    ? "both"
                                                     : "libgcc";
-    for (int k = 0; k < 2; k++)
-        walkstat_read(k, &s->by[k]);
-    s->differ = __atomic_load_n(&pr.ndiffer, __ATOMIC_RELAXED);
 }

@@ -42,6 +42,8 @@ int64_t preempt_kernel_slice(int nprocs);
 /* sysmon: pp has run the same G past the slice: signal its M to preempt
  * the G, or (handoff) to let the P go where the G stands. */
 void preempt_request(struct p *pp, bool handoff);
+/* The same without a signal: pp's G yields at its next entry into the shim (its gate). */
+void preempt_ask_at_gate(struct p *pp);
 /* In a forked child: the new pid, the one M's slice timer. */
 void preempt_after_fork(void);
 /* On a new M's own thread, before it runs a G: its slice timer (the
@@ -60,6 +62,7 @@ struct preempt_stats {
     uint64_t demoted;         /* preempted spinners sent behind the waiting Gs */
     uint64_t to_global;       /* preempted Gs sent to the global queue's tail */
     uint64_t ticks, tickcuts; /* slice-timer signals, and the preemptions they began */
+    uint64_t gate;            /* preemptions taken at the shim's gate (preempt_at_gate) */
     uint64_t timerfail;       /* slice timers refused (an M asks again while it has none) */
     uint64_t walks, walk_ns;  /* safety walks and their total time */
     uint64_t walk_faults;     /* walks that faulted (refused: stack_fault_escape) */
@@ -71,6 +74,15 @@ struct preempt_stats {
     uint64_t differ; /* walker both: walks whose verdicts differed */
 };
 void preempt_stats(struct preempt_stats *s);
+
+/* A preemption's request met the G at its gate (sched_gate_slow): it yields there. */
+void preempt_at_gate(struct m *mp);
+
+/* preempt_walk.c: walk gp's stack, interrupted with the registers saved, with walker's
+ * unwinder (both: each, safe only if both say so): 1 safe, else not; timed and counted. */
+int preempt_walk(int walker, const uint64_t *saved, struct g *gp);
+void preempt_walk_stats(struct preempt_stats *s); /* walks, walk_ns, walk_faults, by, differ */
+void preempt_walk_fork_child(void);
 
 /* walkstat.c: each unwinder's walk times (k: 0 libgcc's, 1 libunwind's), as a histogram. */
 void walkstat_add(int k, uint64_t ns);

@@ -133,7 +133,14 @@ struct release {
 struct m {
     struct m *self;     /* %gs:0 reads this: getm() */
     uintptr_t pend_rip; /* %gs:8: where a preempted G was interrupted (preempt.c) */
-    uint32_t pless;     /* its G runs on without the P it gave up that way (syscall.c) */
+    union {
+        struct {
+            uint32_t pless;        /* its G runs on without the P it gave up (syscall.c) */
+            uint32_t gate_preempt; /* a preemption asked (the P's schedtick + 1), which its
+                                      G takes at its next gate (preempt_at_gate); atomic */
+        };
+        uint64_t gate;
+    };
     int64_t id;
     struct g *curg;      /* G running on it, or NULL on g0; owner */
     struct p *p;         /* attached P; owner */
@@ -346,7 +353,9 @@ extern struct schedfork schedfork;
 
 _Static_assert(offsetof(struct m, self) == offsetof(struct m_head, self) &&
                    offsetof(struct m, pend_rip) == offsetof(struct m_head, pend_rip) &&
-                   offsetof(struct m, pless) == offsetof(struct m_head, pless),
+                   offsetof(struct m, pless) == offsetof(struct m_head, pless) &&
+                   offsetof(struct m, gate_preempt) == offsetof(struct m_head, gate_preempt) &&
+                   offsetof(struct m, gate) == offsetof(struct m_head, gate),
                "struct m must begin with api.h's struct m_head");
 
 /*

@@ -21,6 +21,7 @@
  */
 #include <ucontext.h>
 
+#include "preempt.h"
 #include "sched.h"
 #include "stack.h"
 #include "throw.h"
@@ -317,6 +318,15 @@ void sched_pless_return(void)
         if (sched_hooks.resumed) /* signals sent to it while it waited for a P */
             sched_hooks.resumed();
     }
+}
+
+void sched_gate_slow(void)
+{
+    struct m *mp = getm();
+    if (__atomic_load_n(&mp->pless, __ATOMIC_SEQ_CST))
+        sched_pless_return();
+    else
+        preempt_at_gate(mp);
 }
 
 /* Take pp off the idle list if it is there, else any idle P, or NULL. sched.lock held. */

@@ -169,6 +169,8 @@ struct ptick {
     int refused;            /* rounds in which its G refused a preemption (unsafe point) */
     struct m *refm;         /* the M whose refusals ... */
     uint32_t refusals_seen; /* ... were last counted, and how many there were */
+    uint32_t calltick;      /* its syscalltick at the last cut: its G's wrapped calls */
+    bool gate_asked;        /* the cut asked its G at its next call (no signal) */
 };
 
 /* Whether mp's G refused a preemption since the last look (a request that
@@ -271,7 +273,16 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now)
     } else if (pt->refused > 2 && hog && preempt_handoff_on()) {
         preempt_request(pp, true); /* refused again and again: hand off where it stands */
     } else if (hog) {
-        preempt_request(pp, false);
+        /* A G that made wrapped calls since the last look is asked at its next one, a safe
+         * point without a signal or walk (its signal lands in libc or the kernel, refused);
+         * the signal comes at the next look if it has not yielded by then. */
+        uint32_t calls = __atomic_load_n(&pp->syscalltick, __ATOMIC_RELAXED);
+        pt->gate_asked = calls != pt->calltick && !pt->gate_asked;
+        pt->calltick = calls;
+        if (pt->gate_asked)
+            preempt_ask_at_gate(pp);
+        else
+            preempt_request(pp, false);
     }
     pt->armed = now;
     pt->cpu0 = cpu;
@@ -385,6 +396,8 @@ static void retake_running(struct p *pp, struct ptick *pt, const struct round *r
         pt->refused = 0;
         pt->refm = NULL;
         pt->cut = false;
+        pt->gate_asked = false;
+        pt->calltick = __atomic_load_n(&pp->syscalltick, __ATOMIC_RELAXED);
     }
     /* As Go, a G switched in from runnext inherits the slice, so that a
      * pair handing the P to each other cannot keep the Gs queued behind

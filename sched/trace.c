@@ -189,12 +189,13 @@ void stats_print(int fd)
              "goshim stats: preempt_requests=%lu preemptions=%lu preempt_refused=%lu "
              "preempt_handoffs=%lu slices_cut=%lu spinners_demoted=%lu preempted_to_global=%lu "
              "slice_us=%ld%s walk=%s "
-             "walks=%lu walk_ns_avg=%lu walk_faults=%lu ticks=%lu tick_cuts=%lu timer_fails=%lu\n",
+             "walks=%lu walk_ns_avg=%lu walk_faults=%lu ticks=%lu tick_cuts=%lu timer_fails=%lu "
+             "preempt_gate=%lu\n",
              D(ps.requests), D(ps.done), D(ps.refused), D(ps.handoffs), D(ps.cut), D(ps.demoted),
              D(ps.to_global), (long)(preempt_slice() / 1000),
              preempt_when_waiting() ? "(kernel)" : "", now.ps.walker, walks,
              walks ? D(ps.walk_ns) / walks : 0, D(ps.walk_faults), D(ps.ticks), D(ps.tickcuts),
-             D(ps.timerfail));
+             D(ps.timerfail), D(ps.gate));
     for (int k = 0; k < 2; k++) /* each unwinder's walks */
         if (now.ps.by[k].n)
             rt_print(fd,

@@ -334,6 +334,11 @@ static void reset_action(int sig)
     act_unlock(before);
 }
 
+bool shim_in_handler(void)
+{
+    return in_handler > 0;
+}
+
 /* Run the program's action for sig, here. */
 static void call_app(int sig, siginfo_t *info, void *uc)
 {

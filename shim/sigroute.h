@@ -57,6 +57,8 @@ int sig_handler_restarts(int sig);
 void sig_route_posted(bool here);
 /* The routed signals an idle M lets through and hands on itself (sched_hooks.idle_lets). */
 uint64_t shim_idle_lets(void);
+/* Whether the calling thread runs a handler of the program's (sched_hooks.in_handler). */
+bool shim_in_handler(void);
 /* A fork child's router, started if a signal was posted to it before it ran (sigroute.c). */
 void sig_router_settle(void);
 /* signal.c: a thread that takes sig (and does not sigwait for it) discards it: routed, its

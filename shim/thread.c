@@ -538,6 +538,7 @@ void shim_thread_hooks(struct sched_hooks *h)
     h->signal_may_wake = shim_signal_may_wake;
     h->route_posted = sig_route_posted;
     h->idle_lets = shim_idle_lets;
+    h->in_handler = shim_in_handler;
 }
 
 /* Signals pending for the main OS thread itself when it became the main G (raised while

@@ -60,6 +60,7 @@ struct pp_stats {
     long to_global;       /* preempted Gs sent to the global queue rather than kept on their P */
     long ticks, tickcuts; /* the Ms' slice-timer signals, and the preemptions they began */
     long timerfail;       /* slice timers the kernel refused */
+    long gate;            /* preemptions taken at the shim's gate, at a wrapped call */
 };
 
 /*
@@ -95,6 +96,7 @@ static struct pp_stats pp_preloaded(const char *prog, const char *args, const ch
     s.ticks = stat_value(out, "ticks");
     s.tickcuts = stat_value(out, "tick_cuts");
     s.timerfail = stat_value(out, "timer_fails");
+    s.gate = stat_value(out, "preempt_gate");
     long differ = stat_value(out, "walk_verdicts_differ");
     cr_assert_leq(differ, 0,
                   "%s %s under goshim (%s): %ld walks found the stack safe with one "
@@ -610,12 +612,26 @@ Test(preload_preempt, libc_loop_natively, .timeout = 60)
     pp_native("prog_libc_loop", NULL, LIBC_LOOP_OK);
 }
 
-/* Refused in libc, its P handed off; back at its next wrapped call it goes
- * behind main, whose sleep is due (else it would hang here). */
+/* Refused in libc, it yields at its next wrapped call (its gate), or its P is handed off
+ * and, back at its next wrapped call, it goes behind main, whose sleep is due (else it would
+ * hang here). */
 Test(preload_preempt, libc_loop_lets_a_sleeper_wake_one_p, .timeout = 60)
 {
     struct pp_stats s = pp_preloaded("prog_libc_loop", NULL, "GOSHIM_PROCS=1", LIBC_LOOP_OK);
-    cr_assert_geq(s.handoffs, 1, "main woke without a hand-off of the looper's P?");
+    cr_assert_geq(s.handoffs + s.gate, 1,
+                  "main woke without the looper yielding at a call or a hand-off of its P?");
+}
+
+/* A looper whose wrapped calls are system calls (sysmon sees them) is asked to yield at its
+ * next one, a safe point, with no signal, walk or refusal: gate preemptions. Before, its
+ * signals landed in libc, refused, until its P was handed off. */
+Test(preload_preempt, libc_loop_making_calls_yields_at_a_call_one_p, .timeout = 60)
+{
+    pp_native("prog_libc_loop", "5 read", LIBC_LOOP_OK);
+    struct pp_stats s = pp_preloaded("prog_libc_loop", "5 read", "GOSHIM_PROCS=1", LIBC_LOOP_OK);
+    cr_assert_geq(s.gate, 1, "the looper never yielded at a call (handoffs %ld, refused %ld)",
+                  s.handoffs, s.refused);
+    cr_assert_geq(s.requests + s.tickcuts, s.done, "more preemptions than were asked");
 }
 
 Test(preload_preempt, libc_loop_lets_a_sleeper_wake_fixed_slice, .timeout = 60)
