@@ -548,6 +548,9 @@ void shim_thread_hooks(struct sched_hooks *h)
  * thread's; ShdPnd, the process's, stays). */
 static void adopt_thread_pending(struct sthread *st)
 {
+    uint64_t any = 0; /* the thread's and the process's, blocked (a process has none, mostly) */
+    if (rt_syscall(SYS_rt_sigpending, (long)&any, sizeof any, 0) == 0 && any == 0)
+        return; /* no /proc read (60 us of the start here) */
     char buf[2048];
     const char *p = rt_read_text("/proc/thread-self/status", buf, sizeof buf) > 0
                         ? strstr(buf, "\nSigPnd:\t")
