@@ -484,15 +484,18 @@ bool preempt_m_timed(const struct m *mp)
 
 /* ---- sysmon's side ------------------------------------------------------------------ */
 
-void preempt_request(struct p *pp, bool handoff)
+/* sysmon's request of pp's G: at its gate (gate_only), by signal as well, or a hand-off. */
+static void request(struct p *pp, bool handoff, bool gate_only)
 {
     struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
     if (!pr.on || !mp || mp->tid <= 0)
         return;
-
     uint32_t req = __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED) + 1;
+    __atomic_add_fetch(&pr.nrequests, 1, __ATOMIC_RELAXED);
     if (!handoff) /* taken at the G's next gate if that comes before the signal (a call) */
         __atomic_store_n(&mp->gate_preempt, req, __ATOMIC_RELEASE);
+    if (gate_only)
+        return;
     __atomic_store_n(handoff ? &mp->handoff_req : &mp->preempt_req, req, __ATOMIC_RELEASE);
     siginfo_t si;
     memset(&si, 0, sizeof si);
@@ -501,7 +504,6 @@ void preempt_request(struct p *pp, bool handoff)
     si.si_code = SI_QUEUE;
     si.si_pid = pr.pid; /* si_uid: never read (a getuid, a system call, per request) */
     si.si_value.sival_int = pr.cookie;
-    __atomic_add_fetch(&pr.nrequests, 1, __ATOMIC_RELAXED);
     bool injected = fault_inject(FAULT_SIGQUEUE);
     long rc = injected ? -EAGAIN
                        : rt_syscall6(SYS_rt_tgsigqueueinfo, pr.pid, mp->tid, sig, (long)&si, 0, 0);
@@ -513,14 +515,14 @@ void preempt_request(struct p *pp, bool handoff)
                  -rc, fault_note(injected));
 }
 
+void preempt_request(struct p *pp, bool handoff)
+{
+    request(pp, handoff, false);
+}
+
 void preempt_ask_at_gate(struct p *pp)
 {
-    struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
-    if (!pr.on || !mp)
-        return;
-    __atomic_store_n(&mp->gate_preempt, __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED) + 1,
-                     __ATOMIC_RELEASE);
-    __atomic_add_fetch(&pr.nrequests, 1, __ATOMIC_RELAXED);
+    request(pp, false, true);
 }
 
 void sched_preempt_g(struct g *gp)
