@@ -327,8 +327,10 @@ void goshim_preempt_point(const uint64_t *saved)
     struct g *gp = mp->curg;
     __atomic_add_fetch(&mp->locks, 1,
                        __ATOMIC_SEQ_CST); /* anything the walk calls goes straight to glibc */
+    uint64_t calls = sched_ncalls;
     int verdict = preempt_walk(pr.walker, saved, gp);
-    mp = getm(); /* a walk that met a program's lock parked, maybe resumed elsewhere */
+    sched_ncalls = calls; /* the unwinders' own calls (their locks) are not the G's */
+    mp = getm();          /* a walk that met a program's lock parked, maybe resumed elsewhere */
     struct p *pp = mp->p;
     if (verdict == 1 && gp && pp) {
         preempt_yield(mp, gp, pp);

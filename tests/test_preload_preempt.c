@@ -488,6 +488,29 @@ Test(preload_preempt, computing_threads_rotate_by_slice_timers_two_p, .timeout =
     rotate(NULL, "GOSHIM_PROCS=2");
 }
 
+/*
+ * The same walked by libunwind alone: its steps take its cache's lock (sigprocmask,
+ * pthread_mutex_lock), goshim's wrappers, on the preempted thread. Counted as the thread's
+ * own calls, they made every spinner look like a thread that makes calls, a waiter sysmon
+ * serves at the base slice: 1,800 of sysmon's cuts a run and no slice-timer preemption.
+ */
+Test(preload_preempt, computing_threads_rotate_by_slice_timers_libunwind_walk, .timeout = 60)
+{
+    rotate(NULL, "GOSHIM_PROCS=1 GOSHIM_PREEMPT_WALK=libunwind");
+}
+
+/* Threads that compute and make a call now and then (a write every 50,000 steps) take turns
+ * too, on one P and on two. */
+Test(preload_preempt, threads_making_calls_take_turns, .timeout = 60)
+{
+    const char *envs[] = {"GOSHIM_PROCS=1", "GOSHIM_PROCS=2"};
+    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+        struct pp_stats s =
+            pp_preloaded("prog_preempt_rotate", "calls", envs[i], rotate_expected());
+        cr_assert_geq(s.done, 1, "%s: the threads took turns without a preemption", envs[i]);
+    }
+}
+
 /* Timers are not inherited by fork: the child's M makes its own. */
 Test(preload_preempt, computing_threads_rotate_in_a_fork_child, .timeout = 60)
 {

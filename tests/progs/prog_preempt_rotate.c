@@ -1,7 +1,7 @@
 /*
  * prog_preempt_rotate: do threads that only compute take turns?
  *
- *   prog_preempt_rotate [fork]
+ *   prog_preempt_rotate [fork|calls]
  *
  * Three threads each run a fixed number of xorshift steps (no calls, no
  * memory traffic), recording when they began and when they finished
@@ -12,11 +12,15 @@
  *   rotate: 3 threads took turns, result 0x...
  * or "ran one after another" in place of "took turns"; the result is the
  * same on every run. With "fork" it all happens in a child of fork, whose
- * exit status the parent returns. Exit 0, 1 on a usage error, 2 when a
+ * exit status the parent returns; with "calls" each thread also writes a
+ * byte to /dev/null every 50,000 steps, as a thread that works through
+ * system calls does (the calls do not change the result). Exit 0, 1 on a usage error, 2 when a
  * call fails.
  */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +32,9 @@
 
 #define NTHREADS 3
 #define STEPS    150000000L
+#define CHUNK    50000L
+
+static int devnull = -1; /* "calls": a write between chunks of steps */
 
 static struct {
     double begin, end;
@@ -56,7 +63,17 @@ static void *worker(void *arg)
 {
     long i = (long)arg;
     runs[i].begin = now_s();
-    runs[i].value = compute(0x9E3779B97F4A7C15ULL + (uint64_t)i, STEPS);
+    uint64_t x = 0x9E3779B97F4A7C15ULL + (uint64_t)i;
+    if (devnull < 0) {
+        x = compute(x, STEPS);
+    } else {
+        for (long done = 0; done < STEPS; done += CHUNK) {
+            x = compute(x, CHUNK);
+            if (write(devnull, &x, 1) != 1)
+                return (void *)"write to /dev/null failed";
+        }
+    }
+    runs[i].value = x;
     runs[i].end = now_s();
     return NULL;
 }
@@ -66,8 +83,14 @@ static int run(void)
     pthread_t t[NTHREADS];
     for (long i = 0; i < NTHREADS; i++)
         EXPECT(pthread_create(&t[i], NULL, worker, (void *)i), 0);
-    for (int i = 0; i < NTHREADS; i++)
-        EXPECT(pthread_join(t[i], NULL), 0);
+    for (int i = 0; i < NTHREADS; i++) {
+        void *err;
+        EXPECT(pthread_join(t[i], &err), 0);
+        if (err) {
+            fprintf(stderr, "prog_preempt_rotate: %s\n", (const char *)err);
+            return 2;
+        }
+    }
     double first_end = runs[0].end, last_begin = runs[0].begin;
     uint64_t result = 0;
     for (int i = 0; i < NTHREADS; i++) {
@@ -85,11 +108,17 @@ static int run(void)
 
 int main(int argc, char **argv)
 {
-    if (argc > 2 || (argc == 2 && strcmp(argv[1], "fork") != 0)) {
-        fprintf(stderr, "usage: prog_preempt_rotate [fork]\n");
+    bool forked = argc == 2 && strcmp(argv[1], "fork") == 0;
+    bool calls = argc == 2 && strcmp(argv[1], "calls") == 0;
+    if (argc > 2 || (argc == 2 && !forked && !calls)) {
+        fprintf(stderr, "usage: prog_preempt_rotate [fork|calls]\n");
         return 1;
     }
-    if (argc == 1)
+    if (calls && (devnull = open("/dev/null", O_WRONLY)) < 0) {
+        perror("prog_preempt_rotate: /dev/null");
+        return 2;
+    }
+    if (!forked)
         return run();
     fflush(stdout);
     pid_t pid = fork();
