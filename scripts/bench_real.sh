@@ -111,6 +111,10 @@ ratio() {
 
 # ---- confirming: a case above 1.05x gets more interleaved runs -----------------------
 confirm=${GOSHIM_BENCH_CONFIRM:-6}
+if ! [[ $confirm =~ ^[0-9]+$ ]] || [ "$confirm" -gt 1000 ]; then
+    echo "$me: GOSHIM_BENCH_CONFIRM must be 0..1000, not '$confirm'; using 6" >&2
+    confirm=6
+fi
 declare -A nruns
 for pass in "${passes[@]}"; do
     for n in "${cases[@]}"; do
