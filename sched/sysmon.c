@@ -17,7 +17,11 @@
  *   - prints GOSHIM_SCHEDTRACE lines on time.
  * It sleeps 20 us after a round that retook a P, doubling after 50 idle
  * rounds up to 10 ms (Go's rule: a poll that readied Gs is no reason to
- * look again in 20 us).
+ * look again in 20 us). It begins as after 50 idle rounds, doubling from
+ * its first: Go begins at 20 us, 50 looks in the program's first
+ * millisecond that serve no call (none has been retaken), each a wake-up
+ * that costs some 20 us of CPU on a virtual machine, taken from a thread
+ * of the program when both CPUs work.
  *
  * The slice is the kernel's by default (docs/design.md, rule
  * 6): C programs were written for EEVDF, which lets a task run its
@@ -615,7 +619,7 @@ static void *sysmon(void *arg)
     for (int32_t i = 0; i < sched.gomaxprocs; i++) /* a G running now started no earlier */
         pticks[i].schedwhen = nanotime();
     int64_t delay = SYSMON_MIN_NS;
-    int idle = 0;
+    int idle = SYSMON_IDLE_ROUNDS + 1;
     for (;;) {
         if (idle == 0)
             delay = SYSMON_MIN_NS;

@@ -61,6 +61,7 @@ struct pp_stats {
     long ticks, tickcuts; /* the Ms' slice-timer signals, and the preemptions they began */
     long timerfail;       /* slice timers the kernel refused */
     long gate;            /* preemptions taken at the shim's gate, at a wrapped call */
+    long rounds;          /* sysmon's looks */
 };
 
 /*
@@ -97,6 +98,7 @@ static struct pp_stats pp_preloaded(const char *prog, const char *args, const ch
     s.tickcuts = stat_value(out, "tick_cuts");
     s.timerfail = stat_value(out, "timer_fails");
     s.gate = stat_value(out, "preempt_gate");
+    s.rounds = stat_value(out, "sysmon_rounds");
     long differ = stat_value(out, "walk_verdicts_differ");
     cr_assert_leq(differ, 0,
                   "%s %s under goshim (%s): %ld walks found the stack safe with one "
@@ -413,6 +415,19 @@ Test(preload_preempt, preempted_threads_stay_on_their_p, .timeout = 60)
                   "%ld of %ld preempted threads went to the global queue, with nothing waiting "
                   "there",
                   s.to_global, s.done);
+}
+
+/*
+ * A worker and one spinner on two Ps: nobody waits, no call to retake, so sysmon has
+ * nothing to look at. It begins as after an idle spell (sysmon.c); it began at 20 us a look
+ * for its first 50 rounds, a wake-up each (some 20 us of CPU on a virtual machine), 71-74
+ * rounds in this run of a few milliseconds, where now 24-25.
+ */
+Test(preload_preempt, sysmon_begins_without_a_burst_of_looks, .timeout = 60)
+{
+    struct pp_stats s = pp_preloaded("prog_spinners", "1", "GOSHIM_PROCS=2", SPINNERS_OK(1));
+    cr_assert_geq(s.rounds, 1, "no sysmon_rounds in the stats");
+    cr_assert_lt(s.rounds, 45, "sysmon looked %ld times with nothing to serve", s.rounds);
 }
 
 /* Alone (the main thread, the only one), a CPU-bound thread is never preempted. */
