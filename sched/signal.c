@@ -109,7 +109,8 @@ int sched_sigaltstack(const stack_t *ss, stack_t *old)
 
 uint64_t sched_sigmask(void)
 {
-    return __atomic_load_n(&sched_self()->sigmask, __ATOMIC_RELAXED);
+    struct g *gp = sched_self(); /* a G's; none on a thread that is no G */
+    return gp ? __atomic_load_n(&gp->sigmask, __ATOMIC_RELAXED) : 0;
 }
 
 void sched_set_sigmask(uint64_t set)

@@ -43,7 +43,7 @@ GOSHIM_EXPORT int pthread_setcanceltype(int type, int *old)
 
 bool shim_cancel_pending(void)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     return st && st->cancelstate == PTHREAD_CANCEL_ENABLE &&
            __atomic_load_n(&st->cancelreq, __ATOMIC_ACQUIRE);
 }
@@ -62,7 +62,7 @@ void shim_testcancel(void)
  * thread's state is whole: back from a mutex or join wait, a yield, a preemption. */
 void shim_async_cancel(void)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     if (st && st->canceltype == PTHREAD_CANCEL_ASYNCHRONOUS)
         shim_testcancel();
 }
@@ -115,7 +115,7 @@ static void wake_pshared_waiter(struct sthread *st)
 
 void shim_pshared_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     if (!st)
         return;
     runtime_lock(&st->lock);

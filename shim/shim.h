@@ -50,6 +50,19 @@ static inline bool goshim_active(void)
     return true;
 }
 
+/*
+ * goshim_active's test for the shim's own helpers, which run inside a wrapper, past its entry
+ * (signal delivery, cancellation): no gate. A yield taken there delivered the G's pending
+ * signals in its resume hook, in the middle of the wrapper that was about to deliver them
+ * itself to learn whether a handler ran: after a park cut short by SIGALRM, sem_wait saw no
+ * handler run and parked again, its EINTR lost (prog_procsig sem at P=1, 1 run in 10; 19 in
+ * 20 under GOSHIM_CHAOS).
+ */
+static inline bool shim_in_g(void)
+{
+    return __builtin_expect(goshim_on, 1) && sched_self() != NULL;
+}
+
 /* The synchronisation wrappers' test (mutex, cond, rwlock): goshim runs,
  * whoever calls; their fast paths need no G. */
 static inline bool sync_on(void)

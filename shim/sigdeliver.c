@@ -500,7 +500,7 @@ void sthread_give_back_signals(struct sthread *st, bool exiting)
 
 void shim_give_back_blocked(uint64_t blocked)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     if (st && (__atomic_load_n(&st->procpend, __ATOMIC_SEQ_CST) & blocked))
         give_back(st, blocked);
 }
@@ -532,7 +532,7 @@ bool shim_forwarded_info(int sig, siginfo_t *out)
 
 void shim_sigwaiting(uint64_t set)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     if (st)
         __atomic_store_n(&st->sigwaiting, set, __ATOMIC_SEQ_CST);
 }
@@ -548,25 +548,25 @@ void shim_handler_ran(bool restarts)
 
 uint32_t shim_cutting_handlers_ran(void)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     return st ? st->cutting_ran : 0;
 }
 
 uint32_t shim_handlers_ran(void)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     return st ? st->handlers_ran : 0;
 }
 
 uint64_t shim_hidden_mask(void)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     return st ? st->hidden_mask : 0;
 }
 
 void shim_set_hidden_mask(uint64_t set)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     if (st)
         __atomic_store_n(&st->hidden_mask, set, __ATOMIC_RELAXED); /* the router reads it */
 }
@@ -575,7 +575,7 @@ static int deliver_pending(struct sthread *st);
 
 int shim_deliver_signals(void)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     if (!st || !__atomic_load_n(&st->sigpending, __ATOMIC_RELAXED))
         return 0; /* the common case, after every wait: one load, no frame */
     return deliver_pending(st);
@@ -635,13 +635,13 @@ long shim_checked_call(long nr, long a, long b, long c, long d, long e)
 
 uint64_t shim_pending_signals(void)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     return st ? __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) : 0;
 }
 
 int shim_take_signal(uint64_t want, siginfo_t *info)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     if (!st)
         return 0;
     uint64_t pend = __atomic_load_n(&st->sigpending, __ATOMIC_RELAXED) & want;
@@ -666,7 +666,7 @@ int shim_take_signal(uint64_t want, siginfo_t *info)
  */
 uint64_t shim_exec_prepare(void)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     if (!st)
         return 0;
     uint64_t mask = sched_sigmask() | st->hidden_mask;
@@ -681,7 +681,7 @@ uint64_t shim_exec_prepare(void)
 
 void shim_exec_failed(uint64_t raised)
 {
-    struct sthread *st = goshim_active() ? sthread_self() : NULL;
+    struct sthread *st = shim_in_g() ? sthread_self() : NULL;
     if (!st)
         return;
     struct timespec zero = {0, 0};

@@ -177,6 +177,22 @@ Test(preload_signal, itimer_interrupts_sem_wait_in_main, .timeout = 60)
     procsig_under_goshim("sem");
 }
 
+/* The same under chaos, which adds preemption requests: one taken at a gate inside sem_wait,
+ * after its park (in the signal delivery that says whether a handler ran), ran the handler in
+ * the yield's resume hook, and sem_wait parked again: 19 runs in 20 hung. */
+Test(preload_signal, itimer_interrupts_sem_wait_in_main_under_chaos, .timeout = 120)
+{
+    for (int seed = 1; seed <= 4; seed++) {
+        char env[64], want[256];
+        snprintf(env, sizeof env, "GOSHIM_PROCS=1 GOSHIM_CHAOS=%d", seed);
+        snprintf(want, sizeof want,
+                 "goshim: chaos mode, seed %d (GOSHIM_CHAOS=%d replays this schedule)\n"
+                 "sem_wait failed with EINTR 10 times of 10; handlers on the main thread: yes\n",
+                 seed, seed);
+        expect_preloaded_prints("prog_procsig", "sem", env, want, 1);
+    }
+}
+
 Test(preload_signal, itimer_interrupts_pause_in_main, .timeout = 60)
 {
     procsig_under_goshim("pause");
