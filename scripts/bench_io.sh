@@ -314,13 +314,7 @@ for ((r = 0; r < echo_runs; r++)); do
     for spec in "${echo_cases[@]}"; do
         IFS='|' read -r name n rounds tmo reps <<<"$spec"
         [ $r -ge "$reps" ] && continue
-        if ((r % 2 == 0)); then
-            echo_run "$spec" native
-            echo_run "$spec" goshim
-        else
-            echo_run "$spec" goshim
-            echo_run "$spec" native
-        fi
+        run_pair echo_run "$spec" "$r"
     done
 done
 

@@ -55,15 +55,20 @@ interleave() {
     for ((r = 0; r < runs; r++)); do
         for spec in "${cases[@]}"; do
             declare -F skip_case >/dev/null && skip_case "$spec" "$r" && continue
-            if ((r % 2 == 0)); then
-                run_case "$spec" native
-                run_case "$spec" goshim
-            else
-                run_case "$spec" goshim
-                run_case "$spec" native
-            fi
+            run_pair run_case "$spec" "$r"
         done
     done
+}
+
+# run_pair FN SPEC R: FN SPEC native and FN SPEC goshim, native first when R is even.
+run_pair() {
+    if (($3 % 2 == 0)); then
+        "$1" "$2" native
+        "$1" "$2" goshim
+    else
+        "$1" "$2" goshim
+        "$1" "$2" native
+    fi
 }
 
 median() {

@@ -121,14 +121,8 @@ for pass in "${passes[@]}"; do
         r=$(ratio "$n" "$pass")
         [ -n "$r" ] && awk -v r="$r" 'BEGIN { exit !(r > 1.05) }' || continue
         echo "$me: $n${pass:+ at P=1} at ${r}x after $runs runs: $confirm more" >&2
-        for ((i = 0; i < confirm; i++)); do
-            if ((i % 2 == 0)); then
-                run_case "$n" goshim
-                run_case "$n" native
-            else
-                run_case "$n" native
-                run_case "$n" goshim
-            fi
+        for ((i = runs; i < runs + confirm; i++)); do
+            run_pair run_case "$n" "$i"
         done
         nruns[$n,$pass]=$((runs + confirm))
     done
