@@ -261,6 +261,8 @@ bool newm(struct p *pp, bool spinning, enum newm_for why)
          * (mmaker_m_for_block), which may be waiting for the program's lock in there. */
         runtime_lock(&sched.lock);
         sched.nmcoming += pp == NULL;
+        if (pp == NULL && why != NEWM_RESERVE)
+            mmaker_counted(); /* the maker's, for a request: no longer wanted, coming */
         runtime_unlock(&sched.lock);
         return true;
     }

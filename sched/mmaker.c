@@ -74,9 +74,14 @@ bool mmaker_ask(struct p *pp, bool spinning)
     /* Each M asked for or on its way takes an idle P in stopm if work waits by then: no
      * more than there are idle Ps. Counting only the requests not begun yet, a burst of
      * pthread_create while new Ms were slow to reach stopm (RLIMIT_AS, mmap_lock
-     * contention) asked again at every wakep: 16 Ms for 2 Ps, 1 MiB of stack each. */
-    int32_t coming = sched.nmcoming > 0 ? sched.nmcoming : 0;
-    if ((int32_t)mk.want + coming < sched.npidle) {
+     * contention) asked again at every wakep: 16 Ms for 2 Ps, 1 MiB of stack each.
+     * Each M counts once: a request moves from want to nmcoming under one lock (newm
+     * calls mmaker_counted), and an M that reaches stopm before newm counts it takes
+     * itself off first (nmcoming -1 until then). Read as 0 there, or counted in both
+     * for a moment, an M already busy or idle passed for one on its way: the ask was
+     * dropped, its P stayed idle with the threads queued, and the process hung (Open
+     * POSIX's pthread_cond_broadcast/1-2 at one P). */
+    if ((int32_t)mk.want + sched.nmcoming < sched.npidle) {
         mk.want++;
         mk.forg += sched_self() != NULL;
     }
@@ -120,13 +125,20 @@ static void make_asked(void)
     if (nmp) {
         mwake(nmp, pp, false);
     } else if (pp) {
-        /* Still wanted until newm counts it coming (mmaker_ask). */
+        /* Still wanted until newm counts it coming (mmaker_counted). */
         bool made = newm(NULL, false, forg ? NEWM_G : NEWM_SCHED);
-        runtime_lock(&sched.lock);
-        mk.want--;
-        runtime_unlock(&sched.lock);
+        if (!made) {
+            runtime_lock(&sched.lock);
+            mk.want--;
+            runtime_unlock(&sched.lock);
+        }
         __atomic_store_n(&mk.refused, !made, __ATOMIC_RELAXED);
     }
+}
+
+void mmaker_counted(void)
+{
+    mk.want--;
 }
 
 static void keep_reserve(void)

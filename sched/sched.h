@@ -327,6 +327,9 @@ void runq_to_global(struct p *pp);
 bool mmaker_ask(struct p *pp, bool spinning);
 void mmaker_poke(void);
 bool mmaker_reserve_left(bool came); /* sched.lock held */
+/* sched.lock held: newm counts the M the maker made for a request coming (sched.nmcoming),
+ * and the request is no longer wanted, in one step (mmaker_ask's count). */
+void mmaker_counted(void);
 /* entersyscallblock: an idle M for pp's queued work, or true: mmaker_wait(seen) first. */
 bool mmaker_m_for_block(struct p *pp, struct m **nmp, uint32_t *seen);
 void mmaker_wait(uint32_t seen);

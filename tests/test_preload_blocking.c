@@ -72,6 +72,26 @@ Test(preload_blocking, raw_futex_lock_same_as_native, .timeout = 60)
 }
 
 /*
+ * Threads blocked in the kernel (process-shared mutex and condition variable, which glibc
+ * serves) each hold an OS thread: at one P, every waiter's hand-off asks the M maker for a
+ * new one while the main thread and the waiters not started yet are queued. A new M that
+ * reached the scheduler before its maker counted it coming was counted twice, and the ask
+ * of the G it then served was dropped: its P stayed idle with the queue full, for good
+ * (Open POSIX's pthread_cond_broadcast/1-2 hung so; this program hung in 8 runs of 20).
+ */
+Test(preload_blocking, kernel_waiters_get_their_os_threads_at_one_p, .timeout = 120)
+{
+    static char out[1 << 14];
+    char *const argv[] = {"prog_shared_waiters", "2000", "1", NULL};
+    for (int run = 0; run < 8; run++) {
+        int st = run_preloaded("prog_shared_waiters", argv, "GOSHIM_PROCS=1", out, sizeof out);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+                      strcmp(out, "2000 waiters x 1 rounds woken\n") == 0,
+                  "prog_shared_waiters 2000 1 at one P, run %d: status %d\n%s", run, st, out);
+    }
+}
+
+/*
  * A program whose malloc takes a pthread mutex, as jemalloc's does (redis): goshim
  * makes its OS threads with glibc's pthread_create, which calls that malloc, and
  * spawning calls it too (the TCB's DTV). Before the M maker, the scheduler context
