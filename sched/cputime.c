@@ -40,6 +40,7 @@
  * self-monitoring task clock (needs perf_event_paranoid <= 2 and an mmap
  * page per M, and is unavailable in many containers).
  */
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -172,4 +173,25 @@ struct g *cputime_g_by_tid(unsigned tid)
     }
     runtime_unlock(&sched.allglock);
     return found;
+}
+
+/* ---- an M's thread, seen from another (sysmon) ---- */
+
+int64_t m_thread_cputime(struct m *mp)
+{
+    struct timespec ts;
+    if (mp->cpuclock == CLOCK_THREAD_CPUTIME_ID ||
+        rt_syscall(SYS_clock_gettime, mp->cpuclock, (long)&ts, 0) != 0) /* the M's, not its G's */
+        return -1;
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+bool m_thread_sleeping(struct m *mp)
+{
+    char path[64], buf[256];
+    rt_snprint(path, sizeof path, "/proc/self/task/%d/stat", mp->tid);
+    if (rt_read_text(path, buf, sizeof buf) < 0)
+        return false;
+    const char *rp = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return rp && rp[1] == ' ' && (rp[2] == 'S' || rp[2] == 'D');
 }

@@ -527,6 +527,15 @@ void preempt_ask_at_gate(struct p *pp)
     request(pp, false, true);
 }
 
+void preempt_ask_call_at_gate(struct p *pp, struct m *mp)
+{
+    if (!pr.on)
+        return;
+    __atomic_add_fetch(&pr.nrequests, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&mp->gate_preempt, __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELEASE);
+}
+
 void sched_preempt_g(struct g *gp)
 {
     struct m *mp = __atomic_load_n(&gp->m, __ATOMIC_ACQUIRE);

@@ -44,6 +44,9 @@ int64_t preempt_kernel_slice(int nprocs);
 void preempt_request(struct p *pp, bool handoff);
 /* The same without a signal: pp's G yields at its next entry into the shim (its gate). */
 void preempt_ask_at_gate(struct p *pp);
+/* The same for pp's G while it is in a system call on mp (pp->m is NULL then): it yields at
+ * its first wrapped call after this one. */
+void preempt_ask_call_at_gate(struct p *pp, struct m *mp);
 /* In a forked child: the new pid, the one M's slice timer. */
 void preempt_after_fork(void);
 /* On a new M's own thread, before it runs a G: its slice timer (the

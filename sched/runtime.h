@@ -254,6 +254,7 @@ struct p {
     uint32_t syscalltick; /* incremented at every system call entry and exit; atomic */
     uint32_t kepttick;    /* syscalltick of the call that kept it while idle (keep_idle_p) */
     struct m *m;          /* owner M, when Prunning */
+    struct m *callm;      /* the M of its latest system call (Psyscall): its CPU time; atomic */
     bool fairdue;         /* the next look takes the global queue first (fair_defer); owner */
 
     /* Local run queue: lock-free ring. Only the owner writes runqtail and

@@ -207,6 +207,12 @@ static inline void cputime_m_ready(struct m *mp)
 }
 /* The calling OS thread's own CPU-time clock id (never the G's). */
 clockid_t m_cpuclock(void);
+/* mp's thread, read from another (sysmon): the CPU time it has used (ns), or -1; whether it
+ * sleeps in the kernel (state S or D in /proc), as opposed to running or waiting for a CPU,
+ * which its CPU clock alone cannot tell apart on a busy machine (a /proc read: only once
+ * the clock says it did not run). */
+int64_t m_thread_cputime(struct m *mp);
+bool m_thread_sleeping(struct m *mp);
 
 /* syscall.c (entersyscall and exitsyscall: api.h) */
 void handoffp(struct p *pp);

@@ -71,6 +71,7 @@ static struct p *syscall_enter(struct m *mp)
     struct p *pp = mp->p;
     __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
     mp->oldp = pp;
+    __atomic_store_n(&pp->callm, mp, __ATOMIC_RELAXED);
     return pp;
 }
 
@@ -239,6 +240,7 @@ static bool handoff(struct m *mp, int32_t own_locks)
     }
     __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
     mp->oldp = pp;
+    __atomic_store_n(&pp->callm, mp, __ATOMIC_RELAXED);
     /* gfutex_wait reads it before its acquirem, which then undoes this hand-off. */
     __atomic_store_n(&mp->p, NULL, __ATOMIC_RELAXED);
     __atomic_store_n(&pp->m, NULL, __ATOMIC_RELAXED);

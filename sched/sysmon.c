@@ -161,6 +161,7 @@ static int64_t tick_ns(void)
 struct ptick {
     uint32_t syscalltick;
     int64_t syscallwhen;
+    int64_t callcpu; /* its call's M's CPU time when the call was first seen (-1: none) */
     uint32_t schedtick;
     int64_t schedwhen;
     uint64_t nschedule;     /* the P's switch count then, */
@@ -193,30 +194,6 @@ static int refused_again(struct m *mp, struct ptick *pt)
     return again;
 }
 
-/* Whether mp's thread sleeps in the kernel (state S or D in /proc), as
- * opposed to running or waiting for a CPU: its CPU clock alone cannot tell
- * a blocked thread from one the kernel did not schedule on a busy machine.
- * Read only when the CPU clock says it did not run. */
-static bool m_sleeping(struct m *mp)
-{
-    char path[64], buf[256];
-    rt_snprint(path, sizeof path, "/proc/self/task/%d/stat", mp->tid);
-    if (rt_read_text(path, buf, sizeof buf) < 0)
-        return false;
-    const char *rp = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-    return rp && rp[1] == ' ' && (rp[2] == 'S' || rp[2] == 'D');
-}
-
-/* CPU time consumed by mp's thread (ns), or -1. */
-static int64_t m_cputime(struct m *mp)
-{
-    struct timespec ts;
-    if (mp->cpuclock == CLOCK_THREAD_CPUTIME_ID ||
-        rt_syscall(SYS_clock_gettime, mp->cpuclock, (long)&ts, 0) != 0) /* the M's, not its G's */
-        return -1;
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* From now on, mp's CPU time (cpu now) tells whether the G it runs computes. */
 static void arm(struct ptick *pt, struct m *mp, int64_t now, int64_t cpu)
 {
@@ -243,7 +220,7 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now)
     struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
     if (!mp)
         return;
-    int64_t cpu = m_cputime(mp);
+    int64_t cpu = m_thread_cputime(mp);
     if (cpu < 0) {
         pt->refused += refused_again(mp, pt);
         preempt_request(pp, pt->refused > 2 && preempt_handoff_on());
@@ -261,8 +238,8 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now)
     /* Seen past the slice at the first look (sysmon slept, or the wait
      * began late in a long run): ask at once unless its M sleeps in the
      * kernel; else by its CPU use since. */
-    bool hog = fresh ? !m_sleeping(mp) : 2 * (cpu - pt->cpu0) >= now - pt->armed;
-    bool asleep = !hog && (fresh || m_sleeping(mp));
+    bool hog = fresh ? !m_thread_sleeping(mp) : 2 * (cpu - pt->cpu0) >= now - pt->armed;
+    bool asleep = !hog && (fresh || m_thread_sleeping(mp));
     pt->blocked = asleep ? pt->blocked + 1 : 0;
     if (hog)
         pt->refused += refused_again(mp, pt);
@@ -272,7 +249,7 @@ static void over_slice(struct p *pp, struct ptick *pt, int64_t now)
     if (pt->blocked >= 2 && preempt_handoff_on()) {
         /* Asleep in the kernel outside goshim: hand the P off from here,
          * without a signal that would interrupt the call. */
-        if (sched_handoff_asleep(mp, m_sleeping))
+        if (sched_handoff_asleep(mp, m_thread_sleeping))
             preempt_count_handoff();
     } else if (pt->refused > 2 && hog && preempt_handoff_on()) {
         preempt_request(pp, true); /* refused again and again: hand off where it stands */
@@ -307,8 +284,8 @@ static void rotation_stuck(struct p *pp, struct ptick *pt)
     struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
     if (!mp || !preempt_handoff_on())
         return;
-    if (m_sleeping(mp)) {
-        if (++pt->blocked >= 2 && sched_handoff_asleep(mp, m_sleeping))
+    if (m_thread_sleeping(mp)) {
+        if (++pt->blocked >= 2 && sched_handoff_asleep(mp, m_thread_sleeping))
             preempt_count_handoff();
         return;
     }
@@ -384,13 +361,9 @@ static int64_t began_at(const int64_t *stamp, int64_t now)
     return began > sm.lastround && began <= now ? began : now;
 }
 
-static void retake_running(struct p *pp, struct ptick *pt, const struct round *r)
+/* A new slice on pp since the last round (running or in a call): its record afresh. */
+static void note_slice(struct p *pp, struct ptick *pt, const struct round *r)
 {
-    uint64_t ns = __atomic_load_n(&pp->nschedule, __ATOMIC_ACQUIRE);
-    if (pt->nschedule != ns) {
-        pt->nschedule = ns;
-        pt->switchwhen = began_at(&pp->switchwhen, r->now);
-    }
     uint32_t t = __atomic_load_n(&pp->schedtick, __ATOMIC_ACQUIRE);
     if (pt->schedtick != t) {
         pt->schedtick = t;
@@ -403,6 +376,16 @@ static void retake_running(struct p *pp, struct ptick *pt, const struct round *r
         pt->gate_asked = false;
         pt->calltick = __atomic_load_n(&pp->syscalltick, __ATOMIC_RELAXED);
     }
+}
+
+static void retake_running(struct p *pp, struct ptick *pt, const struct round *r)
+{
+    uint64_t ns = __atomic_load_n(&pp->nschedule, __ATOMIC_ACQUIRE);
+    if (pt->nschedule != ns) {
+        pt->nschedule = ns;
+        pt->switchwhen = began_at(&pp->switchwhen, r->now);
+    }
+    note_slice(pp, pt, r);
     /* As Go, a G switched in from runnext inherits the slice, so that a
      * pair handing the P to each other cannot keep the Gs queued behind
      * runnext waiting. But a waiter in runnext alone is the G that runs
@@ -436,23 +419,62 @@ static void retake_running(struct p *pp, struct ptick *pt, const struct round *r
         /* A G waits: note the M's CPU time now, so that at the cut its use since tells
          * a computing G from one blocked in the kernel (over_slice) - a clock read here
          * instead of a /proc read there (14 us, at every slice that ends with a waiter). */
-        int64_t cpu = pt->armed == 0 && mp && r->policy ? m_cputime(mp) : -1;
+        int64_t cpu = pt->armed == 0 && mp && r->policy ? m_thread_cputime(mp) : -1;
         if (cpu >= 0)
             arm(pt, mp, r->now, cpu);
         look_at(start + r->cut);
     }
 }
 
+/*
+ * A call that has lasted a round computes in the kernel, as a read from the page cache or
+ * an open's path walk do, if its M used at least half the time since the call was first
+ * seen: it holds its CPU then, as natively, and its P stays with it until its G has run
+ * its slice (calls included) while others wait, as a running G's would. Handed off at
+ * once, the P went to another M that competed with the call for the same CPUs, the G came
+ * back to no P, and sysmon, having retaken, looked again every 20 us: rg at 2 Ps, 37
+ * hand-offs and a thousand rounds a run. A call that sleeps uses no CPU: its P goes at
+ * once.
+ */
+static bool call_computes(const struct ptick *pt, struct m *mp, const struct round *r)
+{
+    if (pt->callcpu < 0 || !mp || r->now - pt->schedwhen >= r->cut)
+        return false;
+    int64_t cpu = m_thread_cputime(mp);
+    if (cpu < 0)
+        return false;
+    /* Little CPU: asleep in the kernel, or waiting for a CPU on a busy machine (sysmon's
+     * own wake-ups among what keeps it waiting): a hand-off would add a thread to those
+     * the CPUs already cannot serve, and sysmon, having retaken, looked every 20 us. */
+    return 2 * (cpu - pt->callcpu) >= r->now - pt->syscallwhen || !m_thread_sleeping(mp);
+}
+
 /* A P whose G blocks in a system call: hand it off (true) if the call has
  * lasted a whole round and the P is wanted (or 10 ms have passed). */
 static bool retake_syscall(struct p *pp, struct ptick *pt, const struct round *r)
 {
-    if (others_wait(pp, r->global))
-        look_at(r->now + r->slice / 4); /* it may be retaken for them */
     uint32_t t = __atomic_load_n(&pp->syscalltick, __ATOMIC_ACQUIRE);
+    struct m *mp = __atomic_load_n(&pp->callm, __ATOMIC_RELAXED);
+    bool wanted = others_wait(pp, r->global);
+    note_slice(pp, pt, r);
+    if (wanted)
+        look_at(r->now + r->slice / 4); /* it may be retaken for them */
+    /* Its G has run its slice, its calls included, while others wait: it yields at its
+     * next wrapped call, as at a tick. A G whose short calls keep its P in one at every
+     * round is seldom seen running, where over_slice would ask it: it kept its P for good
+     * (prog_file_reads at one P: its spinner ran once the reader was done). */
+    if (wanted && mp && r->now - pt->schedwhen >= r->cut && !pt->gate_asked) {
+        pt->gate_asked = true;
+        if (r->policy && !pt->cut) {
+            pt->cut = true;
+            preempt_count_cut();
+        }
+        preempt_ask_call_at_gate(pp, mp);
+    }
     if (pt->syscalltick != t) { /* a new call since last round: give it a round */
         pt->syscalltick = t;
         pt->syscallwhen = r->now;
+        pt->callcpu = mp && wanted ? m_thread_cputime(mp) : -1;
         return false;
     }
     if (sched_lone())
@@ -465,6 +487,8 @@ static bool retake_syscall(struct p *pp, struct ptick *pt, const struct round *r
             0 &&
         __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) == 0 &&
         r->now - pt->syscallwhen < SYSCALL_RETAKE_NS)
+        return false;
+    if (call_computes(pt, mp, r))
         return false;
     uint32_t st = Psyscall;
     if (!__atomic_compare_exchange_n(&pp->status, &st, Pidle, false, __ATOMIC_ACQ_REL,

@@ -72,6 +72,26 @@ Test(preload_blocking, raw_futex_lock_same_as_native, .timeout = 60)
 }
 
 /*
+ * A thread whose calls compute in the kernel (preads of a cached file, 256 KiB each) beside
+ * one that spins, at one P. Each call holds its CPU natively: its P stays with it (sysmon
+ * handed it to another M whenever a call outlasted a round: 214 hand-offs in 2,000 reads,
+ * a thread more than the CPUs, and sysmon looking every 20 us); and the two take turns by
+ * the reader's slice, calls included, as the kernel's (seldom seen running between its
+ * calls, the reader kept its P until it was done once the hand-offs stopped).
+ */
+Test(preload_blocking, computing_calls_keep_their_p_and_take_turns, .timeout = 60)
+{
+    same_as_native("prog_file_reads", "GOSHIM_PROCS=1", 3);
+    static char out[1 << 14];
+    int st =
+        run_preloaded("prog_file_reads", NULL, "GOSHIM_PROCS=1 GOSHIM_STATS=1", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "prog_file_reads: status %d\n%s", st, out);
+    long handoffs = stat_of(out, "handoffs");
+    cr_assert(handoffs >= 0 && handoffs <= 60,
+              "%ld of 2,000 preads of a cached file had their P handed off\n%s", handoffs, out);
+}
+
+/*
  * Threads blocked in the kernel (process-shared mutex and condition variable, which glibc
  * serves) each hold an OS thread: at one P, every waiter's hand-off asks the M maker for a
  * new one while the main thread and the waiters not started yet are queued. A new M that
