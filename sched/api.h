@@ -537,7 +537,8 @@ void preempt_app_action(int sig, const struct sigaction *act, struct sigaction *
 
 enum pd_kind {
     PD_NOWAIT = 1, /* pollable and takes RWF_NOWAIT: park on EAGAIN */
-    PD_BLOCKING,   /* regular file, block or char device, or no RWF_NOWAIT: hand off the P */
+    PD_BLOCKING,   /* char device (a tty), or no RWF_NOWAIT (eventfd): hand off the P */
+    PD_FILE,       /* regular file, block device, directory: hand off the P; file work */
 };
 
 enum pd_mode { PD_READ, PD_WRITE };
@@ -610,9 +611,10 @@ struct pdcall {
 };
 
 enum pd_reset {
-    PD_POLL,    /* park on EAGAIN */
-    PD_HANDOFF, /* not for the netpoller (files, ttys): hand the P off */
-    PD_NOTOPEN, /* fd not open (or out of range): let the kernel say EBADF */
+    PD_POLL,     /* park on EAGAIN */
+    PD_HANDOFF,  /* not for the netpoller (ttys, eventfds): hand the P off */
+    PD_FILEWORK, /* a file's: hand the P off; a call that waits for nobody */
+    PD_NOTOPEN,  /* fd not open (or out of range): let the kernel say EBADF */
 };
 
 /* Start a call on fd for mode: its descriptor, classified, its timeout

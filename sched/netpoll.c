@@ -152,56 +152,16 @@ void netpoll_known(int fd, int kind, bool stream, bool socket, bool user_nb)
     pd_unlock(pd, m_pd);
 }
 
-static int64_t timeval_ns(const struct timeval *tv)
-{
-    return (int64_t)tv->tv_sec * 1000000000 + (int64_t)tv->tv_usec * 1000;
-}
-
-/* Classify fd: fstat, and for sockets their type and timeouts; F_GETFL. */
+/* Classify fd as the kernel answers (fdkind.c). */
 static bool classify(struct pdesc *pd)
 {
-    struct stat st;
+    struct fd_kind k;
     __atomic_add_fetch(&np.nclassified, 1, __ATOMIC_RELAXED);
-    long rc = sys(SYS_fstat, pd->fd, (long)&st, 0);
-    if (rc < 0)
+    if (!fd_kind_of(pd->fd, &k))
         return false;
-    int kind = PD_NOWAIT;
-    bool stream = false, socket = false;
-    switch (st.st_mode & S_IFMT) {
-    case S_IFREG:
-    case S_IFBLK:
-    case S_IFDIR:
-    case S_IFCHR: /* ttys and devices: no RWF_NOWAIT; poll() still registers them */
-        kind = PD_BLOCKING;
-        break;
-    case S_IFIFO:
-        stream = true;
-        break;
-    case S_IFSOCK: {
-        socket = true;
-        int type = 0;
-        socklen_t len = sizeof type;
-        if (rt_syscall6(SYS_getsockopt, pd->fd, SOL_SOCKET, SO_TYPE, (long)&type, (long)&len, 0) ==
-            0)
-            stream = type == SOCK_STREAM;
-        break;
-    }
-    default: /* anonymous inodes: eventfd, timerfd, signalfd, epoll, inotify... */
-        break;
-    }
-    long fl = sys(SYS_fcntl, pd->fd, F_GETFL, 0);
-    if (fl < 0)
-        return false;
-    pd_set(pd, kind, stream, socket, (fl & O_NONBLOCK) != 0);
-    if (socket) {
-        for (int mode = 0; mode < 2; mode++) {
-            struct timeval tv;
-            socklen_t len = sizeof tv;
-            int opt = mode == PD_READ ? SO_RCVTIMEO : SO_SNDTIMEO;
-            if (rt_syscall6(SYS_getsockopt, pd->fd, SOL_SOCKET, opt, (long)&tv, (long)&len, 0) == 0)
-                pd->timeo[mode] = timeval_ns(&tv);
-        }
-    }
+    pd_set(pd, k.kind, k.stream, k.socket, k.nonblock);
+    pd->timeo[PD_READ] = k.timeo[PD_READ];
+    pd->timeo[PD_WRITE] = k.timeo[PD_WRITE];
     return true;
 }
 
@@ -224,7 +184,7 @@ void netpoll_opened(int fd, int flags)
         return;
     struct m *m_pd = pd_lock(pd);
     if (pd->init == PD_UNKNOWN) {
-        pd_set(pd, PD_BLOCKING, false, false, (flags & O_NONBLOCK) != 0);
+        pd_set(pd, PD_FILE, false, false, (flags & O_NONBLOCK) != 0);
         __atomic_store_n(&pd->init, PD_GUESSED, __ATOMIC_RELEASE);
     }
     pd_unlock(pd, m_pd);
@@ -444,8 +404,9 @@ int netpoll_reset(struct pdcall *c, int fd, int mode, bool listening)
     c->pd = pd;
     if (!pd)
         return PD_NOTOPEN;
-    if (__atomic_load_n(&pd->kind, __ATOMIC_RELAXED) != PD_NOWAIT)
-        return PD_HANDOFF;
+    uint8_t kind = __atomic_load_n(&pd->kind, __ATOMIC_RELAXED);
+    if (kind != PD_NOWAIT)
+        return kind == PD_FILE ? PD_FILEWORK : PD_HANDOFF;
     if (listening && !__atomic_load_n(&pd->forced_nb, __ATOMIC_RELAXED) &&
         !__atomic_load_n(&pd->user_nb, __ATOMIC_RELAXED))
         force_nonblock(pd);

@@ -42,7 +42,7 @@ struct psub;
 enum pd_init {
     PD_UNKNOWN,    /* nothing: classified (fstat, F_GETFL) when first needed */
     PD_CLASSIFIED, /* kind, stream, socket and O_NONBLOCK as the kernel says */
-    PD_GUESSED,    /* made by open(): taken for a file (PD_BLOCKING) by read and write,
+    PD_GUESSED,    /* made by open(): taken for a file (PD_FILE) by read and write,
                     * classified by what needs to know (poll, fcntl); a dup's copy is
                     * PD_UNKNOWN */
 };
@@ -72,6 +72,15 @@ struct pdesc {
     int64_t timeo[2];  /* SO_RCVTIMEO / SO_SNDTIMEO in ns, 0 = none */
     struct psub *subs; /* poll/select waiters; lock */
 };
+
+/* What the kernel says fd is (fdkind.c): its pd_kind, whether a short read means drained
+ * (stream), a socket's and its timeouts (ns, 0 none), O_NONBLOCK. False: not open. */
+struct fd_kind {
+    int kind;
+    bool stream, socket, nonblock;
+    int64_t timeo[2];
+};
+bool fd_kind_of(int fd, struct fd_kind *k);
 
 /* Start (sched_init): no descriptor yet (made at the first registration). 0. */
 int netpoll_init(void);

@@ -119,12 +119,17 @@ static long probe_semop(int id, struct sembuf *ops, size_t n)
 #define CALL_SHIM_CALL_RESTARTS(name, args, raw) shim_checked_call raw
 #define CALL_SHIM_CALL_ENDS(name, args, raw)     shim_checked_call raw
 
+/* The calls made with entersyscall are file work (pread, pwrite, fsync...): they wait for
+ * no other thread (goshim_active_file); the others wait for a child, a lock, a signal. */
+#define WAITS_entersyscall              false
+#define WAITS_entersyscallblock_waiting true
+
 /* EINTR only for a handler of the program's (msgrcv, msgsnd, semop and pause, which the
  * kernel never restarts; none has a timeout), or without SA_RESTART (waits, flock). */
 #define BLOCKING(ret, name, entry, on_signal, params, args, raw)                                   \
     static ret blocking_##name params                                                              \
     {                                                                                              \
-        if (!goshim_active())                                                                      \
+        if (!goshim_active_as(WAITS_##entry))                                                      \
             return REAL(name) args;                                                                \
         return HANDOFF_WITH_NO_GOSHIM_EINTR(ret, entry, on_signal, PROBE_##on_signal(name, args),  \
                                             CALL_##on_signal(name, args, raw));                    \
@@ -157,7 +162,7 @@ static mode_t open_mode(int flags, va_list ap)
         va_start(ap, flags);                                                                       \
         mode_t mode = open_mode(flags, ap);                                                        \
         va_end(ap);                                                                                \
-        int fd_ = goshim_active() ? HANDOFF(REAL(name) args) : REAL(name) args;                    \
+        int fd_ = goshim_active_file() ? HANDOFF(REAL(name) args) : REAL(name) args;               \
         if (fd_ >= 0 && goshim_on && !(flags & O_PATH))                                            \
             netpoll_opened(fd_, flags);                                                            \
         return fd_;                                                                                \

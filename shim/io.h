@@ -20,6 +20,13 @@ static inline bool io_active(void)
     return goshim_active() && !m_in_runtime();
 }
 
+/* io_active for read, write and their kin, which count the call only on a descriptor
+ * that may wait (netpoll's: a socket, a pipe, a terminal), not a file (goshim_active_file). */
+static inline bool io_active_file(void)
+{
+    return goshim_active_file() && !m_in_runtime();
+}
+
 /* A result (count, fd, or -errno) as the C library returns it. */
 static inline long io_result(long r)
 {

@@ -282,9 +282,13 @@ static long io_run(struct io *io)
     switch (netpoll_reset(&c, io->fd, io->mode, io->op == OP_ACCEPT && !lone)) {
     case PD_NOTOPEN:
         return io_try(io); /* the kernel says EBADF */
+    case PD_FILEWORK:
+        return IO_HANDOFF; /* not a call that waits (io_active_file) */
     case PD_HANDOFF:
+        sched_note_call();
         return IO_HANDOFF;
     }
+    sched_note_call();
     shim_testcancel();
     chaos_point();
     shim_deliver_signals(); /* a signal sent before the call: handled, the call goes on */
@@ -317,7 +321,7 @@ static long io_call(struct io *io)
 #define IO(ret, name, params, args, pass, setup, after)                                            \
     GOSHIM_EXPORT ret name params                                                                  \
     {                                                                                              \
-        if (!io_active() || (pass))                                                                \
+        if (!io_active_file() || (pass))                                                           \
             return REAL(name) args;                                                                \
         struct io io;                                                                              \
         setup;                                                                                     \
@@ -338,7 +342,7 @@ static long io_call(struct io *io)
 #define CHK(ret, name, base, params, args, baseargs, overflow)                                     \
     GOSHIM_EXPORT ret name params                                                                  \
     {                                                                                              \
-        if ((overflow) || !io_active())                                                            \
+        if ((overflow) || !io_active_file())                                                       \
             return REAL(name) args; /* glibc reports the overflow */                               \
         return base baseargs;                                                                      \
     }

@@ -526,6 +526,19 @@ Test(preload_preempt, threads_making_calls_take_turns, .timeout = 60)
     }
 }
 
+/*
+ * Threads that compute and read a file now and then compute: file work waits for nobody
+ * (goshim_active_file, shim/shim.h), so their slice timers rotate them at the kernel's tick,
+ * and sysmon does not cut their slices short for one another as for threads woken or making
+ * calls on descriptors that wait (rg -j4, whose threads work through files: 1.11x native's
+ * time when each read made its thread such a call-maker).
+ */
+Test(preload_preempt, threads_doing_file_work_rotate_by_slice_timers, .timeout = 60)
+{
+    rotate("files", "GOSHIM_PROCS=1");
+    rotate("files", "GOSHIM_PROCS=2");
+}
+
 /* Timers are not inherited by fork: the child's M makes its own. */
 Test(preload_preempt, computing_threads_rotate_in_a_fork_child, .timeout = 60)
 {

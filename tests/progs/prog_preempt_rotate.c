@@ -1,7 +1,7 @@
 /*
  * prog_preempt_rotate: do threads that only compute take turns?
  *
- *   prog_preempt_rotate [fork|calls]
+ *   prog_preempt_rotate [fork|calls|files]
  *
  * Three threads each run a fixed number of xorshift steps (no calls, no
  * memory traffic), recording when they began and when they finished
@@ -12,18 +12,20 @@
  *   rotate: 3 threads took turns, result 0x...
  * or "ran one after another" in place of "took turns"; the result is the
  * same on every run. With "fork" it all happens in a child of fork, whose
- * exit status the parent returns; with "calls" each thread also writes a
- * byte to /dev/null every 50,000 steps, as a thread that works through
- * system calls does (the calls do not change the result). Exit 0, 1 on a usage error, 2 when a
- * call fails.
+ * exit status the parent returns; with "calls" each thread also adds to an
+ * eventfd's counter every 50,000 steps, as a thread that works through
+ * system calls on descriptors that may wait does (a socket's, a pipe's); with
+ * "files" it reads a byte of a regular file instead, as a thread that works
+ * through files does (the calls do not change the result). Exit 0, 1 on a
+ * usage error, 2 when a call fails.
  */
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,7 +36,8 @@
 #define STEPS    150000000L
 #define CHUNK    50000L
 
-static int devnull = -1; /* "calls": a write between chunks of steps */
+static int callfd = -1; /* "calls" and "files": a call between chunks of steps */
+static bool files;      /* callfd is a regular file's, read; else an eventfd, written */
 
 static struct {
     double begin, end;
@@ -64,13 +67,15 @@ static void *worker(void *arg)
     long i = (long)arg;
     runs[i].begin = now_s();
     uint64_t x = 0x9E3779B97F4A7C15ULL + (uint64_t)i;
-    if (devnull < 0) {
+    if (callfd < 0) {
         x = compute(x, STEPS);
     } else {
+        uint64_t one = 1;
+        char byte;
         for (long done = 0; done < STEPS; done += CHUNK) {
             x = compute(x, CHUNK);
-            if (write(devnull, &x, 1) != 1)
-                return (void *)"write to /dev/null failed";
+            if (files ? pread(callfd, &byte, 1, 0) != 1 : write(callfd, &one, 8) != 8)
+                return files ? (void *)"read of the file failed" : (void *)"eventfd write failed";
         }
     }
     runs[i].value = x;
@@ -110,12 +115,18 @@ int main(int argc, char **argv)
 {
     bool forked = argc == 2 && strcmp(argv[1], "fork") == 0;
     bool calls = argc == 2 && strcmp(argv[1], "calls") == 0;
-    if (argc > 2 || (argc == 2 && !forked && !calls)) {
-        fprintf(stderr, "usage: prog_preempt_rotate [fork|calls]\n");
+    files = argc == 2 && strcmp(argv[1], "files") == 0;
+    if (argc > 2 || (argc == 2 && !forked && !calls && !files)) {
+        fprintf(stderr, "usage: prog_preempt_rotate [fork|calls|files]\n");
         return 1;
     }
-    if (calls && (devnull = open("/dev/null", O_WRONLY)) < 0) {
-        perror("prog_preempt_rotate: /dev/null");
+    if (calls && (callfd = eventfd(0, EFD_CLOEXEC)) < 0) {
+        perror("prog_preempt_rotate: eventfd");
+        return 2;
+    }
+    FILE *f = files ? tmpfile() : NULL;
+    if (files && (!f || fputc('x', f) == EOF || fflush(f) != 0 || (callfd = fileno(f)) < 0)) {
+        perror("prog_preempt_rotate: a temporary file");
         return 2;
     }
     if (!forked)
