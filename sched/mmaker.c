@@ -138,7 +138,8 @@ static void make_asked(void)
 
 void mmaker_counted(void)
 {
-    mk.want--;
+    if (mk.want > 0) /* never 0 here (make_asked counted the request): a guard */
+        mk.want--;
 }
 
 static void keep_reserve(void)
