@@ -421,13 +421,14 @@ Test(preload_preempt, preempted_threads_stay_on_their_p, .timeout = 60)
  * A worker and one spinner on two Ps: nobody waits, no call to retake, so sysmon has
  * nothing to look at. It begins as after an idle spell (sysmon.c); it began at 20 us a look
  * for its first 50 rounds, a wake-up each (some 20 us of CPU on a virtual machine), 71-74
- * rounds in this run of a few milliseconds, where now 24-25.
+ * rounds in this run of a few milliseconds, where now 24-25 (42-49 beside a second copy of
+ * the program on the two CPUs, as under the suite's two jobs: the run lasts longer).
  */
 Test(preload_preempt, sysmon_begins_without_a_burst_of_looks, .timeout = 60)
 {
     struct pp_stats s = pp_preloaded("prog_spinners", "1", "GOSHIM_PROCS=2", SPINNERS_OK(1));
     cr_assert_geq(s.rounds, 1, "no sysmon_rounds in the stats");
-    cr_assert_lt(s.rounds, 45, "sysmon looked %ld times with nothing to serve", s.rounds);
+    cr_assert_lt(s.rounds, 60, "sysmon looked %ld times with nothing to serve", s.rounds);
 }
 
 /* Alone (the main thread, the only one), a CPU-bound thread is never preempted. */
