@@ -487,9 +487,9 @@ bool preempt_m_timed(const struct m *mp)
 /* ---- sysmon's side ------------------------------------------------------------------ */
 
 /* sysmon's request of pp's G: at its gate (gate_only), by signal as well, or a hand-off. */
-static void request(struct p *pp, bool handoff, bool gate_only)
+/* Ask pp's G, running on mp, to yield (or hand off); gate_only: at its next gate only. */
+static void request_on(struct p *pp, struct m *mp, bool handoff, bool gate_only)
 {
-    struct m *mp = __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE);
     if (!pr.on || !mp || mp->tid <= 0)
         return;
     uint32_t req = __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED) + 1;
@@ -517,6 +517,11 @@ static void request(struct p *pp, bool handoff, bool gate_only)
                  -rc, fault_note(injected));
 }
 
+static void request(struct p *pp, bool handoff, bool gate_only)
+{
+    request_on(pp, __atomic_load_n(&pp->m, __ATOMIC_ACQUIRE), handoff, gate_only);
+}
+
 void preempt_request(struct p *pp, bool handoff)
 {
     request(pp, handoff, false);
@@ -529,11 +534,7 @@ void preempt_ask_at_gate(struct p *pp)
 
 void preempt_ask_call_at_gate(struct p *pp, struct m *mp)
 {
-    if (!pr.on)
-        return;
-    __atomic_add_fetch(&pr.nrequests, 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&mp->gate_preempt, __atomic_load_n(&pp->schedtick, __ATOMIC_RELAXED) + 1,
-                     __ATOMIC_RELEASE);
+    request_on(pp, mp, false, true);
 }
 
 void sched_preempt_g(struct g *gp)
