@@ -488,6 +488,9 @@ static inline bool tls_full(void)
 }
 /* The current thread pointer (%fs:0). TLS-free. */
 void *tls_self(void);
+/* Where a TCB keeps its thread's tid, from the thread pointer: set once full mode is on
+ * (0 until then), for an owner id read as glibc reads its own, one %fs load (sync.h). */
+extern size_t tls_tid_off;
 /*
  * Late static TLS (tls_static.c): the image of a module with static TLS
  * that dlopen loaded while Gs exist, copied into every G's TCB (glibc

@@ -124,6 +124,7 @@
 #define RSEQ_CPU_ID_REGISTRATION_FAILED (-2)
 
 int tls_mode = TLS_MODE_ERRNO;
+size_t tls_tid_off;
 int tls_fs_method = TLS_FS_NONE;
 
 /* Called from tls_x86_64.S when arch_prctl fails (FS unchanged). */

@@ -787,5 +787,6 @@ int tls_init(int want, void (*meanwhile)(void))
         return tls_mode;
     }
     tls_mode = TLS_MODE_FULL;
+    tls_tid_off = tls_info.tid_off;
     return tls_mode;
 }

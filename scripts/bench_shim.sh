@@ -42,6 +42,11 @@ cases=(
     "create_join_batch1000|pbench_create_join batch $batches 1000|$((batches * 1000))|ns|60"
     "cond_pingpong|pbench_cond_pingpong $pp_rounds|$((2 * pp_rounds))|ns|60"
     "mutex_uncontended|pbench_mutex_uncontended $(sc 5000000)|$(sc 5000000)|ns|60"
+    "rdlock_uncontended|pbench_mutex_uncontended $(sc 5000000) rdlock|$(sc 5000000)|ns|60"
+    # The same in a process that never makes a thread: goshim's runtime off, its
+    # wrappers hand the calls to glibc (node's start makes 700,000 such rwlock pairs).
+    "mutex_lone|pbench_mutex_uncontended $(sc 5000000) mutex lone|$(sc 5000000)|ns|60"
+    "rdlock_lone|pbench_mutex_uncontended $(sc 5000000) rdlock lone|$(sc 5000000)|ns|60"
     # Reader -> worker -> writer, one 32 KiB block per link: ns per block (a thief that
     # slept 50 us for a runnext G made it 1.4x native's; pigz -d is such a chain).
     "pipeline_32k|pbench_pipeline $(sc 5000) 32768|$(sc 5000)|ns|60"
@@ -207,6 +212,9 @@ row cond_pingpong ">= 20x (one-way hand-off)" "r >= 20"
 row pipeline_32k ">= 1x (as fast as native)" "r >= 1"
 row chase_4x4m ">= 1x (as fast as native)" "r >= 1"
 row mutex_uncontended "goshim <= 1.3x glibc ns" "r >= 1 / 1.3"
+row rdlock_uncontended "goshim <= 1.3x glibc ns" "r >= 1 / 1.3"
+row mutex_lone "goshim <= 1.2x glibc ns" "r >= 1 / 1.2"
+row rdlock_lone "goshim <= 1.2x glibc ns" "r >= 1 / 1.2"
 row mutex_contended_2 ">= 2x throughput" "r >= 2"
 row mutex_contended_8 ">= 2x throughput" "r >= 2"
 row mutex_contended_64 ">= 2x throughput" "r >= 2"

@@ -78,7 +78,7 @@ static int owner_id(struct g *gp)
     return (int)(0x40000000u | (uint32_t)(sched_g_id(gp) & 0x1fffffffu));
 }
 
-int gsync_self(void)
+int gsync_self_slow(void)
 {
     if (tls_full())
         return (int)tls_tcb_tid(tls_self());
@@ -243,7 +243,7 @@ static inline bool clock_ok(clockid_t clk)
     return clk == CLOCK_REALTIME || clk == CLOCK_MONOTONIC;
 }
 
-GOSHIM_EXPORT int pthread_mutex_lock(pthread_mutex_t *m)
+SYNC_WRAPPER(pthread_mutex_lock, (pthread_mutex_t * m), (m))
 {
     int kind = mx_kind(m);
 
@@ -280,7 +280,7 @@ GOSHIM_EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clk,
     return mutex_lock(m, kind, true, clk, abstime);
 }
 
-GOSHIM_EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
+SYNC_WRAPPER(pthread_mutex_trylock, (pthread_mutex_t * m), (m))
 {
     int kind = mx_kind(m);
     int id;
@@ -308,7 +308,7 @@ GOSHIM_EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
     return 0;
 }
 
-GOSHIM_EXPORT int pthread_mutex_unlock(pthread_mutex_t *m)
+SYNC_WRAPPER(pthread_mutex_unlock, (pthread_mutex_t * m), (m))
 {
     int kind = mx_kind(m);
 

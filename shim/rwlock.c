@@ -129,7 +129,9 @@ static int rdlock(pthread_rwlock_t *rw, bool timed, clockid_t clk, const struct 
 
     if (timed && !valid_abstime(clk, abstime))
         return EINVAL;
-    if (__atomic_load_n(&rw->__data.__cur_writer, __ATOMIC_RELAXED) == gsync_self())
+    /* No writer, no owner id to compare (a reader's lock: no gsync_self call). */
+    int writer = __atomic_load_n(&rw->__data.__cur_writer, __ATOMIC_RELAXED);
+    if (writer != 0 && writer == gsync_self())
         return EDEADLK;
     s = __atomic_load_n(rw_state(rw), __ATOMIC_RELAXED);
     for (;;) {
@@ -227,7 +229,7 @@ static int wrlock(pthread_rwlock_t *rw, bool timed, clockid_t clk, const struct 
     }
 }
 
-GOSHIM_EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *rw)
+SYNC_WRAPPER(pthread_rwlock_rdlock, (pthread_rwlock_t * rw), (rw))
 {
     if (!rw_ours(rw))
         return GLIBC_LOCK(REAL(pthread_rwlock_tryrdlock)(rw), REAL(pthread_rwlock_rdlock)(rw));
@@ -250,7 +252,7 @@ GOSHIM_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *rw, clockid_t clk
     return rdlock(rw, true, clk, abstime);
 }
 
-GOSHIM_EXPORT int pthread_rwlock_wrlock(pthread_rwlock_t *rw)
+SYNC_WRAPPER(pthread_rwlock_wrlock, (pthread_rwlock_t * rw), (rw))
 {
     if (!rw_ours(rw))
         return GLIBC_LOCK(REAL(pthread_rwlock_trywrlock)(rw), REAL(pthread_rwlock_wrlock)(rw));
@@ -273,7 +275,7 @@ GOSHIM_EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *rw, clockid_t clk
     return wrlock(rw, true, clk, abstime);
 }
 
-GOSHIM_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t *rw)
+SYNC_WRAPPER(pthread_rwlock_tryrdlock, (pthread_rwlock_t * rw), (rw))
 {
     bool pw;
     uint64_t s;
@@ -291,7 +293,7 @@ GOSHIM_EXPORT int pthread_rwlock_tryrdlock(pthread_rwlock_t *rw)
     return EBUSY;
 }
 
-GOSHIM_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *rw)
+SYNC_WRAPPER(pthread_rwlock_trywrlock, (pthread_rwlock_t * rw), (rw))
 {
     uint64_t s;
 
@@ -307,7 +309,7 @@ GOSHIM_EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *rw)
     return EBUSY;
 }
 
-GOSHIM_EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *rw)
+SYNC_WRAPPER(pthread_rwlock_unlock, (pthread_rwlock_t * rw), (rw))
 {
     uint64_t s;
     uint32_t l, nl;

@@ -84,6 +84,24 @@ static inline bool shim_in_g(void)
     return __builtin_expect(goshim_on, 1) && sched_self() != NULL;
 }
 
+/*
+ * A lock wrapper in two parts. While the runtime is off (a process of one thread, a vfork
+ * child) the exported function hands the program's call to glibc at once, a tail call
+ * with no frame built and nothing checked or counted first: node's start, one thread
+ * until V8's, makes some 700,000 rwlock calls through OpenSSL, each of which cost 4-9 ns
+ * more than glibc's when it was tried first and then made. Otherwise it tail-calls the
+ * body that follows the macro, name##_on (same parameters), kept out of line for that.
+ */
+#define SYNC_WRAPPER(name, params, args)                                                           \
+    static int name##_on params __attribute__((noinline));                                         \
+    GOSHIM_EXPORT int name params                                                                  \
+    {                                                                                              \
+        if (!__builtin_expect(goshim_on, 1))                                                       \
+            return REAL(name) args;                                                                \
+        return name##_on args;                                                                     \
+    }                                                                                              \
+    static int name##_on params
+
 /* The synchronisation wrappers' test (mutex, cond, rwlock): goshim runs,
  * whoever calls; their fast paths need no G. */
 static inline bool sync_on(void)

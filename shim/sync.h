@@ -10,12 +10,24 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "sched/api.h"
+
 struct g;
 
-/* The caller's owner id: its TCB's tid in full TLS mode (what glibc writes);
- * in errno mode a G's 0x40000000 | (goid & 0x1fffffff), never a real tid;
- * a thread that is no G, its kernel tid. */
-int gsync_self(void);
+/* The caller's owner id: its TCB's tid in full TLS mode (what glibc writes), read where
+ * glibc reads it; in errno mode a G's 0x40000000 | (goid & 0x1fffffff), never a real
+ * tid; a thread that is no G, its kernel tid (gsync_self_slow). */
+int gsync_self_slow(void);
+static inline int gsync_self(void)
+{
+    size_t off = tls_tid_off;
+    if (__builtin_expect(off != 0 && tls_full(), 1)) {
+        int id;
+        __asm__ volatile("movl %%fs:(%1), %0" : "=r"(id) : "r"(off));
+        return id;
+    }
+    return gsync_self_slow();
+}
 /* Let others run: the G yields its P, a non-G thread yields its CPU. */
 void gsync_yield(void);
 /* Whether goshim handles this mutex (no robust/PI/PP/pshared kind). */
