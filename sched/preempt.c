@@ -149,7 +149,7 @@ static struct {
     uint64_t handled; /* signals whose handler is goshim's (bit sig-1) */
     struct sigaction app_action[65]; /* the application's disposition of each of them */
     bool app_set[65];
-    uint64_t nrequests, ndone, nrefused, nstale, nhandoff, ncut, ndemoted, nglobal;
+    uint64_t nrequests, ndone, nrefused, nstale, nhandoff, ncut, nwakecut, ndemoted, nglobal;
     uint64_t ntickcuts, ntimerfail; /* preemptions slice-timer signals asked; timers refused */
     uint64_t ngate;                 /* preemptions taken at the shim's gate */
     int walker;                     /* PREEMPT_WALK_LIBGCC, _LIBUNWIND or _BOTH */
@@ -348,6 +348,7 @@ void goshim_preempt_point(const uint64_t *saved)
 static void preempt_yield(struct m *mp, struct g *gp, struct p *pp)
 {
     bool spinner = gp->ncalls_preempted == sched_ncalls;
+    __atomic_store_n(&gp->ran_to_cut, 1, __ATOMIC_RELAXED); /* sysmon.c: cut_for */
     bool behind = pr.when_waiting && __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 &&
                   (spinner || runqempty(pp));
     __atomic_sub_fetch(&mp->locks, 1, __ATOMIC_SEQ_CST);
@@ -571,9 +572,11 @@ bool preempt_when_waiting(void)
     return pr.when_waiting;
 }
 
-void preempt_count_cut(void)
+void preempt_count_cut(bool wake)
 {
     __atomic_add_fetch(&pr.ncut, 1, __ATOMIC_RELAXED);
+    if (wake)
+        __atomic_add_fetch(&pr.nwakecut, 1, __ATOMIC_RELAXED);
 }
 
 /* ---- the application's disposition of the signal --------------------------------- */
@@ -714,6 +717,7 @@ void preempt_stats(struct preempt_stats *s)
     s->stale = __atomic_load_n(&pr.nstale, __ATOMIC_RELAXED);
     s->handoffs = __atomic_load_n(&pr.nhandoff, __ATOMIC_RELAXED);
     s->cut = __atomic_load_n(&pr.ncut, __ATOMIC_RELAXED);
+    s->wake_cut = __atomic_load_n(&pr.nwakecut, __ATOMIC_RELAXED);
     s->demoted = __atomic_load_n(&pr.ndemoted, __ATOMIC_RELAXED);
     s->to_global = __atomic_load_n(&pr.nglobal, __ATOMIC_RELAXED);
     s->ticks = 0;

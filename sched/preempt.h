@@ -36,7 +36,7 @@ int64_t preempt_wake_slice(void);
 /* The kernel's policy: a G is preempted only while another waits for a P. */
 bool preempt_when_waiting(void);
 /* sysmon: a slice cut short because another G waited. */
-void preempt_count_cut(void);
+void preempt_count_cut(bool wake); /* wake: at the wake cut, before the whole slice */
 /* The kernel's EEVDF base slice for nprocs CPUs, in ns (sysmon.c, beside its tick). */
 int64_t preempt_kernel_slice(int nprocs);
 /* sysmon: pp has run the same G past the slice: signal its M to preempt
@@ -62,6 +62,7 @@ bool preempt_m_timed(const struct m *mp);
 struct preempt_stats {
     uint64_t requests, done, refused, stale, handoffs;
     uint64_t cut;             /* slices cut short because another G waited (the kernel's policy) */
+    uint64_t wake_cut;        /* of those, cut at half the one-CPU slice for a woken G */
     uint64_t demoted;         /* preempted spinners sent behind the waiting Gs */
     uint64_t to_global;       /* preempted Gs sent to the global queue's tail */
     uint64_t ticks, tickcuts; /* slice-timer signals, and the preemptions they began */

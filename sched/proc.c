@@ -455,6 +455,7 @@ static struct g *newproc(void (*fn)(void *), void *arg, const struct spawn_attr 
     gp->sigmask = self ? __atomic_load_n(&self->sigmask, __ATOMIC_RELAXED) : thread_sigmask();
     gp->altstack = (stack_t){.ss_flags = SS_DISABLE}; /* a new thread has none */
     gp->cpu_tsc = 0;                                  /* ... and a CPU-time clock at 0 */
+    __atomic_store_n(&gp->ran_to_cut, 0, __ATOMIC_RELAXED);
     gp->cpu_ns = 0;
     /* The stack is bound when the G first runs (bind_stack): a burst of
      * spawns that outruns the Ps then costs a struct g each, not a stack
@@ -648,6 +649,7 @@ void gopark(bool (*unlockf)(struct g *, void *), void *lock, int reason)
     if (gp == NULL || gp != getg())
         goshim_throw("gopark: not on a G");
     gp->waitreason = reason;
+    __atomic_store_n(&gp->ran_to_cut, 0, __ATOMIC_RELAXED); /* it waits of its own: cut_for */
     mp->p->npark++;
     mp->rel = (struct release){REL_PARK, gp, unlockf, lock};
     switch_out(mp, gp);

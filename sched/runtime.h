@@ -80,13 +80,15 @@ struct g {
     struct g *schedlink;   /* global run queue / free lists / wait lists */
     void (*fn)(void *);    /* entry function and argument */
     void *arg;
-    int waitreason;   /* enum waitreason, while Gwaiting */
-    int waitkind;     /* enum waitkind: what the wrapper it waits in waits for (dump.c) */
-    void *waitobj;    /* ... and on which object (a mutex, a thread record...) */
-    int errno_save;   /* errno while switched out (GOSHIM_TLS=errno) */
-    uint64_t sigmask; /* blocked signals, bit sig-1; its M's mask while it runs; atomic */
-    stack_t altstack; /* its sigaltstack (ss_sp NULL: none); its M's while it runs; owner */
-    uint64_t nswitch; /* times it was switched in; owner */
+    int waitreason;      /* enum waitreason, while Gwaiting */
+    int waitkind;        /* enum waitkind: what the wrapper it waits in waits for (dump.c) */
+    void *waitobj;       /* ... and on which object (a mutex, a thread record...) */
+    int errno_save;      /* errno while switched out (GOSHIM_TLS=errno) */
+    uint64_t sigmask;    /* blocked signals, bit sig-1; its M's mask while it runs; atomic */
+    stack_t altstack;    /* its sigaltstack (ss_sp NULL: none); its M's while it runs; owner */
+    uint64_t nswitch;    /* times it was switched in; owner */
+    uint32_t ran_to_cut; /* its last run ended in a preemption, not a wait of its own (cut_for,
+                            sysmon.c); written by its M, read by sysmon; atomic */
     uint64_t ncalls_preempted; /* sched_ncalls when it resumed from its last preemption
                                   (equal at the next one: a spinner, preempt.c); owner */
     struct g *alllink;         /* sched.allg list; sched.allglock */

@@ -187,12 +187,13 @@ void stats_print(int fd)
     unsigned long walks = D(ps.walks);
     rt_print(fd,
              "goshim stats: preempt_requests=%lu preemptions=%lu preempt_refused=%lu "
-             "preempt_handoffs=%lu slices_cut=%lu spinners_demoted=%lu preempted_to_global=%lu "
+             "preempt_handoffs=%lu slices_cut=%lu wake_cuts=%lu spinners_demoted=%lu "
+             "preempted_to_global=%lu "
              "slice_us=%ld%s walk=%s "
              "walks=%lu walk_ns_avg=%lu walk_faults=%lu ticks=%lu tick_cuts=%lu timer_fails=%lu "
              "preempt_gate=%lu\n",
-             D(ps.requests), D(ps.done), D(ps.refused), D(ps.handoffs), D(ps.cut), D(ps.demoted),
-             D(ps.to_global), (long)(preempt_slice() / 1000),
+             D(ps.requests), D(ps.done), D(ps.refused), D(ps.handoffs), D(ps.cut), D(ps.wake_cut),
+             D(ps.demoted), D(ps.to_global), (long)(preempt_slice() / 1000),
              preempt_when_waiting() ? "(kernel)" : "", now.ps.walker, walks,
              walks ? D(ps.walk_ns) / walks : 0, D(ps.walk_faults), D(ps.ticks), D(ps.tickcuts),
              D(ps.timerfail), D(ps.gate));
