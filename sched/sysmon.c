@@ -385,7 +385,7 @@ static void note_slice(struct p *pp, struct ptick *pt, const struct round *r)
  * the base slice of one CPU; a G whose last run ended in a wait of its own keeps the whole
  * slice, as a task the kernel has just picked keeps its protected slice (RUN_TO_PARITY),
  * and it will most likely wait again before that ends. mariadb's query threads, each cut
- * at 0.35 ms when another's request came, took 1.10x native's time; so, 0.98x.
+ * at 0.35 ms mid-query when another's request came, were asked to yield twice as often.
  */
 static int64_t cut_for(const struct round *r, struct m *mp)
 {
