@@ -248,7 +248,8 @@ SYNC_WRAPPER(pthread_mutex_lock, (pthread_mutex_t * m), (m))
     int kind = mx_kind(m);
 
     chaos_point();
-    if (!sync_on() || !mx_simple(kind))
+    sched_note_call(); /* the body runs with the runtime on (SYNC_WRAPPER) */
+    if (!mx_simple(kind))
         return GLIBC_LOCK(REAL(pthread_mutex_trylock)(m), REAL(pthread_mutex_lock)(m));
     /* Fast path of the default kind: glibc's own sequence. */
     if (__builtin_expect(kind == MX_TIMED, 1) && lock_try(&m->__data.__lock)) {
@@ -285,7 +286,8 @@ SYNC_WRAPPER(pthread_mutex_trylock, (pthread_mutex_t * m), (m))
     int kind = mx_kind(m);
     int id;
 
-    if (!sync_on() || !mx_simple(kind))
+    sched_note_call(); /* the body runs with the runtime on (SYNC_WRAPPER) */
+    if (!mx_simple(kind))
         return REAL(pthread_mutex_trylock)(m);
     id = gsync_self();
     if ((kind & MX_KIND_MASK) == MX_RECURSIVE) {
@@ -313,7 +315,8 @@ SYNC_WRAPPER(pthread_mutex_unlock, (pthread_mutex_t * m), (m))
     int kind = mx_kind(m);
 
     chaos_point();
-    if (!sync_on() || !mx_simple(kind))
+    sched_note_call(); /* the body runs with the runtime on (SYNC_WRAPPER) */
+    if (!mx_simple(kind))
         return REAL(pthread_mutex_unlock)(m);
     return mutex_unlock(m, kind, true);
 }

@@ -73,6 +73,13 @@ static inline bool rw_ours(pthread_rwlock_t *rw)
     return sync_on() && __atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED) == 0;
 }
 
+/* rw_ours in a SYNC_WRAPPER body, which runs only with the runtime on. */
+static inline bool rw_ours_on(pthread_rwlock_t *rw)
+{
+    sched_note_call();
+    return __atomic_load_n(&rw->__data.__shared, __ATOMIC_RELAXED) == 0;
+}
+
 static inline uint64_t *rw_state(pthread_rwlock_t *rw)
 {
     return (uint64_t *)(void *)&rw->__data.__readers;
@@ -231,7 +238,7 @@ static int wrlock(pthread_rwlock_t *rw, bool timed, clockid_t clk, const struct 
 
 SYNC_WRAPPER(pthread_rwlock_rdlock, (pthread_rwlock_t * rw), (rw))
 {
-    if (!rw_ours(rw))
+    if (!rw_ours_on(rw))
         return GLIBC_LOCK(REAL(pthread_rwlock_tryrdlock)(rw), REAL(pthread_rwlock_rdlock)(rw));
     chaos_point();
     return rdlock(rw, false, CLOCK_REALTIME, NULL);
@@ -254,7 +261,7 @@ GOSHIM_EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *rw, clockid_t clk
 
 SYNC_WRAPPER(pthread_rwlock_wrlock, (pthread_rwlock_t * rw), (rw))
 {
-    if (!rw_ours(rw))
+    if (!rw_ours_on(rw))
         return GLIBC_LOCK(REAL(pthread_rwlock_trywrlock)(rw), REAL(pthread_rwlock_wrlock)(rw));
     chaos_point();
     return wrlock(rw, false, CLOCK_REALTIME, NULL);
@@ -280,7 +287,7 @@ SYNC_WRAPPER(pthread_rwlock_tryrdlock, (pthread_rwlock_t * rw), (rw))
     bool pw;
     uint64_t s;
 
-    if (!rw_ours(rw))
+    if (!rw_ours_on(rw))
         return REAL(pthread_rwlock_tryrdlock)(rw);
     pw = prefer_writer(rw);
     s = __atomic_load_n(rw_state(rw), __ATOMIC_RELAXED);
@@ -297,7 +304,7 @@ SYNC_WRAPPER(pthread_rwlock_trywrlock, (pthread_rwlock_t * rw), (rw))
 {
     uint64_t s;
 
-    if (!rw_ours(rw))
+    if (!rw_ours_on(rw))
         return REAL(pthread_rwlock_trywrlock)(rw);
     s = __atomic_load_n(rw_state(rw), __ATOMIC_RELAXED);
     while ((lo(s) & (RW_RMASK | RW_HELD)) == 0) {
@@ -314,7 +321,7 @@ SYNC_WRAPPER(pthread_rwlock_unlock, (pthread_rwlock_t * rw), (rw))
     uint64_t s;
     uint32_t l, nl;
 
-    if (!rw_ours(rw))
+    if (!rw_ours_on(rw))
         return REAL(pthread_rwlock_unlock)(rw);
     chaos_point();
     s = __atomic_load_n(rw_state(rw), __ATOMIC_RELAXED);
