@@ -380,14 +380,15 @@ static void note_slice(struct p *pp, struct ptick *pt, const struct round *r)
 
 /*
  * The cut for mp's G while a woken G waits. Only behind a G whose last run ended in a
- * preemption (one that computes or spins until it is cut: redis's io threads and event
- * loop spinning for each other, rg's searchers) does the woken G wait for no more than half
- * the base slice of one CPU; a G whose last run ended in a wait of its own keeps the whole
- * slice, as a task the kernel has just picked keeps its protected slice (RUN_TO_PARITY),
- * and it will most likely wait again before that ends. mariadb's query threads, each cut
- * at 0.35 ms mid-query when another's request came, were asked to yield twice as often.
+ * preemption (it computes or spins until cut: redis's io threads and event loop, spinning
+ * for each other; rg's searchers) does the woken G wait no more than half the one-CPU base
+ * slice; a G whose last run ended in a wait of its own keeps the whole slice, as a task
+ * the kernel has just picked keeps its protected slice (RUN_TO_PARITY): it will most likely
+ * wait again before that ends (mariadb's query threads, cut mid-query for each request
+ * that came, were asked to yield twice as often). A hint, read with no happens-before from
+ * the M that switched the G in (execute is not instrumented): stale, it times one cut.
  */
-static int64_t cut_for(const struct round *r, struct m *mp)
+GOSHIM_NO_TSAN static int64_t cut_for(const struct round *r, struct m *mp)
 {
     if (r->cut >= r->slice || !mp)
         return r->cut;
