@@ -73,36 +73,29 @@ static void share_arena_under_as_limit(void)
     mallopt(M_ARENA_MAX, 1);
 }
 
-/* The unwinder's load (libc.c), while the TLS probe thread runs: the two take 0.1-0.2 ms
- * each, side by side on two CPUs. */
-static void load_unwinder(void)
+/*
+ * What needs nothing the TLS probes find, done while their thread runs (tls_init's
+ * meanwhile, or after it when none ran): the unwinder's load, the stacks, the Ps, the
+ * futex table, the netpoller, the fork handlers, preemption, and for the main thread's
+ * adoption M0's stack and where main's own lies. The probe thread takes
+ * 0.2-0.4 ms here and these as much, side by side on two CPUs; one after the other they
+ * were a third of the first pthread_create's cost. A thread that cannot be made fails
+ * tls_init before it runs these: a runtime that does not start leaves no handler or fd.
+ */
+static struct {
+    const struct sched_config *c;
+    int nprocs;
+    bool done;
+    int err;   /* a positive errno, said already */
+    bool g0ok; /* g0stack made (sched_adopt_main takes it) */
+    struct gstack g0stack;
+    void *mainlo; /* the main thread's stack (sched_main_stack) */
+    size_t mainsize;
+} early;
+
+static int init_untied(const struct sched_config *c, int nprocs)
 {
     libc_unwind_load();
-}
-
-int sched_init(const struct sched_config *c)
-{
-    if (sched.started)
-        return EBUSY;
-    libc_init();    /* before any signal handler or fork child could be the first to ask */
-    m_fence_init(); /* before any M runs */
-    fault_init(&c->fault, c->chaos ? &c->chaos_seed : NULL);
-    int nprocs = c->nprocs > 0 ? c->nprocs : sched_usable_cpus();
-    if (nprocs > MAX_PROCS)
-        nprocs = MAX_PROCS;
-    sched.maxmcount = c->maxthreads > 0 ? c->maxthreads : 10000;
-
-    share_arena_under_as_limit();                  /* before the TLS probes' threads allocate */
-    int tr = tls_init(c->tls_mode, load_unwinder); /* tls_full() says what it chose */
-    if (tr < 0) {
-        rt_print(2,
-                 "goshim: cannot create a thread (error %d: RLIMIT_NPROC, kernel.threads-max or "
-                 "a cgroup's pids.max reached)\n",
-                 -tr);
-        return -tr;
-    }
-    sched.tls_g_off = (size_t)((char *)&tls_g - (char *)tls_self());
-
     int rc = stack_init(c->stack_size);
     if (rc != 0) {
         rt_print(2, "goshim: cannot set up thread stacks (error %d)\n", -rc);
@@ -125,14 +118,53 @@ int sched_init(const struct sched_config *c)
     }
     if (c->chaos)
         chaos_init(c->chaos_seed);
+    preempt_init(c->preempt_ns, c->preempt_signal, c->preempt_signal_set, c->preempt_handoff,
+                 c->preempt_walk);
+    early.g0ok = stack_alloc(NULL, M_STACK_SIZE, M_STACK_GUARD, &early.g0stack) == 0;
+    sched_main_stack(&early.mainlo, &early.mainsize);
+    return 0;
+}
+
+static void init_meanwhile(void)
+{
+    if (early.done)
+        return;
+    early.done = true;
+    early.err = init_untied(early.c, early.nprocs);
+}
+
+int sched_init(const struct sched_config *c)
+{
+    if (sched.started)
+        return EBUSY;
+    libc_init();    /* before any signal handler or fork child could be the first to ask */
+    m_fence_init(); /* before any M runs */
+    fault_init(&c->fault, c->chaos ? &c->chaos_seed : NULL);
+    int nprocs = c->nprocs > 0 ? c->nprocs : sched_usable_cpus();
+    if (nprocs > MAX_PROCS)
+        nprocs = MAX_PROCS;
+    sched.maxmcount = c->maxthreads > 0 ? c->maxthreads : 10000;
+
+    share_arena_under_as_limit(); /* before the TLS probes' threads allocate */
+    early.c = c;
+    early.nprocs = nprocs;
+    int tr = tls_init(c->tls_mode, init_meanwhile); /* tls_full() says what it chose */
+    if (tr < 0) {
+        rt_print(2,
+                 "goshim: cannot create a thread (error %d: RLIMIT_NPROC, kernel.threads-max or "
+                 "a cgroup's pids.max reached)\n",
+                 -tr);
+        return -tr;
+    }
+    sched.tls_g_off = (size_t)((char *)&tls_g - (char *)tls_self());
+    init_meanwhile(); /* done already unless no probe thread ran */
+    if (early.err != 0)
+        return early.err;
     if (tls_full())
         setxid_init();
     sched.starttime = nanotime();
     cputime_init(sched.starttime);
     sched.started = true;
-    libc_unwind_load(); /* done already unless no probe thread ran: before any G runs */
-    preempt_init(c->preempt_ns, c->preempt_signal, c->preempt_signal_set, c->preempt_handoff,
-                 c->preempt_walk);
     sysmon_start(c->schedtrace_ms, c->scheddetail);
     if (c->stats) {
         stats_open();
@@ -280,9 +312,10 @@ int sched_adopt_main(void)
         return ENOMEM;
 
     /* M0's scheduler stack and, with per-G TLS, its own TCB. */
-    struct gstack g0stack;
-    if (stack_alloc(NULL, M_STACK_SIZE, M_STACK_GUARD, &g0stack) != 0)
+    struct gstack g0stack = early.g0stack;
+    if (!early.g0ok && stack_alloc(NULL, M_STACK_SIZE, M_STACK_GUARD, &g0stack) != 0)
         return ENOMEM;
+    early.g0ok = false; /* M0's now */
     void *self = tls_self();
     void *g0tcb = self;
     if (tls_full()) {
@@ -312,9 +345,10 @@ int sched_adopt_main(void)
     stack_t alt = adopt_altstack(mp);
 
     /* The main G: this very thread, its stack and TCB. */
-    void *stackaddr = NULL;
-    size_t stacksize = 0;
-    sched_main_stack(&stackaddr, &stacksize);
+    void *stackaddr = early.mainlo;
+    size_t stacksize = early.mainsize;
+    if (!stackaddr)
+        sched_main_stack(&stackaddr, &stacksize);
     if (stackaddr)
         stack_user(stackaddr, stacksize, &gp->stack);
     gp->tcb = self;
