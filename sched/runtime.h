@@ -3,7 +3,8 @@
  * the global scheduler state, after Go's runtime2.go. Each field says who
  * owns or locks it.
  *
- * G states (gp->atomicstatus, changed only with casgstatus):
+ * G states (gp->atomicstatus, changed with casgstatus, or setgstatus_owned by the one
+ * party that may):
  *   Gidle      just allocated, not yet initialised.
  *   Grunnable  on a run queue (runnext, local ring or global queue); not
  *              executing; its stack and TCB are not owned by anyone.
@@ -253,7 +254,8 @@ struct p {
     uint32_t schedtick;   /* incremented on every schedule that does not inherit time */
     int64_t schedwhen;    /* when its G began its slice, stamped while sysmon sleeps long; atomic */
     int64_t switchwhen;   /* when its G was switched in: stamped with schedwhen, not if inherited */
-    uint32_t syscalltick; /* incremented at every system call entry and exit; atomic */
+    uint32_t syscalltick; /* incremented at every system call entry and exit by the P's
+                           * owner of the moment (p_tick_call); others read it; atomic */
     uint32_t kepttick;    /* syscalltick of the call that kept it while idle (keep_idle_p) */
     struct m *m;          /* owner M, when Prunning */
     struct m *callm;      /* the M of its latest system call (Psyscall): its CPU time; atomic */

@@ -152,6 +152,16 @@ void m_mark_own_tls(struct m *mp, void *tcb);
 
 /* proc.c */
 bool casgstatus(struct g *gp, uint32_t oldval, uint32_t newval);
+/* A transition no one else may make at the same time: checked (a throw names who), then a
+ * release store, no locked instruction. */
+void setgstatus_owned(struct g *gp, uint32_t oldval, uint32_t newval, const char *who);
+/* One more system call entry or exit on pp, counted by whoever owns pp at the moment (its
+ * M, or the one that took it from a call with a CAS): one writer, so no locked add. */
+static inline void p_tick_call(struct p *pp)
+{
+    __atomic_store_n(&pp->syscalltick, __atomic_load_n(&pp->syscalltick, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELEASE);
+}
 struct g *gfget(struct p *pp);
 void gfput(struct p *pp, struct g *gp);
 void release_commit(struct m *mp);

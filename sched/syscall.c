@@ -66,10 +66,9 @@ static struct p *syscall_enter(struct m *mp)
         readgstatus(gp) != Grunning)
         return NULL;
     mp->nsyscall++;
-    if (!casgstatus(gp, Grunning, Gsyscall))
-        goshim_throw("entersyscall: G not running");
+    setgstatus_owned(gp, Grunning, Gsyscall, "entersyscall"); /* inside m_locks: sysmon keeps off */
     struct p *pp = mp->p;
-    __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
+    p_tick_call(pp);
     mp->oldp = pp;
     __atomic_store_n(&pp->callm, mp, __ATOMIC_RELAXED);
     return pp;
@@ -156,7 +155,7 @@ void take_kept_p(void)
             !__atomic_compare_exchange_n(&pp->status, &st, Pidle, false, __ATOMIC_ACQ_REL,
                                          __ATOMIC_ACQUIRE))
             continue;
-        __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
+        p_tick_call(pp);
         handoffp(pp);
         return;
     }
@@ -238,7 +237,7 @@ static bool handoff(struct m *mp, int32_t own_locks)
         __atomic_store_n(&mp->pless, PLESS_NO, __ATOMIC_RELEASE);
         return false;
     }
-    __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
+    p_tick_call(pp);
     mp->oldp = pp;
     __atomic_store_n(&pp->callm, mp, __ATOMIC_RELAXED);
     /* gfutex_wait reads it before its acquirem, which then undoes this hand-off. */
@@ -381,7 +380,7 @@ static bool exitsyscall_try(struct m *mp, struct g *gp)
     if (oldp && __atomic_compare_exchange_n(&oldp->status, &st, Pidle, false, __ATOMIC_ACQ_REL,
                                             __ATOMIC_ACQUIRE)) {
         pp = oldp;
-        __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
+        p_tick_call(pp);
     } else {
         runtime_lock(&sched.lock);
         pp = pidleget_prefer(oldp);
@@ -391,8 +390,7 @@ static bool exitsyscall_try(struct m *mp, struct g *gp)
         return false;
     mp->oldp = NULL;
     acquirep(pp);
-    if (!casgstatus(gp, Gsyscall, Grunning))
-        goshim_throw("exitsyscall: G not in a system call");
+    setgstatus_owned(gp, Gsyscall, Grunning, "exitsyscall"); /* its M's alone (struct g) */
     return true;
 }
 

@@ -513,7 +513,7 @@ static bool retake_syscall(struct p *pp, struct ptick *pt, const struct round *r
     if (!__atomic_compare_exchange_n(&pp->status, &st, Pidle, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         return false; /* its M came back meanwhile */
-    __atomic_add_fetch(&pp->syscalltick, 1, __ATOMIC_RELEASE);
+    p_tick_call(pp);
     __atomic_add_fetch(&sm.nretake, 1, __ATOMIC_RELAXED);
     handoffp(pp);
     return true;
