@@ -71,6 +71,18 @@ run_pair() {
     fi
 }
 
+# confirm_runs: GOSHIM_BENCH_CONFIRM (default 6), the interleaved runs more that a case
+# slower than its target after the first ones gets (bench_real, bench_signals): one noisy
+# batch of a few seconds is not a verdict.
+confirm_runs() {
+    local c=${GOSHIM_BENCH_CONFIRM:-6}
+    if ! [[ $c =~ ^[0-9]+$ ]] || [ "$c" -gt 1000 ]; then
+        echo "$me: GOSHIM_BENCH_CONFIRM must be 0..1000, not '$c'; using 6" >&2
+        c=6
+    fi
+    echo "$c"
+}
+
 median() {
     tr ' ' '\n' <<<"$1" | grep . | sort -g |
         awk '{ v[NR] = $1 } END { if (NR == 0) exit 1; print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'

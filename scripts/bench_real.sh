@@ -110,11 +110,7 @@ ratio() {
 }
 
 # ---- confirming: a case above 1.05x gets more interleaved runs -----------------------
-confirm=${GOSHIM_BENCH_CONFIRM:-6}
-if ! [[ $confirm =~ ^[0-9]+$ ]] || [ "$confirm" -gt 1000 ]; then
-    echo "$me: GOSHIM_BENCH_CONFIRM must be 0..1000, not '$confirm'; using 6" >&2
-    confirm=6
-fi
+confirm=$(confirm_runs)
 declare -A nruns
 for pass in "${passes[@]}"; do
     for n in "${cases[@]}"; do

@@ -8,6 +8,8 @@
 #   GOSHIM_BENCH_RUNS   repetitions per case and mode (default 5; the stress-ng
 #                       cases take at most 3, they last 2 s each)
 #   GOSHIM_TEST_SCALE   scales the fork counts
+#   GOSHIM_BENCH_CONFIRM  more interleaved runs for a case below speed 0.95 after the
+#                       first ones (default 6), as bench_real does above 1.05x
 #
 # Cases:
 #   timer_threaded       tests/progs/pbench_signals timer: a POSIX timer's signal
@@ -110,22 +112,45 @@ fsbase="arch_prctl syscall (kernel did not enable FSGSBASE)"
 echo "$me: $runs repetitions ($stress_runs for stress-ng), medians; $(nproc) CPUs;" \
     "scale $scale; FS base written with $fsbase"
 
-declare -A med speed
+# medians NAME: n and g, its medians so far natively and under goshim (empty: none).
+medians() {
+    n="" g=""
+    [ -z "${fail[$1,native]:-}" ] && n=$(median "${vals[$1,native]:-}" 2>/dev/null)
+    [ -z "${fail[$1,goshim]:-}" ] && g=$(median "${vals[$1,goshim]:-}" 2>/dev/null)
+    return 0
+}
+
+# speed UNIT: goshim's speed over native's from n and g (above 1: goshim is faster), or
+# nothing.
+speed() {
+    [ -n "$n" ] && [ -n "$g" ] || return 0
+    if [ "$1" = us ] || [ "$1" = ns ]; then
+        awk -v n="$n" -v g="$g" 'BEGIN { if (g > 0) printf "%.2f", n / g }'
+    else
+        awk -v n="$n" -v g="$g" 'BEGIN { if (n > 0) printf "%.2f", g / n }'
+    fi
+}
+
+# ---- confirming: a case below speed 0.95 gets more interleaved runs ------------------
+confirm=$(confirm_runs)
+for spec in "${cases[@]}"; do
+    IFS='|' read -r name cmd unit <<<"$spec"
+    medians "$name"
+    s=$(speed "$unit")
+    [ -n "$s" ] && awk -v s="$s" 'BEGIN { exit !(s < 0.95) }' || continue
+    have=$runs
+    [[ $name == stress_* ]] && have=$stress_runs
+    echo "$me: $name at speed $s after $have runs: $confirm more" >&2
+    for ((i = have; i < have + confirm; i++)); do
+        run_pair run_case "$spec" "$i"
+    done
+done
+
 table=()
 for spec in "${cases[@]}"; do
     IFS='|' read -r name cmd unit <<<"$spec"
-    for mode in native goshim; do
-        [ -z "${fail[$name,$mode]:-}" ] && med[$name,$mode]=$(median "${vals[$name,$mode]}")
-    done
-    n=${med[$name,native]:-} g=${med[$name,goshim]:-}
-    s=
-    if [ -n "$n" ] && [ -n "$g" ]; then
-        if [ "$unit" = us ] || [ "$unit" = ns ]; then
-            s=$(awk -v n="$n" -v g="$g" 'BEGIN { if (g > 0) printf "%.2f", n / g }')
-        else
-            s=$(awk -v n="$n" -v g="$g" 'BEGIN { if (n > 0) printf "%.2f", g / n }')
-        fi
-    fi
+    medians "$name"
+    s=$(speed "$unit")
     u="us/child"
     [ "$unit" = ops ] && u="ops/s"
     [ "$unit" = ns ] && u="ns/call"
