@@ -23,7 +23,7 @@
  * free a timer, or return from the frame that holds it, as soon as
  * timer_del returns.
  *
- * A heap's array grows with malloc outside its lock. Each heap's when0
+ * A heap's array grows with malloc outside its lock. Each heap's next
  * mirrors its top so that schedule and stopm read the earliest deadline
  * without locks.
  *
@@ -41,11 +41,23 @@ struct theap {
     struct runtime_lock lock;
     struct timer **heap; /* lock */
     uint32_t len, cap;   /* lock */
-    int64_t when0;       /* heap[0]->when or -1; written under lock, read atomically */
+    int64_t next;        /* heap[0]->when + 1, or 0; written under lock, read atomically */
 } __attribute__((aligned(64)));
 
-static struct theap pheaps[MAX_PROCS] = {[0 ... MAX_PROCS - 1] = {.when0 = -1}}; /* by P id */
-static struct theap offp = {.when0 = -1}; /* timers added off any P */
+/*
+ * Zero when empty (next 0, not a when of -1): the heaps are in .bss, where only the pages
+ * of the Ps that exist are ever touched. As initialised data, 64 KiB mapped from the file,
+ * the kernel's fault-around made all 16 pages resident at the first read, and every fork
+ * copied their page-table entries.
+ */
+static struct theap pheaps[MAX_PROCS]; /* by P id */
+static struct theap offp;              /* timers added off any P */
+
+/* The heap's earliest deadline, or -1. */
+static int64_t heap_when(struct theap *h)
+{
+    return __atomic_load_n(&h->next, __ATOMIC_SEQ_CST) - 1;
+}
 
 /* Every heap in use: the off-P one, then one per P. */
 static struct theap *heap_at(int32_t i)
@@ -107,17 +119,19 @@ static void heap_remove(struct theap *h, uint32_t i)
     }
 }
 
-static void update_when0(struct theap *h)
+static void update_next(struct theap *h)
 {
-    int64_t w = h->len ? h->heap[0]->when : -1;
-    __atomic_store_n(&h->when0, w, __ATOMIC_SEQ_CST);
+    int64_t w = 0; /* a when is never negative (timer_add) */
+    if (h->len)
+        w = h->heap[0]->when < INT64_MAX ? h->heap[0]->when + 1 : INT64_MAX;
+    __atomic_store_n(&h->next, w, __ATOMIC_SEQ_CST);
 }
 
 int64_t timers_next(void)
 {
     int64_t next = -1;
     for (int32_t i = 0, n = nheaps(); i < n; i++) {
-        int64_t w = __atomic_load_n(&heap_at(i)->when0, __ATOMIC_SEQ_CST);
+        int64_t w = heap_when(heap_at(i));
         if (w >= 0 && (next < 0 || w < next))
             next = w;
     }
@@ -170,7 +184,7 @@ void timer_add(struct timer *t)
     siftup(h, h->len - 1);
     bool first = t->hidx == 1;
     int64_t when = t->when;
-    update_when0(h);
+    update_next(h);
     runtime_unlock(&h->lock);
     releasem(held);
     rt_free(spare);
@@ -189,7 +203,7 @@ bool timer_del(struct timer *t)
         removed = t->hidx != 0;
         if (removed) {
             heap_remove(h, t->hidx - 1);
-            update_when0(h);
+            update_next(h);
         }
         runtime_unlock(&h->lock);
     }
@@ -210,7 +224,7 @@ static void heap_run(struct theap *h, int64_t now)
     while (h->len > 0 && h->heap[0]->when <= now) {
         struct timer *t = h->heap[0];
         heap_remove(h, 0);
-        update_when0(h);
+        update_next(h);
         __atomic_store_n(&t->running, 1, __ATOMIC_RELAXED); /* published by the unlock */
         void (*f)(void *) = t->f;
         void *arg = t->arg;
@@ -228,7 +242,7 @@ int64_t timers_run(int64_t now)
 {
     for (int32_t i = 0, n = nheaps(); i < n; i++) {
         struct theap *h = heap_at(i);
-        int64_t w = __atomic_load_n(&h->when0, __ATOMIC_SEQ_CST);
+        int64_t w = heap_when(h);
         if (w >= 0 && w <= now)
             heap_run(h, now);
     }
@@ -242,13 +256,13 @@ void timers_fork_child(void)
      * fork child (here, a PVM guest: a shadow page-table entry made on first touch). */
     for (int32_t i = 0; i < sched.gomaxprocs; i++) {
         struct theap *h = &pheaps[i];
-        if (h->lock.key == 0 && h->len == 0 && h->when0 == -1)
+        if (h->lock.key == 0 && h->len == 0 && h->next == 0)
             continue; /* as it should be: a read, where a write would copy the page */
         h->lock.key = 0;
         h->len = 0;
-        h->when0 = -1;
+        h->next = 0;
     }
     FORK_SET(offp.lock.key, 0);
     FORK_SET(offp.len, 0);
-    FORK_SET(offp.when0, -1);
+    FORK_SET(offp.next, 0);
 }
