@@ -534,6 +534,8 @@ void preempt_refresh(void);
  * not NULL) as the application's handler, to which goshim chains, and
  * returns the previous one in old. */
 bool preempt_owns(int sig);
+/* All of them, bit sig - 1 for each (a load: the shim's mask calls ask at each call). */
+uint64_t preempt_owned(void);
 void preempt_app_action(int sig, const struct sigaction *act, struct sigaction *old);
 
 /* ---- the netpoller (netpoll.c; its design in netpoll.h) --------------- */

@@ -583,7 +583,12 @@ void preempt_count_cut(bool wake)
 
 bool preempt_owns(int sig)
 {
-    return pr.on && sig > 0 && sig < 65 && (pr.handled & (1ULL << (sig - 1)));
+    return sig > 0 && sig < 65 && (preempt_owned() & (1ULL << (sig - 1)));
+}
+
+uint64_t preempt_owned(void)
+{
+    return pr.on ? pr.handled : 0;
 }
 
 static int install(int sig)

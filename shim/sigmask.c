@@ -33,7 +33,7 @@ static uint64_t set_bits(const sigset_t *set)
 /* The mask without the preemption signal when it would block it. */
 static const sigset_t *keep_open(int how, const sigset_t *set, sigset_t *copy)
 {
-    if (!goshim_on || !set || how == SIG_UNBLOCK)
+    if (!goshim_on || !set || how == SIG_UNBLOCK || !(set_bits(set) & preempt_owned()))
         return set;
     for (int sig = 1; sig < 65; sig++) {
         if (preempt_owns(sig) && sigismember(set, sig) == 1) {
@@ -48,22 +48,14 @@ static const sigset_t *keep_open(int how, const sigset_t *set, sigset_t *copy)
 /* Signals no thread blocks: glibc's SIGCANCEL and SIGSETXID, and preemption's. */
 static uint64_t never_blocked(void)
 {
-    uint64_t set = (1ULL << (SIGCANCEL_NO - 1)) | (1ULL << (SIGSETXID_NO - 1));
-    for (int sig = 1; sig < 65; sig++)
-        if (preempt_owns(sig))
-            set |= 1ULL << (sig - 1);
-    return set;
+    return (1ULL << (SIGCANCEL_NO - 1)) | (1ULL << (SIGSETXID_NO - 1)) | preempt_owned();
 }
 
 /* The preemption signals: the program may block them in its own view (its old sets
  * show them), never in fact. */
 static uint64_t preempt_signals(void)
 {
-    uint64_t set = 0;
-    for (int sig = 1; sig < 65; sig++)
-        if (preempt_owns(sig))
-            set |= 1ULL << (sig - 1);
-    return set;
+    return preempt_owned();
 }
 
 /* The current G's mask becomes next (real before): what it now blocks and was routed here
