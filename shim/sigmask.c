@@ -260,10 +260,11 @@ GOSHIM_EXPORT int sigsuspend(const sigset_t *set)
  * signals left pending for this thread while it blocked them. */
 GOSHIM_EXPORT int sigpending(sigset_t *set)
 {
-    if (goshim_active())
+    bool on = goshim_active();
+    if (on)
         sig_router_settle();
     int r = REAL(sigpending)(set);
-    if (r == 0 && goshim_active()) {
+    if (r == 0 && on) {
         uint64_t mine = shim_pending_signals(), word;
         memcpy(&word, set, sizeof word);
         word &= ~preempt_signals(); /* goshim's own, on its way (the program's come as marks) */
