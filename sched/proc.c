@@ -228,12 +228,13 @@ static void castatus_or_throw(struct g *gp, uint32_t oldval, uint32_t newval, co
 
 /*
  * A transition only the caller may make: the M that parks its own G (on g0,
- * ong0 set: sysmon keeps off), the one waker that took a parked G off
- * its queue, or the M of a G that enters or leaves a system call (inside
- * m_locks: sysmon's hand-off keeps off, syscall.c). Nobody else changes the status meanwhile, so a check and a
- * release store do what the CAS did without its locked instruction (two of
- * the three per hand-off; execute keeps its CAS). What must be seen in
- * order around it is ordered by the lock or CAS that hands the G over.
+ * ong0 set: sysmon keeps off), the one waker that took a parked G off its
+ * queue, or the M of a G that enters or leaves a system call (inside
+ * m_locks, where sysmon's hand-off keeps off: syscall.c). Nobody else
+ * changes the status meanwhile, so a check and a release store do what the
+ * CAS did without its locked instruction (two of the three per hand-off;
+ * execute keeps its CAS). What must be seen in order around it is ordered
+ * by the lock or CAS that hands the G over.
  */
 void setgstatus_owned(struct g *gp, uint32_t oldval, uint32_t newval, const char *who)
 {

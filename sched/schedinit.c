@@ -77,10 +77,10 @@ static void share_arena_under_as_limit(void)
  * What needs nothing the TLS probes find, done while their thread runs (tls_init's
  * meanwhile, or after it when none ran): the unwinder's load, the stacks, the Ps, the
  * futex table, the netpoller, the fork handlers, preemption, and for the main thread's
- * adoption M0's stack and where main's own lies. The probe thread takes
- * 0.2-0.4 ms here and these as much, side by side on two CPUs; one after the other they
- * were a third of the first pthread_create's cost. A thread that cannot be made fails
- * tls_init before it runs these: a runtime that does not start leaves no handler or fd.
+ * adoption M0's stack and where main's own lies. The probe thread takes 0.2-0.4 ms here
+ * and these as much, side by side on two CPUs; one after the other they were a third of
+ * the first pthread_create's cost. A thread that cannot be made fails tls_init before it
+ * runs these: a runtime that does not start leaves no handler or fd behind.
  */
 static struct {
     const struct sched_config *c;
