@@ -448,24 +448,23 @@ static void retake_running(struct p *pp, struct ptick *pt, const struct round *r
 /*
  * A call that has lasted a round computes in the kernel, as a read from the page cache or
  * an open's path walk do, if its M used at least half the time since the call was first
- * seen: it holds its CPU then, as natively, and its P stays with it until its G has run
- * its slice (calls included) while others wait, as a running G's would. Handed off at
- * once, the P went to another M that competed with the call for the same CPUs, the G came
- * back to no P, and sysmon, having retaken, looked again every 20 us: rg at 2 Ps, 37
- * hand-offs and a thousand rounds a run. A call that sleeps uses no CPU: its P goes at
- * once.
+ * seen, or is not asleep (it runs, or waits for a CPU on a busy machine). It holds its CPU
+ * then, as natively, and keeps its P until the call itself has lasted a slice; a G past
+ * its cut was asked to yield when the call returns (retake_syscall). Handed off at once,
+ * the P went to another M that competed with the call for the same CPUs (sysmon's own
+ * wake-ups among what kept the caller from its CPU), the G came back to no P, and sysmon,
+ * having retaken, looked every 20 us for a millisecond: rg at 2 Ps, 17 hand-offs and 389
+ * rounds in a bad run, each hand-off of a call that computed. A call that sleeps uses no
+ * CPU: its P goes at once.
  */
 static bool call_computes(const struct ptick *pt, struct m *mp, const struct round *r)
 {
-    if (pt->callcpu < 0 || !mp || r->now - pt->schedwhen >= r->cut)
+    if (!mp || r->now - pt->syscallwhen >= r->slice)
         return false;
-    int64_t cpu = m_thread_cputime(mp);
-    if (cpu < 0)
-        return false;
-    /* Little CPU: asleep in the kernel, or waiting for a CPU on a busy machine (sysmon's
-     * own wake-ups among what keeps it waiting): a hand-off would add a thread to those
-     * the CPUs already cannot serve, and sysmon, having retaken, looked every 20 us. */
-    return 2 * (cpu - pt->callcpu) >= r->now - pt->syscallwhen || !m_thread_sleeping(mp);
+    int64_t cpu = pt->callcpu < 0 ? -1 : m_thread_cputime(mp);
+    if (cpu >= 0 && 2 * (cpu - pt->callcpu) >= r->now - pt->syscallwhen)
+        return true;
+    return !m_thread_sleeping(mp);
 }
 
 /* A P whose G blocks in a system call: hand it off (true) if the call has
