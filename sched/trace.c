@@ -32,6 +32,10 @@ void schedtrace(bool detailed)
     char buf[4096];
     size_t n;
     int64_t now = nanotime();
+    /* Before sched.lock, which preempt_stats takes to sum the Ms' ticks (not recursive). */
+    struct preempt_stats ps;
+    if (detailed)
+        preempt_stats(&ps);
     runtime_lock(&sched.lock);
     n = rt_snprint(buf, sizeof buf,
                    "SCHED %ldms: gomaxprocs=%d idleprocs=%d threads=%d spinningthreads=%d "
@@ -50,8 +54,6 @@ void schedtrace(bool detailed)
         return;
     }
     rt_print(2, "%s\n", buf);
-    struct preempt_stats ps;
-    preempt_stats(&ps);
     rt_print(2,
              "  preempt: requests=%lu done=%lu refused=%lu stale=%lu handoffs=%lu cut=%lu "
              "demoted=%lu\n",

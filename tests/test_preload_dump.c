@@ -282,3 +282,23 @@ Test(preload_dump, schedtrace_lines_are_consistent, .timeout = 60)
     }
     cr_assert_geq(lines, 1, "no SCHED line:\n%.2000s", out);
 }
+
+/*
+ * SCHEDDETAIL's lines (the launcher's --detail): sysmon printed the first SCHED line
+ * holding the scheduler's lock, then took it again for the preemption counters, and the
+ * program hung there for good, its threads waiting for that lock (rg, every run).
+ */
+Test(preload_dump, scheddetail_lines_print_and_the_program_ends, .timeout = 60)
+{
+    static char out[OUT];
+    struct pp_argv a;
+    int st =
+        run_preloaded("prog_file_reads", pp_argv(&a, "prog_file_reads", "2000"),
+                      "GOSHIM_PROCS=2 GOSHIM_SCHEDTRACE=1 GOSHIM_SCHEDDETAIL=1", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d\n%.2000s", st, out);
+    cr_assert(strstr(out, "2000 reads of 262144 bytes"), "%.2000s", out);
+    const char *sched = strstr(out, "SCHED ");
+    cr_assert(sched && strstr(sched, "\n  preempt: requests=") &&
+                  strstr(sched, "\n  P0: status=") && strstr(sched, "\n  M0: p="),
+              "no detail lines after a SCHED line:\n%.2000s", out);
+}
