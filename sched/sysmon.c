@@ -77,7 +77,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <sys/utsname.h>
 #include <time.h>
 
 #include "netpoll.h"
@@ -117,27 +116,6 @@ static void look_at(int64_t when)
 {
     if (when < sm.nextlook)
         sm.nextlook = when;
-}
-
-/*
- * The kernel's base slice for nprocs CPUs, as EEVDF computes it:
- * sysctl_sched_base_slice (0.75 ms until Linux 6.14, 0.70 ms from 6.15)
- * times 1 + ilog2(min(ncpu, 8)) (sched_update_scaling's default, log
- * scaling): 0.70 ms at one P, 1.40 at 2, 2.10 at 4, 2.80 from 8 on.
- */
-int64_t preempt_kernel_slice(int nprocs)
-{
-    int64_t base = 700000;
-    struct utsname u;
-    int major = 0, minor = 0;
-    if (uname(&u) == 0 && sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
-        (major < 6 || (major == 6 && minor < 15)))
-        base = 750000;
-    int n = nprocs < 1 ? 1 : nprocs > 8 ? 8 : nprocs;
-    int log = 0;
-    while (n >>= 1)
-        log++;
-    return base * (1 + log);
 }
 
 /* The kernel's tick (CLOCK_MONOTONIC_COARSE's resolution: 4 ms at
@@ -455,11 +433,13 @@ static void retake_running(struct p *pp, struct ptick *pt, const struct round *r
  * wake-ups among what kept the caller from its CPU), the G came back to no P, and sysmon,
  * having retaken, looked every 20 us for a millisecond: rg at 2 Ps, 17 hand-offs and 389
  * rounds in a bad run, each hand-off of a call that computed. A call that sleeps uses no
- * CPU: its P goes at once.
+ * CPU: its P goes at once, as does the P of a G that runs on without it (pless: handed off
+ * where it stood, refusing preemptions or asleep outside goshim), which no call holds.
  */
 static bool call_computes(const struct ptick *pt, struct m *mp, const struct round *r)
 {
-    if (!mp || r->now - pt->syscallwhen >= r->slice)
+    if (!mp || __atomic_load_n(&mp->pless, __ATOMIC_ACQUIRE) ||
+        r->now - pt->syscallwhen >= r->slice)
         return false;
     int64_t cpu = pt->callcpu < 0 ? -1 : m_thread_cputime(mp);
     if (cpu >= 0 && 2 * (cpu - pt->callcpu) >= r->now - pt->syscallwhen)
