@@ -115,6 +115,35 @@ Test(preload_blocking, computing_calls_past_the_cut_keep_their_p, .timeout = 120
 }
 
 /*
+ * One fsync that sleeps in the kernel, its P retaken by sysmon, and nothing else to do: as
+ * Go's sysmon, goshim's looked every 20 us for 50 rounds after a retake, 65-72 rounds in
+ * all here, where the call's P had gone and nobody needed another look. Now sysmon starts
+ * at 20 us again after a retake and doubles from the next round: 16-21.
+ */
+Test(preload_blocking, one_retake_costs_a_few_sysmon_rounds, .timeout = 60)
+{
+    static char out[1 << 14];
+    char *const argv[] = {"prog_file_sync", "16", NULL};
+    int retaken = 0;
+    for (int run = 0; run < 3; run++) {
+        int st =
+            run_preloaded("prog_file_sync", argv, "GOSHIM_PROCS=1 GOSHIM_STATS=1", out, sizeof out);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "synced 16 MiB\n"),
+                  "prog_file_sync: status %d\n%s", st, out);
+        long handoffs = stat_of(out, "handoffs"), rounds = stat_of(out, "sysmon_rounds");
+        cr_assert(handoffs >= 0 && rounds >= 0, "no stats:\n%s", out);
+        if (handoffs == 0)
+            continue; /* the fsync did not sleep a round (a tmpfs /tmp) */
+        retaken++;
+        cr_assert(rounds <= 30 + 15 * handoffs,
+                  "run %d: %ld sysmon rounds for %ld retakes in a process doing nothing else\n%s",
+                  run, rounds, handoffs, out);
+    }
+    if (!retaken)
+        cr_skip_test("no fsync slept a round here: nothing retaken, nothing to count");
+}
+
+/*
  * Threads blocked in the kernel (process-shared mutex and condition variable, which glibc
  * serves) each hold an OS thread: at one P, every waiter's hand-off asks the M maker for a
  * new one while the main thread and the waiters not started yet are queued. A new M that
