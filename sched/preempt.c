@@ -348,6 +348,11 @@ void goshim_preempt_point(const uint64_t *saved)
  * last preemption): see "Where a preempted G goes". */
 static void preempt_yield(struct m *mp, struct g *gp, struct p *pp)
 {
+    /* The request is served: a gate request left beside the signal's would be taken by the
+     * next G at its first call, one from runnext (it inherits the P's schedtick) - with a
+     * fixed slice the sleeper woken by the timer, put behind the spinner it was to replace,
+     * waited a second slice: 24 ms late at GOSHIM_PREEMPT=10 for a 1 ms sleep. */
+    __atomic_store_n(&mp->gate_preempt, 0, __ATOMIC_RELAXED);
     bool spinner = gp->ncalls_preempted == sched_ncalls;
     __atomic_store_n(&gp->ran_to_cut, 1, __ATOMIC_RELAXED); /* sysmon.c: cut_for */
     bool behind = pr.when_waiting && __atomic_load_n(&sched.runqsize, __ATOMIC_RELAXED) > 0 &&

@@ -141,6 +141,28 @@ Test(preload_preempt, spin_natively, .timeout = 60)
     pp_native("prog_preempt_spin", SPIN_BOUND, SPIN_ADVANCED);
 }
 
+/*
+ * A sleeper beside a spinner that makes no call, at one P with a fixed slice: each time the
+ * spinner is preempted, by signal, the sleeper its timer readied runs. The request also
+ * stood at the M's gate, and the sleeper (from runnext, the P's schedtick unchanged) took
+ * it at its next call, nanosleep: back behind the spinner for another slice, 24 ms late for
+ * a 1 ms sleep at GOSHIM_PREEMPT=10, 4 ms at 2 (a gate preemption for nearly every sleep).
+ * The spinner makes no call: a gate preemption can only be the sleeper's.
+ */
+Test(preload_preempt, a_served_request_is_not_taken_again_at_the_next_gs_call, .timeout = 60)
+{
+    static char out[PP_OUT];
+    struct pp_argv a;
+    int st = run_preloaded("pbench_preempt_latency", pp_argv(&a, "pbench_preempt_latency", "30"),
+                           "GOSHIM_PROCS=1 GOSHIM_PREEMPT=2 GOSHIM_STATS=1", out, sizeof out);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "spinner_ran=yes"),
+              "status %d\n%s", st, out);
+    long gate = stat_of(out, "preempt_gate"), done = stat_of(out, "preemptions");
+    cr_assert(done >= 1, "the spinner was never preempted?\n%s", out);
+    cr_assert(gate >= 0 && gate <= 3, "%ld of %ld preemptions at a gate of the sleeper\n%s", gate,
+              done, out);
+}
+
 /* With one P the counter advances only if the spinner is preempted (once a slice). */
 Test(preload_preempt, spin_advances_one_p, .timeout = 60)
 {
