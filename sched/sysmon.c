@@ -158,6 +158,7 @@ struct ptick {
     uint32_t refusals_seen; /* ... were last counted, and how many there were */
     uint32_t calltick;      /* its syscalltick at the last cut: its G's wrapped calls */
     bool gate_asked;        /* the cut asked its G at its next call (no signal) */
+    uint8_t callspan;       /* its call looks a quarter slice << callspan apart */
 };
 
 /* Whether mp's G refused a preemption since the last look (a request that
@@ -451,6 +452,26 @@ static bool call_computes(const struct ptick *pt, struct m *mp, const struct rou
     return !m_thread_sleeping(mp);
 }
 
+/*
+ * The next look at pp, in a call while Gs wait: a quarter slice after a look that found
+ * the call it saw before still in progress, twice that after one that found a new call (the
+ * last one ended between the looks), four times (a slice) after two; never past its G's
+ * cut. A call that sleeps is retaken at most a slice and a round after it began: a quarter
+ * slice where calls last. rg -j4 over 6,000 files, whose every call returns within
+ * microseconds, met a look each quarter slice its G spent in calls while another waited:
+ * 14-84 of its 45-110 rounds a run, none handing anything off.
+ */
+static void call_look(struct ptick *pt, bool new_call, const struct round *r)
+{
+    if (!new_call)
+        pt->callspan = 0;
+    else if (pt->callspan < 2)
+        pt->callspan++;
+    int64_t at = r->now + ((r->slice / 4) << pt->callspan);
+    int64_t cut = pt->schedwhen + r->cut;
+    look_at(cut > r->now && cut < at ? cut : at);
+}
+
 /* A P whose G blocks in a system call: hand it off (true) if the call has
  * lasted a whole round and the P is wanted (or 10 ms have passed). */
 static bool retake_syscall(struct p *pp, struct ptick *pt, const struct round *r)
@@ -460,7 +481,7 @@ static bool retake_syscall(struct p *pp, struct ptick *pt, const struct round *r
     bool wanted = others_wait(pp, r->global);
     note_slice(pp, pt, r);
     if (wanted)
-        look_at(r->now + r->slice / 4); /* it may be retaken for them */
+        call_look(pt, pt->syscalltick != t, r); /* it may be retaken for them */
     /* Its G has run its slice, its calls included, while others wait: it yields at its
      * next wrapped call, as at a tick. A G whose short calls keep its P in one at every
      * round is seldom seen running, where over_slice would ask it: it kept its P for good
