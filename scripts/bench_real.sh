@@ -138,7 +138,7 @@ fig() {
     s=$(stats "$1" "$2" "$3")
     if [ -n "$s" ]; then
         read -r m lo hi <<<"$s"
-        printf '%.3f s (%.3f-%.3f)' "$m" "$lo" "$hi"
+        printf '%.4f s (%.4f-%.4f)' "$m" "$lo" "$hi"
         [ -n "${fail[$1,$2,$3]:-}" ] && printf ', then failed'
     else
         echo "failed: ${fail[$1,$2,$3]:-not run}"
