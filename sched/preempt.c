@@ -103,6 +103,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/platform/x86.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <ucontext.h>
@@ -127,8 +128,9 @@ _Static_assert(offsetof(struct m, pend_rip) == 8, "preempt_x86_64.S reads m->pen
 void goshim_preempt_entry(void);
 void goshim_preempt_tramp(void);
 void goshim_preempt_point(const uint64_t *saved);
-/* Read by the trampoline: the XSAVE area size, a multiple of 64. */
-__attribute__((visibility("hidden"))) uint64_t goshim_xsave_size = 4096;
+/* Read by the trampoline: the XSAVE area size, a multiple of 64; 0 until the first
+ * injection (xsave_size_learn). */
+__attribute__((visibility("hidden"))) uint64_t goshim_xsave_size;
 
 enum {
     STACK_MARGIN = 16384, /* the handler's frame, the trampoline, the walk, with room to spare */
@@ -234,6 +236,21 @@ static void handler(int sig, siginfo_t *info, void *ucv)
 }
 
 /*
+ * The XSAVE area's size for the features the kernel enabled (cpuid leaf 0xd), asked at the
+ * first injection rather than at the start: a hypervisor may trap cpuid (7-11 us apiece on
+ * a PVM guest), and most short processes are never preempted. A handler on the M that
+ * goes on into the trampoline asks; two asking at once write the same value.
+ */
+static void xsave_size_learn(void)
+{
+    if (__builtin_expect(__atomic_load_n(&goshim_xsave_size, __ATOMIC_RELAXED) != 0, 1))
+        return;
+    unsigned a, b, c, d;
+    __cpuid_count(0xd, 0, a, b, c, d);
+    __atomic_store_n(&goshim_xsave_size, ((uint64_t)b + 63) & ~(uint64_t)63, __ATOMIC_RELAXED);
+}
+
+/*
  * Whether gp, interrupted at ucv's PC and stack pointer, may be preempted
  * there by the cheap tests (application text, room on its stack); if so,
  * the saved context is edited to resume in the trampoline. Else the
@@ -254,6 +271,7 @@ static bool inject(struct m *mp, struct g *gp, void *ucv)
         refuse(mp);
         return false;
     }
+    xsave_size_learn();
     mp->pend_rip = pc;
     mp->preempt_pending = 1;
     uc->uc_mcontext.gregs[REG_RSP] = (greg_t)(sp - 128);
@@ -688,13 +706,11 @@ int preempt_init(int64_t slice_ns, int sig, bool chosen, bool handoff, int walke
     pr.notimers = RUNNING_ON_VALGRIND;
     if (slice_ns < 0)
         slice_ns = preempt_kernel_slice(sched.gomaxprocs);
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_XSAVE) || !(c & bit_OSXSAVE)) {
+    /* cpuid leaf 1 as ld.so read it at the process's start, not asked again (a trap). */
+    if (!CPU_FEATURE_PRESENT(XSAVE) || !CPU_FEATURE_PRESENT(OSXSAVE)) {
         rt_print(2, "goshim: no XSAVE on this CPU: async preemption is off\n");
         return 0;
     }
-    __cpuid_count(0xd, 0, a, b, c, d);
-    goshim_xsave_size = ((uint64_t)b + 63) & ~(uint64_t)63;
     pr.sig = sig;
     pr.chosen = chosen;
     pr.handoff = handoff;

@@ -614,8 +614,6 @@ int stack_init(size_t dflt)
         stack_shared_region = 0;
     }
 #endif
-    unsigned long mmc = read_max_map_count();
-    set_max_map_count(mmc ? mmc : MAX_MAP_COUNT_DEFAULT);
     return 0;
 }
 

@@ -61,8 +61,8 @@ struct stackcache {
 /*
  * stack_init sets the default stack size (0: glibc's rule, RLIMIT_STACK soft
  * limit, or 2 MiB when it is RLIM_INFINITY or unreadable; at least 16 KiB;
- * rounded up to pages), detects MADV_GUARD_INSTALL once on a scratch mapping,
- * and reads vm.max_map_count. Call once, before any other stack_* call.
+ * rounded up to pages) and detects MADV_GUARD_INSTALL once (vm.max_map_count is read
+ * when the stacks' VMAs first come near a low one). Call once, before any other stack_* call.
  * Returns 0 or -errno.
  */
 int stack_init(size_t default_size);

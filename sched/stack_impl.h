@@ -49,6 +49,7 @@ enum {
     STACK_MIN = 16384,             /* glibc PTHREAD_STACK_MIN on x86-64 */
     WARM_KEEP = STACK_MIN,         /* bytes below its node a warm stack keeps (release_warm) */
     MAX_MAP_COUNT_DEFAULT = 65530, /* DEFAULT_MAX_MAP_COUNT, when /proc is unreadable */
+    MMC_READ_AT = 256,             /* our VMAs past which vm.max_map_count is read (vmas_fit) */
 };
 #define ARENA_CHUNK_TARGET ((size_t)512 << 20) /* aim for chunks of about this size */
 
@@ -199,8 +200,6 @@ int span_get(size_t size, size_t guard, struct gstack *out, int *fresh, struct p
 int span_has_free(size_t size, size_t guard);
 int span_guard(const struct gstack *st);
 void flush_pending(int all);
-void set_max_map_count(unsigned long n);
-unsigned long read_max_map_count(void);
 int probe_guard_install(void);
 
 /* stack_scavenge.c */

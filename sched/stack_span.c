@@ -81,7 +81,8 @@ static unsigned long max_map_count = MAX_MAP_COUNT_DEFAULT;
 static unsigned long vma_budget = MAX_MAP_COUNT_DEFAULT / 4 * 3;
 static unsigned long rescan_step = MAX_MAP_COUNT_DEFAULT / 32;
 
-static int warned; /* the max_map_count warning was printed; atomic */
+static int warned;    /* the max_map_count warning was printed; atomic */
+static int mmc_known; /* vm.max_map_count read (or set by a test); stk.lock */
 
 static struct iovec prep_iov[PREP_MAX]; /* stk.lock */
 static size_t populate_bytes;           /* top bytes of a fresh slot to populate; set once */
@@ -115,12 +116,39 @@ static long count_maps(void)
     return n < 0 ? n : lines;
 }
 
+/* read_max_map_count reads vm.max_map_count, or returns 0. Scheduler-safe. */
+static unsigned long read_max_map_count(void)
+{
+    char buf[32];
+    if (rt_read_text("/proc/sys/vm/max_map_count", buf, sizeof buf) < 0)
+        return 0;
+    unsigned long v = 0;
+    for (char *p = buf; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (unsigned long)(*p - '0');
+    return v;
+}
+
+static void set_max_map_count(unsigned long n)
+{
+    mmc_known = 1;
+    max_map_count = n;
+    vma_budget = n / 4 * 3;
+    rescan_step = vma_budget / 8 ? vma_budget / 8 : 1;
+}
+
 /*
  * vmas_fit says whether need more VMAs stay within the budget, rescanning
  * /proc/self/maps when the estimate says no (see the essay). stk.lock held.
  */
 int vmas_fit(unsigned long need)
 {
+    /* The limit read the first time our VMAs pass MMC_READ_AT, not at every start (an open
+     * and a read of /proc, 16 us of a start here): with guard markers a process rarely
+     * gets there. Below a limit so low, what the kernel refuses takes the fallbacks. */
+    if (!mmc_known && stk.vmas + need > MMC_READ_AT) {
+        unsigned long mmc = read_max_map_count();
+        set_max_map_count(mmc ? mmc : MAX_MAP_COUNT_DEFAULT);
+    }
     if (stk.vmas + need <= vma_budget)
         return 1;
     if (!stk.scanned || stk.vmas >= stk.vmas_scanned + rescan_step) {
@@ -542,25 +570,6 @@ void stack_set_populate(size_t bytes)
     populate_bytes = round_page(bytes);
 }
 
-void set_max_map_count(unsigned long n)
-{
-    max_map_count = n;
-    vma_budget = n / 4 * 3;
-    rescan_step = vma_budget / 8 ? vma_budget / 8 : 1;
-}
-
-/* read_max_map_count reads vm.max_map_count, or returns 0. Start-up only. */
-unsigned long read_max_map_count(void)
-{
-    char buf[32];
-    if (rt_read_text("/proc/sys/vm/max_map_count", buf, sizeof buf) < 0)
-        return 0;
-    unsigned long v = 0;
-    for (char *p = buf; *p >= '0' && *p <= '9'; p++)
-        v = v * 10 + (unsigned long)(*p - '0');
-    return v;
-}
-
 int stack_guard_range(void *p, size_t len)
 {
     if (use_guard_install() && rt_syscall(SYS_madvise, p, len, MADV_GUARD_INSTALL) == 0)
@@ -569,15 +578,16 @@ int stack_guard_range(void *p, size_t len)
     return r < 0 ? (int)r : 2;
 }
 
-/* probe_guard_install tries MADV_GUARD_INSTALL on a scratch mapping. Start-up only. */
+/*
+ * probe_guard_install asks whether the kernel knows MADV_GUARD_INSTALL: it checks the advice
+ * before the range, and an empty range then succeeds (EINVAL where it does not know it): one
+ * system call, where a scratch mapping, the advice on it and its unmap cost 16 us of a start
+ * here. An install that still fails (a VMA mlockall(MCL_FUTURE) locked) falls back to
+ * mprotect for that guard (stack_guard_range, prepare_slots). Start-up only.
+ */
 int probe_guard_install(void)
 {
-    char *m = sys_mmap(2 * stack_pagesize, PROT_READ | PROT_WRITE);
-    if (!m)
-        return 0;
-    long r = rt_syscall(SYS_madvise, m, stack_pagesize, MADV_GUARD_INSTALL);
-    rt_syscall(SYS_munmap, m, 2 * stack_pagesize, 0);
-    return r == 0;
+    return rt_syscall(SYS_madvise, 0, 0, MADV_GUARD_INSTALL) == 0;
 }
 
 void stack_test_set_max_map_count(unsigned long n)
