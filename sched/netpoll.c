@@ -89,6 +89,25 @@ static void pd_unlock(struct pdesc *pd, struct m *mp)
 
 /* ---- the descriptor table ----------------------------------------------------- */
 
+/* A chunk of PD_CHUNK descriptors: zero pages the kernel gives as they are first touched
+ * (rtpool_zeroed), each descriptor made at its first use (pd_make): a calloc and a loop
+ * setting all 1,024 wrote every page of a chunk at a process's first open, 20 page faults
+ * of every threaded start here (2 us apiece on a PVM guest). */
+/* The first user of a descriptor sets what is not zero at first; another meanwhile waits. */
+static void pd_make(struct pdesc *pd, int fd)
+{
+    uint8_t fresh = 0;
+    if (__atomic_compare_exchange_n(&pd->made, &fresh, 1, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        pd->fd = fd;
+        pd->peer = -1;
+        __atomic_store_n(&pd->made, 2, __ATOMIC_RELEASE);
+        return;
+    }
+    while (__atomic_load_n(&pd->made, __ATOMIC_ACQUIRE) != 2)
+        __builtin_ia32_pause();
+}
+
 static struct pdesc *pd_slot(int fd, bool create)
 {
     if (fd < 0 || fd >= PD_MAX)
@@ -98,25 +117,24 @@ static struct pdesc *pd_slot(int fd, bool create)
     if (!chunk) {
         if (!create)
             return NULL;
-        struct pdesc *fresh = rt_calloc(PD_CHUNK, sizeof *fresh);
+        struct pdesc *fresh = rtpool_zeroed(PD_CHUNK * sizeof *fresh);
         if (!fresh)
             return NULL;
-        for (int i = 0; i < PD_CHUNK; i++) {
-            fresh[i].fd = fd / PD_CHUNK * PD_CHUNK + i;
-            fresh[i].peer = -1;
-        }
         if (__atomic_compare_exchange_n(dirp, &chunk, fresh, false, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE))
             chunk = fresh;
         else
-            rt_free(fresh); /* someone else published one */
+            rtpool_zeroed_free(fresh, PD_CHUNK * sizeof *fresh); /* another published one */
     }
     uint32_t top = __atomic_load_n(&pd_top, __ATOMIC_RELAXED);
     while ((uint32_t)fd >= top &&
            !__atomic_compare_exchange_n(&pd_top, &top, (uint32_t)fd + 1, true, __ATOMIC_RELAXED,
                                         __ATOMIC_RELAXED))
         ;
-    return &chunk[fd % PD_CHUNK];
+    struct pdesc *pd = &chunk[fd % PD_CHUNK];
+    if (__atomic_load_n(&pd->made, __ATOMIC_ACQUIRE) != 2)
+        pd_make(pd, fd);
+    return pd;
 }
 
 struct pdesc *netpoll_lookup(int fd)
@@ -679,6 +697,11 @@ void netpoll_fork_child(void)
         struct pdesc *chunk = pd_dir[d];
         for (uint32_t i = 0; chunk && i < PD_CHUNK && d * PD_CHUNK + i < top; i++) {
             struct pdesc *pd = &chunk[i];
+            if (pd->made == 1) { /* a thread the child does not have was making it */
+                pd->fd = (int)(d * PD_CHUNK + i);
+                pd->peer = -1;
+                pd->made = 2;
+            }
             if (pd->lock.key == 0 && pd->epoll == 0 && pd->subs == NULL && pd->waiters[0] == 0 &&
                 pd->waiters[1] == 0)
                 continue;     /* a read: writing a chunk's 1,024 entries copied all its pages */

@@ -66,8 +66,9 @@ struct pdesc {
     uint8_t user_nb;     /* the application asked for O_NONBLOCK */
     uint8_t forced_nb;   /* goshim set O_NONBLOCK on it (listening socket) */
     uint8_t socket;
-    uint8_t hup; /* a hang-up or error was reported: reads end (EOF) without new edges */
-    int peer;    /* other end of this process's own pipe/socketpair, or -1 */
+    uint8_t hup;  /* a hang-up or error was reported: reads end (EOF) without new edges */
+    uint8_t made; /* fd and peer set (pd_slot): 0 not yet, 1 being set, 2 set; atomic */
+    int peer;     /* other end of this process's own pipe/socketpair, or -1 */
     uint32_t peergen;
     int64_t timeo[2];  /* SO_RCVTIMEO / SO_SNDTIMEO in ns, 0 = none */
     struct psub *subs; /* poll/select waiters; lock */

@@ -42,6 +42,17 @@ void rtpool_fork_child(void)
 }
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+void *rtpool_zeroed(size_t len)
+{
+    return rt_calloc(1, len);
+}
+
+void rtpool_zeroed_free(void *p, size_t len)
+{
+    (void)len;
+    rt_free(p);
+}
+
 void rtpool_new_page(void)
 {
 }
@@ -70,6 +81,18 @@ static char *chunk_carve(size_t size, size_t align)
     char *p = (char *)(((uintptr_t)pool.next + align - 1) & ~(uintptr_t)(align - 1));
     pool.next = p + size;
     return p;
+}
+
+void *rtpool_zeroed(size_t len)
+{
+    long m = rt_syscall6(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return m < 0 && m > -4096 ? NULL : (void *)m;
+}
+
+void rtpool_zeroed_free(void *p, size_t len)
+{
+    rt_syscall(SYS_munmap, p, len, 0);
 }
 
 void rtpool_new_page(void)

@@ -48,6 +48,10 @@ struct m *m_current(void);
 /* Zeroed memory for an object never freed (struct m, g, p: rtpool.c); NULL if none. align
  * is a power of two. */
 void *rtpool_alloc(size_t size, size_t align);
+/* Zeroed memory of its own mapping, whose pages the kernel gives as they are first
+ * touched (sanitizer builds: calloc, whose blocks LeakSanitizer scans); NULL if none. */
+void *rtpool_zeroed(size_t len);
+void rtpool_zeroed_free(void *p, size_t len);
 /* The next object starts a page. */
 void rtpool_new_page(void);
 void rtpool_fork_child(void);
