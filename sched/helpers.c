@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "libc.h"
+#include "lock.h"
 #include "preempt.h"
 #include "sched.h"
 #include "tls.h"
@@ -88,8 +89,56 @@ uint32_t sched_helpers_made(void)
     return __atomic_load_n(&helpers_made, __ATOMIC_RELAXED);
 }
 
+/*
+ * The spare: the TLS probe's thread (tls_init's then), which once its probe passed waits
+ * to become the first helper the start asks for (sysmon) rather than ending: a thread's
+ * end (glibc returns its stack with madvise) and another's making fewer in the program's
+ * first pthread_create, where the threads' work at the start adds up as on one CPU (the
+ * start took as long under taskset -c 0 here). Main expects it when the probe passed
+ * (sched_spare_expect), gives it the first helper's function, or lets it go
+ * (sched_spare_dismiss: it ends) when the start asked for none or failed. Either side may
+ * come first (a note).
+ */
+static struct {
+    struct note given;
+    bool expected;       /* the probe thread will come (main's, during sched_init) */
+    void *(*fn)(void *); /* NULL: dismissed */
+} spare FORK_WRITTEN;
+
+void sched_spare_arrive(void)
+{
+    notesleep(&spare.given);
+    if (spare.fn)
+        helper_start((void *)spare.fn);
+}
+
+void sched_spare_expect(void)
+{
+    spare.expected = true;
+}
+
+/* Main's: the spare's end, as helper fn or (NULL) none. False: no spare expected. */
+static bool spare_end(void *(*fn)(void *))
+{
+    if (!spare.expected)
+        return false;
+    spare.expected = false;
+    spare.fn = fn;
+    notewakeup(&spare.given);
+    return true;
+}
+
+void sched_spare_dismiss(void)
+{
+    spare_end(NULL);
+}
+
 int sched_helper_thread(void *(*fn)(void *))
 {
+    if (spare_end(fn)) {
+        __atomic_add_fetch(&helpers_made, 1, __ATOMIC_RELAXED);
+        return 0;
+    }
     /* The new thread inherits the creator's mask: all blocked from its first
      * instruction, but for glibc's SIGCANCEL and SIGSETXID (32, 33): set*id
      * waits for every thread to take SIGSETXID (setxid.c). */
@@ -256,6 +305,7 @@ bool sched_helpers_check(void)
 FORK_TEXT void sched_helpers_fork_child(void)
 {
     FORK_SET(helper_slots_used, 0); /* their threads were the parent's */
+    FORK_SET(spare.expected, false);
     FORK_SET(helpers_made, 0);
     FORK_SET(lone_helpers.n, 0);
     FORK_SET(lone_helpers.deferred, 0);

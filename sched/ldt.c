@@ -66,6 +66,7 @@
 #include <asm/ldt.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -149,6 +150,23 @@ static long write_batch(void)
         arena.written = i + 1;
     }
     return 0;
+}
+
+int ldt_cap(void)
+{
+    const char *env = getenv("GOSHIM_LDT_ENTRIES");
+    if (!env || !*env)
+        return LDT_MAX_SLOTS;
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end || v < 1 || v > LDT_MAX_SLOTS) {
+        rt_print(2,
+                 "goshim: GOSHIM_LDT_ENTRIES=%s not understood (accepted: a whole number from 1 "
+                 "to %d); using %d\n",
+                 env, LDT_MAX_SLOTS, LDT_MAX_SLOTS);
+        return LDT_MAX_SLOTS;
+    }
+    return (int)v;
 }
 
 int ldt_init(size_t static_size, size_t align, size_t tcb_size, int nslots)

@@ -37,6 +37,9 @@ extern uint8_t ldt_slot_shift;
  * before any TCB exists, on one thread.
  */
 int ldt_init(size_t static_size, size_t align, size_t tcb_size, int nslots);
+/* ldt_cap reads GOSHIM_LDT_ENTRIES: how many TCBs may get an LDT entry (ldt_init's nslots;
+ * LDT_MAX_SLOTS when unset, said when not understood). */
+int ldt_cap(void);
 
 /*
  * ldt_tcb_alloc returns the thread pointer of a free slot, its whole

@@ -244,6 +244,10 @@ bool sysmon_deferred(void);  /* not running yet in a fork child (sched_helper_de
 /* machines.c: the helpers of a one-thread fork child, started when it needs them. */
 bool sched_helpers_may_defer(void);
 void sched_helpers_fork_child(void);
+/* helpers.c: the TLS probe's thread kept as the first helper (the spare). */
+void sched_spare_arrive(void);  /* on it, once its probe passed (tls_init's then) */
+void sched_spare_expect(void);  /* main: it comes; the next sched_helper_thread takes it */
+void sched_spare_dismiss(void); /* main: not taken by now, it ends */
 /* Fork child resets of each part of the runtime (fork.c calls them). A fork child pays for
  * each page it first touches (a write copies it; in a VM with shadow page tables a read
  * costs too): resets look at as few pages as they can and write only what differs. */

@@ -148,7 +148,7 @@ int sched_init(const struct sched_config *c)
     share_arena_under_as_limit(); /* before the TLS probes' threads allocate */
     early.c = c;
     early.nprocs = nprocs;
-    int tr = tls_init(c->tls_mode, init_meanwhile); /* tls_full() says what it chose */
+    int tr = tls_init(c->tls_mode, init_meanwhile, sched_spare_arrive); /* tls_full() says */
     if (tr < 0) {
         rt_print(2,
                  "goshim: cannot create a thread (error %d: RLIMIT_NPROC, kernel.threads-max or "
@@ -156,16 +156,21 @@ int sched_init(const struct sched_config *c)
                  -tr);
         return -tr;
     }
+    if (tls_full())
+        sched_spare_expect(); /* the probe's thread, to be sysmon */
     sched.tls_g_off = (size_t)((char *)&tls_g - (char *)tls_self());
     init_meanwhile(); /* done already unless no probe thread ran */
-    if (early.err != 0)
+    if (early.err != 0) {
+        sched_spare_dismiss();
         return early.err;
+    }
     if (tls_full())
         setxid_init();
     sched.starttime = nanotime();
     cputime_init(sched.starttime);
     sched.started = true;
     sysmon_start(c->schedtrace_ms, c->scheddetail);
+    sched_spare_dismiss(); /* sysmon took it, or it ends */
     if (c->stats) {
         stats_open();
         atexit(stats_at_exit);

@@ -591,6 +591,20 @@ void *tls_malloc_handover(void *from_tcb, void *to_tcb, void *arena)
 
 static void *main_arena; /* the main thread's, as it started the runtime */
 
+const char *tls_fs_method_name(int method)
+{
+    switch (method) {
+    case TLS_FS_WRFSBASE:
+        return "wrfsbase";
+    case TLS_FS_LDT:
+        return "ldt";
+    case TLS_FS_ARCH_PRCTL:
+        return "arch_prctl";
+    default:
+        return "none";
+    }
+}
+
 void *tls_malloc_note_main(void *main_tcb)
 {
     main_arena = tls_malloc_arena(main_tcb);

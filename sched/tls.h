@@ -44,8 +44,11 @@ extern int tls_fs_method; /* read by the context-switch assembly; TLS_FS_NONE in
  * thread runs (on another CPU, where there is one): called once, on the
  * calling thread, while the probes run, or not at all when no probe thread
  * is made (errno mode, a lookup that failed first).
+ * then, if not NULL, runs on the probe thread once its probe passed (full
+ * mode), in place of its end: it may go on as a thread of the caller's. The
+ * thread has every signal blocked but glibc's SIGCANCEL and SIGSETXID.
  */
-int tls_init(int want, void (*meanwhile)(void));
+int tls_init(int want, void (*meanwhile)(void), void (*then)(void));
 
 /* tls_fs_method_name names a method: "wrfsbase", "ldt", "arch_prctl" or "none". */
 const char *tls_fs_method_name(int method);

@@ -43,6 +43,7 @@
 #include "tls_impl.h"
 
 #include "ldt.h"
+#include "lock.h"
 #include "throw.h"
 
 #include <dlfcn.h>
@@ -52,6 +53,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -102,20 +104,6 @@ static size_t db_field(const char *name, uint32_t elem_bits, size_t *off)
     return 0;
 }
 
-const char *tls_fs_method_name(int method)
-{
-    switch (method) {
-    case TLS_FS_WRFSBASE:
-        return "wrfsbase";
-    case TLS_FS_LDT:
-        return "ldt";
-    case TLS_FS_ARCH_PRCTL:
-        return "arch_prctl";
-    default:
-        return "none";
-    }
-}
-
 /*
  * fs_request reads GOSHIM_FS: the method the chain starts at
  * (wrfsbase, ldt, arch_prctl) and whether the user forced it.
@@ -144,24 +132,6 @@ static int fs_request(bool *forced)
 static bool have_wrfsbase(void)
 {
     return (getauxval(AT_HWCAP2) & HWCAP2_FSGSBASE_BIT) != 0 && !tls_test_no_fsgsbase;
-}
-
-/* ldt_cap reads GOSHIM_LDT_ENTRIES: how many TCBs may get an LDT entry. */
-static int ldt_cap(void)
-{
-    const char *env = getenv("GOSHIM_LDT_ENTRIES");
-    if (!env || !*env)
-        return LDT_MAX_SLOTS;
-    char *end;
-    long v = strtol(env, &end, 10);
-    if (*end || v < 1 || v > LDT_MAX_SLOTS) {
-        rt_print(2,
-                 "goshim: GOSHIM_LDT_ENTRIES=%s not understood (accepted: a whole number from 1 "
-                 "to %d); using %d\n",
-                 env, LDT_MAX_SLOTS, LDT_MAX_SLOTS);
-        return LDT_MAX_SLOTS;
-    }
-    return (int)v;
 }
 
 /* ldt_seen_fn runs with a TCB of the arena installed: what does %fs:0 say? */
@@ -412,8 +382,16 @@ struct probe {
     int nrw; /* libc's writable segments, [lo, hi) */
     unsigned char before[LIBC_TLS_MAX], after[LIBC_TLS_MAX];
     bool fresh_ok;
-    bool prefilled; /* the fresh TCB had the starter's thread_arena (arena_guess) */
+    bool prefilled;     /* the fresh TCB had the starter's thread_arena (arena_guess) */
+    void (*then)(void); /* for the probe thread once its probe passed (tls_init) */
 };
+
+/* The probe thread's verdict, for a starter that does not join it: the thread may go on
+ * (then). */
+static struct {
+    struct note out;
+    const char *why;
+} verdict;
 
 /* find_pair returns the unique offset in struct pthread holding (a, b), or 0. */
 static size_t find_pair(char *tp, uintptr_t a, uintptr_t b)
@@ -668,7 +646,12 @@ static void *probe_thread(void *arg)
     void *self = tls_self();
     if (!why && pr->prefilled)
         WORD(self, -(ptrdiff_t)tls_info.malloc_off[tls_info.arena_word - 1]) = 0;
-    return (void *)why;
+    void (*then)(void) = pr->then; /* pr is the starter's once the verdict is out */
+    verdict.why = why;
+    notewakeup(&verdict.out);
+    if (!why && then)
+        then();
+    return NULL;
 }
 
 /* resolve_glibc_malloc finds glibc's malloc and free (see probe_malloc_words). */
@@ -680,34 +663,43 @@ static void resolve_glibc_malloc(void)
 }
 
 /*
- * run_probe_thread runs probe_thread on a real pthread, with the default guard and a
- * stack of PROBE_STACK_SIZE bytes (glibc keeps the stack of an ended thread for its next
- * one of a like size, a helper thread: one of the default size, 8 MiB, would stay
- * reserved for ever, which a small RLIMIT_AS feels), runs meanwhile here before the
- * join, and returns the thread's verdict.
+ * run_probe_thread runs probe_thread on a real pthread, detached, with the default guard,
+ * a stack of PROBE_STACK_SIZE bytes (glibc keeps the stack of an ended thread for its
+ * next one of a like size, a helper thread: one of the default size, 8 MiB, would stay
+ * reserved for ever, which a small RLIMIT_AS feels) and every signal blocked but glibc's
+ * SIGCANCEL and SIGSETXID (as a helper's: it may go on as one); runs meanwhile here while
+ * it probes, and returns its verdict.
  */
 static const char *run_probe_thread(struct probe *pr, void (*meanwhile)(void))
 {
     pthread_attr_t attr;
     pthread_t th;
-    void *ret = NULL;
+    const char *why = NULL;
     if (pthread_attr_init(&attr) != 0)
         return fail("pthread_attr_init", " failed");
     if (pthread_attr_getguardsize(&attr, &pr->guard) != 0 || pr->guard == 0)
-        ret = (void *)fail("default guard size", " is 0");
-    else
-        pthread_attr_setstacksize(&attr, PROBE_STACK_SIZE);
-    int err = ret ? 0 : libc_pthread_create(&th, &attr, probe_thread, pr);
+        why = fail("default guard size", " is 0");
+    pthread_attr_setstacksize(&attr, PROBE_STACK_SIZE);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    uint64_t all = ~((1ULL << 31) | (1ULL << 32)), old = 0;
+    int err = 0;
+    if (!why) {
+        noteclear(&verdict.out);
+        rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
+        err = libc_pthread_create(&th, &attr, probe_thread, pr);
+        rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
+    }
     if (err) {
         probe_thread_err = err;
-        ret = (void *)fail("probe thread", " could not be created");
-    } else if (!ret) {
+        why = fail("probe thread", " could not be created");
+    } else if (!why) {
         if (meanwhile)
             meanwhile();
-        libc_pthread_join(th, &ret);
+        notesleep(&verdict.out);
+        why = verdict.why;
     }
     pthread_attr_destroy(&attr);
-    return ret;
+    return why;
 }
 
 /*
@@ -715,7 +707,8 @@ static const char *run_probe_thread(struct probe *pr, void (*meanwhile)(void))
  * chain; forced: the GOSHIM_FS value the user gave, or NULL. One thread
  * serves them all (a thread made and joined costs 0.2-0.4 ms here).
  */
-static const char *probe_all(bool want_ldt, const char *forced, void (*meanwhile)(void))
+static const char *probe_all(bool want_ldt, const char *forced, void (*meanwhile)(void),
+                             void (*then)(void))
 {
     const char *why;
     memset(&tls_info, 0, sizeof tls_info); /* unknown offsets read as 0 (see free_thread_buffers) */
@@ -730,6 +723,7 @@ static const char *probe_all(bool want_ldt, const char *forced, void (*meanwhile
         return fail("probe memory", " unavailable");
     resolve_glibc_malloc();
     pr->starter = tls_self();
+    pr->then = then;
     /* Allocated here: the probe thread fills it once it knows the offsets. */
     if (!(pr->fresh = tls_tcb_alloc()))
         why = fail("probe TCB allocation", " failed");
@@ -744,7 +738,7 @@ static const char *probe_all(bool want_ldt, const char *forced, void (*meanwhile
 static const char errno_mode_effect[] =
     "errno is per thread, __thread variables are shared by threads on one OS thread";
 
-int tls_init(int want, void (*meanwhile)(void))
+int tls_init(int want, void (*meanwhile)(void), void (*then)(void))
 {
     tls_mode = TLS_MODE_ERRNO;
     tls_fs_method = TLS_FS_NONE;
@@ -768,7 +762,8 @@ int tls_init(int want, void (*meanwhile)(void))
                     "here (AT_HWCAP2 lacks HWCAP2_FSGSBASE); trying ldt\n");
     bool want_ldt = tls_fs_method != TLS_FS_WRFSBASE && fs_want != TLS_FS_ARCH_PRCTL;
     probe_thread_err = 0;
-    const char *why = probe_all(want_ldt, forced ? tls_fs_method_name(fs_want) : NULL, meanwhile);
+    const char *why =
+        probe_all(want_ldt, forced ? tls_fs_method_name(fs_want) : NULL, meanwhile, then);
     if (why && probe_thread_err) {
         /* No thread to spare (RLIMIT_NPROC, threads-max, pids.max): errno mode would
          * share the __thread variables of the program's threads; better not start. */

@@ -72,7 +72,7 @@ Test(tls, init_full_picks_fs_method, .timeout = 10)
     struct capture cap;
     unsetenv("GOSHIM_FS");
     capture_begin(&cap);
-    int mode = tls_init(TLS_MODE_FULL, NULL);
+    int mode = tls_init(TLS_MODE_FULL, NULL, NULL);
     capture_end(&cap);
     cr_assert_eq(mode, TLS_MODE_FULL, "stderr: %s", cap.buf);
     cr_assert_eq(tls_mode, TLS_MODE_FULL);
@@ -97,7 +97,7 @@ Test(tls, env_forces_arch_prctl, .timeout = 10)
     cr_assert_eq(tls_fs_method, TLS_FS_ARCH_PRCTL);
     setenv("GOSHIM_FS", "fast-please", 1);
     capture_begin(&cap);
-    int mode = tls_init(TLS_MODE_FULL, NULL);
+    int mode = tls_init(TLS_MODE_FULL, NULL, NULL);
     capture_end(&cap);
     cr_assert_eq(mode, TLS_MODE_FULL);
     cr_assert(strstr(cap.buf, "goshim: GOSHIM_FS=fast-please not understood"), "%s", cap.buf);
@@ -126,7 +126,7 @@ static void deny_modify_ldt(int err)
 static void init_captured(struct capture *cap)
 {
     capture_begin(cap);
-    int mode = tls_init(TLS_MODE_FULL, NULL);
+    int mode = tls_init(TLS_MODE_FULL, NULL, NULL);
     capture_end(cap);
     cr_assert_eq(mode, TLS_MODE_FULL, "stderr: %s", cap->buf);
 }
@@ -309,7 +309,7 @@ Test(tls, errno_mode_request, .timeout = 10)
 {
     struct capture cap;
     capture_begin(&cap);
-    int mode = tls_init(TLS_MODE_ERRNO, NULL);
+    int mode = tls_init(TLS_MODE_ERRNO, NULL, NULL);
     capture_end(&cap);
     cr_assert_eq(mode, TLS_MODE_ERRNO);
     cr_assert_eq(tls_mode, TLS_MODE_ERRNO);

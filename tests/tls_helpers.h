@@ -33,7 +33,7 @@ static __thread int tls_bss;
 
 static inline void init_full(void)
 {
-    cr_assert_eq(tls_init(TLS_MODE_FULL, NULL), TLS_MODE_FULL);
+    cr_assert_eq(tls_init(TLS_MODE_FULL, NULL, NULL), TLS_MODE_FULL);
 }
 
 /* run_in runs fn(arg) with tcb installed, lending it this thread's malloc state. */
