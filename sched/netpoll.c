@@ -89,11 +89,11 @@ static void pd_unlock(struct pdesc *pd, struct m *mp)
 
 /* ---- the descriptor table ----------------------------------------------------- */
 
-/* A chunk of PD_CHUNK descriptors: zero pages the kernel gives as they are first touched
- * (rtpool_zeroed), each descriptor made at its first use (pd_make): a calloc and a loop
- * setting all 1,024 wrote every page of a chunk at a process's first open, 20 page faults
- * of every threaded start here (2 us apiece on a PVM guest). */
-/* The first user of a descriptor sets what is not zero at first; another meanwhile waits. */
+/* A chunk of PD_CHUNK descriptors is zero pages the kernel gives as they are first touched
+ * (rtpool_zeroed), and a descriptor is made at its first use: a calloc and a loop setting
+ * all 1,024 wrote every page of a chunk at a process's first open, 20 page faults of every
+ * threaded start here (2 us apiece on a PVM guest). The first user sets what is not zero
+ * at first; another meanwhile waits. */
 static void pd_make(struct pdesc *pd, int fd)
 {
     uint8_t fresh = 0;
