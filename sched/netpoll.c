@@ -51,7 +51,7 @@
 
 enum { PD_CHUNK = 1024, PD_DIR = 1024, PD_MAX = PD_CHUNK * PD_DIR };
 
-static struct pdesc *pd_dir[PD_DIR];
+static struct pdesc *pd_dir[PD_DIR] GOSHIM_LARGE;
 /* 1 + the highest fd given a slot (atomic): a fork child resets the slots below it only, and
  * reads no page of the others (a page read costs a fork child too: a PVM guest's shadow
  * page table is made on first touch). */

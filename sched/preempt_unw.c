@@ -65,6 +65,7 @@
 
 #include "libc.h"
 #include "preempt_unw.h"
+#include "api.h"
 
 enum {
     CACHE_SLOTS = 1024, /* a power of two */
@@ -100,7 +101,7 @@ static struct {
     int (*search)(unw_addr_space_t, unw_word_t, unw_dyn_info_t *, unw_proc_info_t *, int, void *);
     uint64_t gen; /* bumped when code is loaded or unloaded; atomic */
     struct slot cache[CACHE_SLOTS];
-} uw;
+} uw GOSHIM_LARGE;
 
 /* One walk's state: the accessors' argument. */
 struct uwalk {

@@ -44,7 +44,7 @@ extern __thread struct g *tls_g;
 
 enum { IDLE_SPIN_NS = 20000 };
 
-static uint32_t coprimes[MAX_PROCS];
+static uint32_t coprimes[MAX_PROCS] GOSHIM_LARGE;
 static uint32_t ncoprimes;
 
 static uint32_t gcd(uint32_t a, uint32_t b)

@@ -66,6 +66,7 @@
 #include "libc.h"
 #include "stack_impl.h"
 
+#include "api.h"
 #include "lock.h"
 #include "throw.h"
 
@@ -545,7 +546,7 @@ static void flush_cold(struct coldslot *v, unsigned n)
  * holds stack_flush_lock owns it. Lock order: stack_flush_lock, then stk.lock.
  */
 struct runtime_lock stack_flush_lock;
-static struct coldslot flushing[COLD_BATCH];
+static struct coldslot flushing[COLD_BATCH] GOSHIM_LARGE;
 
 /*
  * flush_pending flushes the pending cold batch when it is full (all: any

@@ -278,7 +278,7 @@ static void rotation_stuck(struct p *pp, struct ptick *pt)
         preempt_request(pp, true);
 }
 
-static struct ptick pticks[MAX_PROCS];
+static struct ptick pticks[MAX_PROCS] GOSHIM_LARGE;
 
 /* Whether a G waits for pp, a running P: in its runnext or ring, or
  * anywhere (global: the global queue holds Gs, or a timer is due). */

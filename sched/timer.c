@@ -50,8 +50,8 @@ struct theap {
  * the kernel's fault-around made all 16 pages resident at the first read, and every fork
  * copied their page-table entries.
  */
-static struct theap pheaps[MAX_PROCS]; /* by P id */
-static struct theap offp;              /* timers added off any P */
+static struct theap pheaps[MAX_PROCS] GOSHIM_LARGE; /* by P id */
+static struct theap offp;                           /* timers added off any P */
 
 /* The heap's earliest deadline, or -1. */
 static int64_t heap_when(struct theap *h)

@@ -11,7 +11,7 @@ enum { HIST_BUCKETS = 8 * 62 };
 static struct walkstat {
     uint64_t n, ns;
     uint64_t hist[HIST_BUCKETS];
-} walkstats[2];
+} walkstats[2] GOSHIM_LARGE;
 
 /* The bucket of a walk of ns nanoseconds: eight per power of two. */
 static unsigned hist_bucket(uint64_t ns)

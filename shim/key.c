@@ -31,7 +31,7 @@
 /* Key destructors, recorded by the pthread_key_create interposer (NKEYS: glibc's
  * PTHREAD_KEYS_MAX). */
 #define NKEYS 1024
-static void (*key_dtor[NKEYS])(void *);
+static void (*key_dtor[NKEYS])(void *) GOSHIM_LARGE;
 /* One past the highest key ever given a destructor: an exit looks at no
  * key above it, so a program without destructors pays nothing per exit. */
 static uint32_t key_dtor_top;

@@ -80,7 +80,7 @@
 
 /* ---- the program's handlers, and the dispatcher installed in their place ---------- */
 
-static struct sigaction app_act[65];
+static struct sigaction app_act[65] GOSHIM_LARGE;
 /* Signals some thread has blocked (bit sig-1; atomic, only grows): at SIG_DFL they are routed
  * (shim_route_defaults). */
 static uint64_t sig_blocked_once;

@@ -49,7 +49,7 @@ static struct {
      * and sigqueue(), which wait for theirs); handed_waiters: how many wait. */
     uint32_t handed;
     uint32_t handed_waiters;
-} rt;
+} rt GOSHIM_LARGE;
 
 void sig_router_kick(void)
 {

@@ -115,7 +115,7 @@ pthread_t sthread_glibc_id(pthread_t t, struct sthread *st)
  * takes its entry out.
  */
 enum { GONE_SLOTS = 4096 };
-static uintptr_t gone[GONE_SLOTS];
+static uintptr_t gone[GONE_SLOTS] GOSHIM_LARGE;
 
 static uintptr_t *gone_slot(pthread_t t)
 {
