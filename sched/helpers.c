@@ -142,8 +142,7 @@ int sched_helper_thread(void *(*fn)(void *))
     /* The new thread inherits the creator's mask: all blocked from its first
      * instruction, but for glibc's SIGCANCEL and SIGSETXID (32, 33): set*id
      * waits for every thread to take SIGSETXID (setxid.c). */
-    uint64_t all = ~((1ULL << 31) | (1ULL << 32)), old = 0;
-    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
+    uint64_t old = rt_mask_swap(RT_MASK_OWN_THREAD);
     void *stack = helper_stack();
     int err = helper_create(fn, stack);
     if (err && stack) /* refused on our stack (a sanitizer's pthread_create wants more) */
@@ -157,7 +156,7 @@ int sched_helper_thread(void *(*fn)(void *))
     }
     if (!err)
         __atomic_add_fetch(&helpers_made, 1, __ATOMIC_RELAXED);
-    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
+    rt_mask_swap(old);
     return err;
 }
 

@@ -247,13 +247,12 @@ bool newm(struct p *pp, bool spinning, enum newm_for why)
      * (as when a main thread parked in sleep has its P handed to a new M).
      * So it starts with every signal blocked but glibc's two (set*id reaches every
      * thread) and installs the creator's mask, kept in mp->sigmask, once it is an M. */
-    uint64_t all = ~((1ULL << 31) | (1ULL << 32)), old = 0; /* glibc's 32 and 33 */
-    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
+    uint64_t old = rt_mask_swap(RT_MASK_OWN_THREAD);
     mp->sigmask = old;
     pthread_t th;
     injected = fault_inject(FAULT_M);
     err = injected ? EAGAIN : libc_pthread_create(&th, &attr, mstart, mp);
-    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
+    rt_mask_swap(old);
     pthread_attr_destroy(&attr);
     if (err == 0) {
         /* Counted once its thread exists (it may reach stopm first: -1 for a moment).

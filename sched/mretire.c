@@ -202,8 +202,7 @@ void m_stacks_trim(void)
  */
 void m_exit(struct m *mp)
 {
-    uint64_t all = ~((1ULL << 31) | (1ULL << 32));
-    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, 0, sizeof all, 0, 0);
+    rt_mask_swap(RT_MASK_OWN_THREAD);
     preempt_m_fini(mp);
     stack_thread_fini(&mp->stacks->alt);
     rt_syscall(SYS_arch_prctl, ARCH_SET_GS, 0, 0);

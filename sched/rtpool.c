@@ -65,24 +65,8 @@ void *rtpool_alloc(size_t size, size_t align)
     return p;
 }
 #else
-/* From a new chunk; NULL if none can be mapped. Under pool.lock. Not MAP_NORESERVE: gdb's
- * gcore leaves such mappings out (the G stacks), and a core must keep these objects. */
-static char *chunk_carve(size_t size, size_t align)
-{
-    size_t len = (pool.mapped / 16 + POOL_CHUNK_MIN - 1) & ~(size_t)(POOL_CHUNK_MIN - 1);
-    len = len < POOL_CHUNK_MIN ? POOL_CHUNK_MIN : len > POOL_CHUNK_MAX ? POOL_CHUNK_MAX : len;
-    void *m = (void *)rt_syscall6(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE,
-                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if ((uintptr_t)m >= (uintptr_t)-4095)
-        return NULL;
-    pool.mapped += len;
-    pool.next = m;
-    pool.end = (char *)m + len;
-    char *p = (char *)(((uintptr_t)pool.next + align - 1) & ~(uintptr_t)(align - 1));
-    pool.next = p + size;
-    return p;
-}
-
+/* Not MAP_NORESERVE: gdb's gcore leaves such mappings out (the G stacks), and a core must
+ * keep these objects. */
 void *rtpool_zeroed(size_t len)
 {
     long m = rt_syscall6(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE,
@@ -93,6 +77,22 @@ void *rtpool_zeroed(size_t len)
 void rtpool_zeroed_free(void *p, size_t len)
 {
     rt_syscall(SYS_munmap, p, len, 0);
+}
+
+/* From a new chunk; NULL if none can be mapped. Under pool.lock. */
+static char *chunk_carve(size_t size, size_t align)
+{
+    size_t len = (pool.mapped / 16 + POOL_CHUNK_MIN - 1) & ~(size_t)(POOL_CHUNK_MIN - 1);
+    len = len < POOL_CHUNK_MIN ? POOL_CHUNK_MIN : len > POOL_CHUNK_MAX ? POOL_CHUNK_MAX : len;
+    void *m = rtpool_zeroed(len);
+    if (!m)
+        return NULL;
+    pool.mapped += len;
+    pool.next = m;
+    pool.end = (char *)m + len;
+    char *p = (char *)(((uintptr_t)pool.next + align - 1) & ~(uintptr_t)(align - 1));
+    pool.next = p + size;
+    return p;
 }
 
 void rtpool_new_page(void)

@@ -13,6 +13,13 @@
 #include <stdint.h>
 #include <sys/syscall.h>
 
+uint64_t rt_mask_swap(uint64_t set)
+{
+    uint64_t old = 0;
+    rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&set, (long)&old, sizeof set, 0, 0);
+    return old;
+}
+
 long rt_syscall6(long nr, long a, long b, long c, long d, long e, long f)
 {
     long ret;

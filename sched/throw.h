@@ -11,6 +11,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * rt_print formats into a stack buffer and writes it to fd in one write(2).
@@ -42,6 +43,13 @@ __attribute__((noreturn)) void goshim_assert_fail(const char *cond, const char *
 /* Raw system calls: no errno, return -errno on failure. */
 long rt_syscall6(long nr, long a, long b, long c, long d, long e, long f);
 #define rt_syscall(nr, a, b, c) rt_syscall6((nr), (long)(a), (long)(b), (long)(c), 0, 0, 0)
+
+/* The signal mask goshim's own threads start with (a helper, a new M, the TLS probe's
+ * thread, an M on its way out): every signal blocked but glibc's SIGCANCEL and SIGSETXID
+ * (32, 33), since set*id waits for every thread to take SIGSETXID (setxid.c). */
+#define RT_MASK_OWN_THREAD (~((1ULL << 31) | (1ULL << 32)))
+/* rt_mask_swap installs set as the calling thread's mask; returns the one it replaced. */
+uint64_t rt_mask_swap(uint64_t set);
 
 /* rt_read_text reads the start of a small file (/proc, /sys) into buf, NUL-terminated,
  * with raw system calls: its length, or -1 if it cannot be opened or read (or is empty). */

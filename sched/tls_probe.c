@@ -53,7 +53,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -681,13 +680,12 @@ static const char *run_probe_thread(struct probe *pr, void (*meanwhile)(void))
         why = fail("default guard size", " is 0");
     pthread_attr_setstacksize(&attr, PROBE_STACK_SIZE);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    uint64_t all = ~((1ULL << 31) | (1ULL << 32)), old = 0;
     int err = 0;
     if (!why) {
         noteclear(&verdict.out);
-        rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof all, 0, 0);
+        uint64_t old = rt_mask_swap(RT_MASK_OWN_THREAD);
         err = libc_pthread_create(&th, &attr, probe_thread, pr);
-        rt_syscall6(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof old, 0, 0);
+        rt_mask_swap(old);
     }
     if (err) {
         probe_thread_err = err;
